@@ -1,0 +1,88 @@
+// The one small API every forward-pass implementation offers: the float
+// reference (daemon/reference) and the in-kernel BPF engine (daemon/engine).
+// The daemon, qwen3-bpf-run, the benchmark and the tests use only this.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace qwen3 {
+
+// The KV cache of one sequence. Owned by a Session in the daemon; nothing else
+// holds KV. For the BPF backend its storage is BPF maps created with it and
+// freed with it.
+class KvCache {
+ public:
+  virtual ~KvCache() = default;
+  virtual int positions() const = 0;      // tokens already cached
+  virtual int max_context() const = 0;    // positions it can hold
+  virtual size_t bytes() const = 0;       // memory it holds (kernel or user)
+  // Forgets positions >= n (n <= positions()); used to roll back a failed step.
+  virtual void truncate(int n) = 0;
+};
+
+// What the caller wants back from one forward step of one sequence.
+struct ForwardWants {
+  bool all_positions = false;  // logits info for every fed position, not just the last
+  int top_k = 0;               // top-k (id, logit) per reported position (0 = none)
+  bool full_logits = false;    // the whole vocabulary's logits per reported position
+};
+
+struct PositionLogits {
+  int32_t argmax = -1;
+  std::vector<std::pair<int32_t, float>> top_k;  // sorted by logit, descending
+  std::vector<float> full;                       // vocab_size floats when asked
+};
+
+struct ForwardResult {
+  // One entry per reported position: the last fed one, or all of them.
+  std::vector<PositionLogits> positions;
+};
+
+// One sequence's share of a batched step.
+struct BatchItem {
+  KvCache* kv = nullptr;
+  std::span<const int32_t> tokens;  // appended at kv->positions()
+  ForwardWants wants;
+  ForwardResult* result = nullptr;
+};
+
+struct BackendInfo {
+  std::string name;           // "reference" or "bpf"
+  std::string weight_path;    // "map" | "arena" | "host"
+  std::string precision;      // "q24" | "q8" | "f32"
+  size_t weight_bytes = 0;    // resident weight memory
+  int bpf_programs = 0;
+  int bpf_maps = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual BackendInfo info() const = 0;
+
+  // Throws qwen3::Error(resource_exhausted) when max_context cannot be had.
+  virtual std::unique_ptr<KvCache> create_kv(int max_context) = 0;
+
+  // Feeds `tokens` after what `kv` holds, appends their K/V, and reports logits.
+  // Throws qwen3::Error(invalid_argument) for an id >= vocab or a context overflow;
+  // on any throw the cache is left as it was before the call.
+  virtual ForwardResult forward(KvCache& kv, std::span<const int32_t> tokens,
+                                const ForwardWants& wants) = 0;
+
+  // Several sequences in one step, sharing passes over the weights where the
+  // implementation can. The default runs them one after another.
+  virtual void forward_batch(std::span<BatchItem> items) {
+    for (auto& item : items) *item.result = forward(*item.kv, item.tokens, item.wants);
+  }
+};
+
+}  // namespace qwen3

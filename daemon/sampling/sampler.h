@@ -1,0 +1,45 @@
+// Turns the scores a forward step reports into the next token: greedy, or
+// seeded sampling with temperature, top-k, top-p, min-p and a repetition
+// penalty. The scores themselves (logits, top-k) come from the backend; for
+// the BPF backend they were computed in the kernel.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "engine/backend.h"
+
+namespace qwen3 {
+
+struct SamplingParams {
+  float temperature = 0.0f;         // 0: greedy (argmax)
+  int top_k = 0;                    // 0: no top-k cut
+  float top_p = 1.0f;               // 1: no nucleus cut
+  float min_p = 0.0f;               // 0: no min-p cut
+  float repetition_penalty = 1.0f;  // 1: none; >1 discourages tokens already in the history
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  // Throws qwen3::Error(invalid_argument) naming the parameter out of range.
+  explicit Sampler(const SamplingParams& params);
+
+  // What to ask the backend for so that sample() has what it needs.
+  ForwardWants wants() const;
+  // Chooses the next token from one position's scores and the ids seen so far.
+  int32_t sample(const PositionLogits& scores, std::span<const int32_t> history);
+  bool greedy() const { return params_.temperature <= 0.0f; }
+
+  // log-softmax over what the position reports (full logits when present,
+  // otherwise the top-k candidates), for the logprobs the API returns.
+  static std::vector<std::pair<int32_t, float>> top_logprobs(const PositionLogits& scores, int n);
+
+ private:
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace qwen3

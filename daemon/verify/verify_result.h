@@ -1,0 +1,66 @@
+// The structured answer of the XDP verification pipeline (VerifyProgram).
+// Shared by daemon/verify (which fills it) and daemon/service (which turns it
+// into the gRPC message) so the two can be built independently.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace qwen3::verify {
+
+enum class Decision { pass, fail, error };
+enum class Stage { none, policy, compile, verify, behaviour, infrastructure };
+enum class VerifierClass {
+  none,
+  packet_bounds,
+  null_check_missing,
+  uninitialized,          // register or stack slot read before written
+  unbounded_loop,         // back-edge, or the complexity / instruction limit
+  invalid_helper_argument,
+  invalid_context_access,
+  other,
+};
+
+struct Diagnostic {
+  std::string stage_message;  // one-line human summary
+  int line = 0;               // source line (1-based), 0 if unknown
+  int column = 0;
+  std::string text;           // compiler diagnostic or verifier message
+};
+
+struct Fixture {
+  std::string name;
+  std::string packet_hex;
+  std::string expected_action;        // XDP_ABORTED|XDP_DROP|XDP_PASS|XDP_TX|XDP_REDIRECT
+  std::string expected_packet_hex;    // empty: output packet not checked
+};
+
+struct FixtureResult {
+  std::string name;
+  bool passed = false;
+  std::string expected_action;
+  std::string got_action;
+  std::string expected_packet_hex;
+  std::string got_packet_hex;
+  std::string note;  // e.g. why a fixture could not run
+};
+
+struct VerifyResult {
+  Decision decision = Decision::error;
+  Stage first_failed_stage = Stage::none;
+  std::string summary;
+  std::vector<Diagnostic> compiler_diagnostics;
+  std::string verifier_log_excerpt;
+  int verifier_line = 0;           // source line of the rejected instruction (BTF line info)
+  std::string verifier_source_line;
+  VerifierClass verifier_class = VerifierClass::none;
+  uint32_t verified_insns = 0;
+  std::vector<FixtureResult> fixtures;
+};
+
+const char* to_string(Decision d);
+const char* to_string(Stage s);
+const char* to_string(VerifierClass c);
+
+}  // namespace qwen3::verify

