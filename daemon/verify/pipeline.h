@@ -1,0 +1,59 @@
+// The XDP verification pipeline (policy -> compile -> verify -> behaviour) and
+// the generate-verify-repair loop on top of it. daemon/service wires these to
+// the VerifyProgram and GenerateVerified RPCs.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+#include "verify/verify_result.h"
+
+namespace qwen3::verify {
+
+struct VerifyRequest {
+  std::string source;              // C source of one XDP program
+  std::vector<Fixture> fixtures;
+};
+
+struct PipelineOptions {
+  std::string clang = "clang-19";
+  size_t max_source_bytes = 256 * 1024;
+  int compile_timeout_ms = 30000;
+  size_t compile_memory_bytes = size_t{1} << 30;
+  int max_fixtures = 256;
+  size_t max_packet_bytes = 9000;
+  std::string work_dir = "/tmp";   // parent of the per-request sandbox dirs
+};
+
+class Pipeline {
+ public:
+  explicit Pipeline(PipelineOptions options = {});
+  // Never throws for bad input: problems are reported in the result.
+  VerifyResult verify(const VerifyRequest& request) const;
+  const PipelineOptions& options() const { return options_; }
+
+ private:
+  PipelineOptions options_;
+};
+
+struct Attempt {
+  std::vector<ChatMessage> messages;  // what the model was given
+  std::string completion;             // what it answered
+  std::string source;                 // the C source extracted from it ("" if none)
+  VerifyResult result;
+};
+
+// Returns the model's completion for a chat; supplied by the service (it runs
+// the loaded model) or by tests.
+using GenerateFn = std::function<std::string(const std::vector<ChatMessage>& messages)>;
+
+// Asks the model for an XDP program solving `task`, verifies it, and on failure
+// feeds the structured diagnostic back for up to `attempts` tries in total.
+std::vector<Attempt> generate_verified(const std::string& task, const std::vector<Fixture>& fixtures,
+                                       int attempts, const GenerateFn& generate,
+                                       const Pipeline& pipeline);
+
+}  // namespace qwen3::verify
