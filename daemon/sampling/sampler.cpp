@@ -1,0 +1,127 @@
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <unordered_set>
+
+#include "common/error.h"
+
+namespace qwen3 {
+
+namespace {
+
+// Candidates for sampling when the scores carry no full logits: the backend's
+// top-k list. With full logits every token is a candidate.
+std::vector<std::pair<int32_t, float>> candidates_of(const PositionLogits& scores) {
+  if (!scores.full.empty()) {
+    std::vector<std::pair<int32_t, float>> all(scores.full.size());
+    for (size_t i = 0; i < scores.full.size(); ++i) all[i] = {static_cast<int32_t>(i), scores.full[i]};
+    return all;
+  }
+  return scores.top_k;
+}
+
+void sort_desc(std::vector<std::pair<int32_t, float>>& c) {
+  std::stable_sort(c.begin(), c.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
+  auto bad = [](const std::string& what) { return invalid_argument("sampling: " + what); };
+  if (!std::isfinite(params.temperature) || params.temperature < 0.0f)
+    throw bad("temperature must be >= 0 (got " + std::to_string(params.temperature) + ")");
+  if (params.top_k < 0) throw bad("top_k must be >= 0 (got " + std::to_string(params.top_k) + ")");
+  if (!(params.top_p > 0.0f && params.top_p <= 1.0f))
+    throw bad("top_p must be in (0, 1] (got " + std::to_string(params.top_p) + ")");
+  if (!(params.min_p >= 0.0f && params.min_p < 1.0f))
+    throw bad("min_p must be in [0, 1) (got " + std::to_string(params.min_p) + ")");
+  if (!(params.repetition_penalty > 0.0f && std::isfinite(params.repetition_penalty)))
+    throw bad("repetition_penalty must be > 0 (got " + std::to_string(params.repetition_penalty) + ")");
+}
+
+ForwardWants Sampler::wants() const {
+  ForwardWants w;
+  const bool penalty = params_.repetition_penalty != 1.0f;
+  if (greedy() && !penalty) {
+    w.top_k = 1;  // argmax is all we need
+  } else if (params_.top_k > 0 && !penalty) {
+    w.top_k = params_.top_k;  // the kernel's top-k is exactly the candidate set
+  } else {
+    w.full_logits = true;  // nucleus over the whole vocabulary, or penalised logits
+  }
+  return w;
+}
+
+int32_t Sampler::sample(const PositionLogits& scores, std::span<const int32_t> history) {
+  const bool penalty = params_.repetition_penalty != 1.0f;
+  if (greedy() && !penalty) {
+    if (scores.argmax >= 0) return scores.argmax;
+    if (!scores.top_k.empty()) return scores.top_k.front().first;
+  }
+  auto cand = candidates_of(scores);
+  if (cand.empty()) throw Error("sampler: the backend reported no scores for this position");
+
+  if (penalty) {
+    // CTRL-style penalty, as transformers applies it: divide positive logits,
+    // multiply negative ones, once per distinct token seen.
+    std::unordered_set<int32_t> seen(history.begin(), history.end());
+    for (auto& [id, logit] : cand)
+      if (seen.count(id)) logit = logit > 0 ? logit / params_.repetition_penalty : logit * params_.repetition_penalty;
+  }
+  sort_desc(cand);
+  if (greedy()) return cand.front().first;
+
+  if (params_.top_k > 0 && cand.size() > static_cast<size_t>(params_.top_k)) cand.resize(params_.top_k);
+
+  // Softmax at temperature, relative to the best candidate for stability.
+  const float inv_t = 1.0f / params_.temperature;
+  const float best = cand.front().second;
+  std::vector<double> p(cand.size());
+  double total = 0;
+  for (size_t i = 0; i < cand.size(); ++i) total += p[i] = std::exp(double(cand[i].second - best) * inv_t);
+  for (auto& x : p) x /= total;
+
+  size_t keep = cand.size();
+  if (params_.min_p > 0.0f) {
+    const double floor = params_.min_p * p[0];
+    keep = 1;
+    while (keep < p.size() && p[keep] >= floor) ++keep;
+  }
+  if (params_.top_p < 1.0f) {
+    double acc = 0;
+    size_t n = 0;
+    while (n < keep) {
+      acc += p[n++];
+      if (acc >= params_.top_p) break;
+    }
+    keep = std::max<size_t>(n, 1);
+  }
+  double kept = 0;
+  for (size_t i = 0; i < keep; ++i) kept += p[i];
+  std::uniform_real_distribution<double> uni(0.0, kept);
+  double r = uni(rng_);
+  for (size_t i = 0; i < keep; ++i) {
+    if (r < p[i]) return cand[i].first;
+    r -= p[i];
+  }
+  return cand[keep - 1].first;
+}
+
+std::vector<std::pair<int32_t, float>> Sampler::top_logprobs(const PositionLogits& scores, int n) {
+  auto cand = candidates_of(scores);
+  if (cand.empty() || n <= 0) return {};
+  sort_desc(cand);
+  // log-sum-exp over every candidate the scores carry.
+  const double best = cand.front().second;
+  double total = 0;
+  for (const auto& c : cand) total += std::exp(double(c.second) - best);
+  const double lse = best + std::log(total);
+  if (cand.size() > static_cast<size_t>(n)) cand.resize(n);
+  for (auto& c : cand) c.second = static_cast<float>(double(c.second) - lse);
+  return cand;
+}
+
+}  // namespace qwen3

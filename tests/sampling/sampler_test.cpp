@@ -1,0 +1,119 @@
+#include "sampling/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "common/error.h"
+
+namespace qwen3 {
+namespace {
+
+PositionLogits full_scores(std::vector<float> logits) {
+  PositionLogits s;
+  s.full = std::move(logits);
+  s.argmax = static_cast<int32_t>(std::max_element(s.full.begin(), s.full.end()) - s.full.begin());
+  return s;
+}
+
+TEST(Sampler, GreedyTakesTheBackendArgmaxAndAsksOnlyForIt) {
+  Sampler s({});
+  EXPECT_EQ(s.wants().top_k, 1);
+  EXPECT_FALSE(s.wants().full_logits);
+  PositionLogits p;
+  p.argmax = 42;
+  p.top_k = {{42, 3.0f}};
+  EXPECT_EQ(s.sample(p, {}), 42);
+}
+
+TEST(Sampler, RejectsOutOfRangeParameters) {
+  EXPECT_THROW(Sampler({.temperature = -1.0f}), Error);
+  EXPECT_THROW(Sampler({.top_k = -2}), Error);
+  EXPECT_THROW(Sampler({.top_p = 0.0f}), Error);
+  EXPECT_THROW(Sampler({.top_p = 1.5f}), Error);
+  EXPECT_THROW(Sampler({.min_p = 1.0f}), Error);
+  EXPECT_THROW(Sampler({.repetition_penalty = 0.0f}), Error);
+  try {
+    Sampler({.top_p = 2.0f});
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("top_p"), std::string::npos);
+  }
+}
+
+TEST(Sampler, RepetitionPenaltyCanChangeTheGreedyChoice) {
+  Sampler s({.repetition_penalty = 2.0f});
+  EXPECT_TRUE(s.wants().full_logits);
+  auto scores = full_scores({1.0f, 1.5f, 0.2f});
+  const int32_t seen[] = {1};
+  EXPECT_EQ(s.sample(scores, seen), 0);  // 1.5 / 2 = 0.75 < 1.0
+  EXPECT_EQ(s.sample(scores, {}), 1);
+}
+
+TEST(Sampler, SameSeedSameTokensDifferentSeedDiffers) {
+  std::vector<float> logits(50);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(float(i)) * 2.0f;
+  auto scores = full_scores(logits);
+  auto run = [&](uint64_t seed) {
+    Sampler s({.temperature = 1.0f, .seed = seed});
+    std::vector<int32_t> out;
+    for (int i = 0; i < 40; ++i) out.push_back(s.sample(scores, {}));
+    return out;
+  };
+  EXPECT_EQ(run(7), run(7));
+  EXPECT_NE(run(7), run(8));
+}
+
+TEST(Sampler, TopKLimitsTheCandidatesAndUsesKernelTopK) {
+  Sampler s({.temperature = 5.0f, .top_k = 2, .seed = 1});
+  EXPECT_EQ(s.wants().top_k, 2);
+  EXPECT_FALSE(s.wants().full_logits);
+  PositionLogits p;
+  p.argmax = 3;
+  p.top_k = {{3, 2.0f}, {9, 1.9f}};
+  std::map<int32_t, int> counts;
+  for (int i = 0; i < 400; ++i) counts[s.sample(p, {})]++;
+  EXPECT_EQ(counts.size(), 2u);
+  EXPECT_GT(counts[3], 100);
+  EXPECT_GT(counts[9], 100);
+}
+
+TEST(Sampler, FrequenciesFollowTheSoftmax) {
+  // Two tokens with logits differing by ln(3): probabilities 0.75 / 0.25.
+  Sampler s({.temperature = 1.0f, .seed = 3});
+  auto scores = full_scores({std::log(3.0f), 0.0f});
+  int zeros = 0;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) zeros += s.sample(scores, {}) == 0;
+  EXPECT_NEAR(double(zeros) / n, 0.75, 0.02);
+}
+
+TEST(Sampler, TopPKeepsTheSmallestNucleus) {
+  // p = {0.6, 0.3, 0.1}: top_p 0.8 keeps the first two only.
+  Sampler s({.temperature = 1.0f, .top_p = 0.8f, .seed = 5});
+  auto scores = full_scores({std::log(0.6f), std::log(0.3f), std::log(0.1f)});
+  std::map<int32_t, int> counts;
+  for (int i = 0; i < 3000; ++i) counts[s.sample(scores, {})]++;
+  EXPECT_EQ(counts.count(2), 0u);
+  EXPECT_GT(counts[1], 500);
+}
+
+TEST(Sampler, MinPDropsUnlikelyTokens) {
+  // p = {0.6, 0.3, 0.1}: min_p 0.2 drops token 2 (0.1 < 0.2 * 0.6).
+  Sampler s({.temperature = 1.0f, .min_p = 0.2f, .seed = 9});
+  auto scores = full_scores({std::log(0.6f), std::log(0.3f), std::log(0.1f)});
+  for (int i = 0; i < 3000; ++i) ASSERT_NE(s.sample(scores, {}), 2);
+}
+
+TEST(Sampler, TopLogprobsAreNormalisedAndSorted) {
+  auto scores = full_scores({0.0f, std::log(3.0f)});
+  auto lp = Sampler::top_logprobs(scores, 2);
+  ASSERT_EQ(lp.size(), 2u);
+  EXPECT_EQ(lp[0].first, 1);
+  EXPECT_NEAR(std::exp(lp[0].second), 0.75, 1e-5);
+  EXPECT_NEAR(std::exp(lp[1].second), 0.25, 1e-5);
+}
+
+}  // namespace
+}  // namespace qwen3
