@@ -28,6 +28,9 @@ struct ModelConfig {
   int default_top_k = 0;
   double default_top_p = 0.0;
 
+  // Informational: the checkpoint's declared storage type ("bfloat16", ...).
+  std::string torch_dtype;
+
   int q_dim() const { return num_attention_heads * head_dim; }
   int kv_dim() const { return num_key_value_heads * head_dim; }
   int group_size() const { return num_attention_heads / num_key_value_heads; }
