@@ -1,0 +1,322 @@
+#include "model_generator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "model/dtype.h"
+#include "model/safetensors_writer.h"
+#include "model/tensor_layout.h"
+
+namespace qwen3::mkmodel {
+namespace fs = std::filesystem;
+
+namespace {
+
+// splitmix64: seeds one independent stream per (tensor, chunk), so the output
+// does not depend on how chunks are spread over threads.
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+struct Rng {  // xoshiro256+
+  uint64_t s[4];
+  explicit Rng(uint64_t seed) {
+    for (auto& v : s) v = splitmix(seed);
+  }
+  uint64_t next() {
+    uint64_t r = s[0] + s[3], t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]; s[2] ^= t;
+    s[3] = (s[3] << 45) | (s[3] >> 19);
+    return r;
+  }
+  // Uniform in [-1, 1).
+  float symmetric() { return static_cast<float>(next() >> 40) * (2.0f / 16777216.0f) - 1.0f; }
+  float unit() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }
+};
+
+uint64_t name_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Uniform distribution with standard deviation `std`.
+constexpr float kUniformToStd = 1.7320508f;  // sqrt(3)
+
+// How one tensor's values are drawn: fill(out, first_row, rng) fills whole rows.
+struct Recipe {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::function<void(float* out, int64_t first_row, int64_t rows, int64_t cols, Rng& rng)> fill;
+};
+
+struct Scales {
+  float embed_std;       // embedding (and lm_head) entries
+  float sublayer_out;    // rms each attention / MLP block adds to the residual
+  float act_rms = 0.6f;  // rms of silu(gate)*up for unit-rms gate and up
+};
+
+// Sizes the planted outliers: a constant embedding entry per channel plus large
+// down_proj rows in the first layers (real Qwen3 grows them in early MLPs).
+struct OutlierPlan {
+  std::vector<int> channels;
+  std::vector<float> embed_value;  // constant over the vocabulary
+  float down_rms = 250.0f;         // rms each early down_proj adds in the channel
+  int down_layers = 2;
+};
+
+}  // namespace
+
+ModelConfig preset_config(const std::string& preset) {
+  ModelConfig c;
+  c.vocab_size = 151936;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1000000.0;
+  c.max_position_embeddings = 40960;
+  c.tie_word_embeddings = true;
+  c.bos_token_id = 151643;
+  c.eos_token_ids = {151645, 151643};
+  c.torch_dtype = "bfloat16";
+  if (preset == "tiny") {
+    c.hidden_size = 64; c.num_hidden_layers = 2; c.num_attention_heads = 4; c.num_key_value_heads = 2;
+    c.head_dim = 32; c.intermediate_size = 192;
+  } else if (preset == "small") {
+    c.hidden_size = 256; c.num_hidden_layers = 4; c.num_attention_heads = 8; c.num_key_value_heads = 4;
+    c.head_dim = 64; c.intermediate_size = 768;
+  } else if (preset == "0.6b") {
+    c.hidden_size = 1024; c.num_hidden_layers = 28; c.num_attention_heads = 16; c.num_key_value_heads = 8;
+    c.head_dim = 128; c.intermediate_size = 3072;
+  } else {
+    throw invalid_argument("unknown preset '" + preset + "' (use tiny, small or 0.6b)");
+  }
+  return c;
+}
+
+std::vector<int> outlier_channels(int h) {
+  std::vector<int> ch = {h * 3 / 16 + 1, h * 9 / 16 + 3};
+  if (h >= 128) ch.push_back(h * 13 / 16 + 2);
+  return ch;
+}
+
+namespace {
+
+std::vector<Recipe> make_recipes(const ModelConfig& c, const GeneratorOptions& opt) {
+  const int H = c.hidden_size, M = c.intermediate_size, Q = c.q_dim(), L = c.num_hidden_layers;
+  Scales sc{4.0f / std::sqrt(static_cast<float>(H)), 1.0f};
+
+  OutlierPlan plan;
+  if (opt.outliers) {
+    plan.channels = outlier_channels(H);
+    const float base[] = {120.0f, -180.0f, 150.0f};
+    for (size_t i = 0; i < plan.channels.size(); ++i) plan.embed_value.push_back(base[i % 3]);
+    plan.down_layers = std::min(2, L);
+  }
+  auto is_outlier = [channels = plan.channels](int64_t ch) {
+    return std::find(channels.begin(), channels.end(), ch) != channels.end();
+  };
+
+  // Expected mean square of the ordinary residual channels before block `b`
+  // (b = 2*layer for attention, 2*layer+1 for the MLP, 2*L for the final norm),
+  // and of the outlier channels, to size the norm weights: RMSNorm divides by the
+  // rms of the whole vector, which the outliers dominate, so the ordinary channels'
+  // weights grow by the same factor (as in real checkpoints).
+  auto norm_gain = [&](int block) -> float {
+    if (plan.channels.empty()) return 1.0f;
+    double normal_ms = sc.embed_std * sc.embed_std + block * sc.sublayer_out * sc.sublayer_out;
+    int downs_before = std::min(block / 2, plan.down_layers);
+    double outlier_sum = 0;
+    for (float v : plan.embed_value) outlier_sum += v * v + downs_before * plan.down_rms * plan.down_rms;
+    double total_ms = normal_ms * (H - plan.channels.size()) / H + outlier_sum / H;
+    return static_cast<float>(std::sqrt(total_ms / normal_ms));
+  };
+
+  auto matrix = [](float std) {
+    return [a = std * kUniformToStd](float* out, int64_t, int64_t rows, int64_t cols, Rng& rng) {
+      for (int64_t i = 0; i < rows * cols; ++i) out[i] = a * rng.symmetric();
+    };
+  };
+  auto norm = [&](int block) {
+    float gain = norm_gain(block);
+    return [gain, is_outlier](float* out, int64_t, int64_t rows, int64_t cols, Rng& rng) {
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        float u = rng.unit();
+        out[i] = is_outlier(i) ? 0.02f + 0.04f * u : gain * (0.5f + u);
+      }
+    };
+  };
+  auto head_norm = [](float* out, int64_t, int64_t rows, int64_t cols, Rng& rng) {
+    for (int64_t i = 0; i < rows * cols; ++i) out[i] = 0.5f + rng.unit();
+  };
+
+  std::vector<Recipe> out;
+  for (const TensorSpec& spec : qwen3_tensor_layout(c, opt.untied)) {
+    Recipe r{spec.name, spec.shape, {}};
+    const std::string& n = spec.name;
+    auto ends = [&](const char* s) { return n.size() >= strlen(s) && n.compare(n.size() - strlen(s), strlen(s), s) == 0; };
+    int layer = -1;
+    if (n.rfind("model.layers.", 0) == 0) layer = std::stoi(n.substr(13));
+    if (n == "model.embed_tokens.weight") {
+      r.fill = [a = sc.embed_std * kUniformToStd, plan](float* out, int64_t, int64_t rows, int64_t cols, Rng& rng) {
+        for (int64_t i = 0; i < rows * cols; ++i) out[i] = a * rng.symmetric();
+        for (size_t k = 0; k < plan.channels.size(); ++k)
+          for (int64_t row = 0; row < rows; ++row) out[row * cols + plan.channels[k]] = plan.embed_value[k];
+      };
+    } else if (n == "lm_head.weight") {
+      r.fill = matrix(sc.embed_std);
+    } else if (n == "model.norm.weight") {
+      r.fill = norm(2 * L);
+    } else if (ends("input_layernorm.weight")) {
+      r.fill = norm(2 * layer);
+    } else if (ends("post_attention_layernorm.weight")) {
+      r.fill = norm(2 * layer + 1);
+    } else if (ends("q_norm.weight") || ends("k_norm.weight")) {
+      r.fill = head_norm;
+    } else if (ends("q_proj.weight") || ends("k_proj.weight") || ends("v_proj.weight") || ends("gate_proj.weight") ||
+               ends("up_proj.weight")) {
+      r.fill = matrix(1.0f / std::sqrt(static_cast<float>(H)));  // unit-rms outputs from unit-rms inputs
+    } else if (ends("o_proj.weight")) {
+      r.fill = matrix(sc.sublayer_out / std::sqrt(static_cast<float>(Q)));
+    } else if (ends("down_proj.weight")) {
+      float std = sc.sublayer_out / (sc.act_rms * std::sqrt(static_cast<float>(M)));
+      float big = layer < plan.down_layers ? plan.down_rms / (sc.act_rms * std::sqrt(static_cast<float>(M))) : 0.0f;
+      r.fill = [a = std * kUniformToStd, b = big * kUniformToStd, is_outlier, layer, plan](
+                   float* out, int64_t first_row, int64_t rows, int64_t cols, Rng& rng) {
+        for (int64_t row = 0; row < rows; ++row) {
+          float s = (layer < plan.down_layers && is_outlier(first_row + row)) ? b : a;
+          for (int64_t j = 0; j < cols; ++j) out[row * cols + j] = s * rng.symmetric();
+        }
+      };
+    } else {
+      throw Error("mkmodel: no recipe for tensor " + n);
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// Streams all tensors into model.safetensors, generating row blocks on
+// `threads` threads and writing them in order.
+void write_weights(const std::string& path, const std::vector<Recipe>& recipes, uint64_t seed, int threads) {
+  std::vector<TensorDecl> decls;
+  for (const auto& r : recipes) decls.push_back({r.name, DType::bf16, r.shape});
+  SafetensorsWriter writer(path, decls, {{"format", "pt"}, {"generator", "qwen3-bpf-mkmodel"}});
+
+  constexpr int64_t kChunkElements = 1 << 21;
+  threads = std::max(1, threads);
+  std::vector<std::vector<float>> fbuf(threads);
+  std::vector<std::vector<uint16_t>> hbuf(threads);
+  for (const auto& r : recipes) {
+    const int64_t rows = r.shape[0];
+    const int64_t cols = r.shape.size() > 1 ? r.shape[1] : rows;
+    const int64_t rows_eff = r.shape.size() > 1 ? rows : 1;  // a vector is one row
+    const int64_t rows_per_chunk = std::max<int64_t>(1, kChunkElements / cols);
+    const uint64_t tensor_seed = seed * 0x9e3779b97f4a7c15ull ^ name_hash(r.name);
+    for (int64_t row0 = 0; row0 < rows_eff; row0 += rows_per_chunk * threads) {
+      auto work = [&](int t) {
+        int64_t first = row0 + t * rows_per_chunk;
+        int64_t n = std::min(rows_per_chunk, rows_eff - first);
+        if (n <= 0) return;
+        fbuf[t].resize(n * cols);
+        hbuf[t].resize(n * cols);
+        Rng rng(tensor_seed + static_cast<uint64_t>(first) * 0x2545f4914f6cdd1dull);
+        r.fill(fbuf[t].data(), first, n, cols, rng);
+        for (int64_t i = 0; i < n * cols; ++i) hbuf[t][i] = float_to_bf16(fbuf[t][i]);
+      };
+      std::vector<std::thread> pool;
+      for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+      work(0);
+      for (auto& th : pool) th.join();
+      for (int t = 0; t < threads; ++t) {
+        int64_t first = row0 + t * rows_per_chunk;
+        int64_t n = std::min(rows_per_chunk, rows_eff - first);
+        if (n > 0) writer.write(hbuf[t].data(), n * cols * 2);
+      }
+    }
+  }
+  writer.finish();
+}
+
+void write_json(const std::string& path, const nlohmann::ordered_json& j) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << j.dump(2) << "\n";
+  if (!out) throw Error(path + ": cannot write");
+}
+
+void copy_tokenizer(const std::string& from, const std::string& to) {
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+    fs::path src = fs::path(from) / name;
+    std::error_code ec;
+    if (!fs::is_regular_file(src, ec))
+      throw not_found(src.string() +
+                      ": tokenizer file not found; pass --tokenizer-dir DIR holding tokenizer.json and "
+                      "tokenizer_config.json (scripts/setup-deps.sh fetches them into third_party/qwen3-tokenizer)");
+    fs::copy_file(src, fs::path(to) / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) throw Error((fs::path(to) / name).string() + ": cannot copy tokenizer file: " + ec.message());
+  }
+}
+
+}  // namespace
+
+void generate_model(const std::string& out_dir, const GeneratorOptions& opt) {
+  ModelConfig c = preset_config(opt.preset);
+  c.tie_word_embeddings = !opt.untied;
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw Error(out_dir + ": cannot create directory: " + ec.message());
+  fs::remove(fs::path(out_dir) / "config.json", ec);  // the completion marker goes last
+
+  copy_tokenizer(opt.tokenizer_dir, out_dir);
+  write_weights((fs::path(out_dir) / "model.safetensors").string(), make_recipes(c, opt), opt.seed, opt.threads);
+
+  nlohmann::ordered_json gen = {{"bos_token_id", c.bos_token_id}, {"do_sample", true},
+                                {"eos_token_id", c.eos_token_ids}, {"pad_token_id", 151643},
+                                {"temperature", 0.6},              {"top_k", 20},
+                                {"top_p", 0.95},                   {"transformers_version", "4.51.0"}};
+  write_json((fs::path(out_dir) / "generation_config.json").string(), gen);
+
+  nlohmann::ordered_json cfg = {
+      {"architectures", {"Qwen3ForCausalLM"}},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"bos_token_id", c.bos_token_id},
+      {"eos_token_id", c.eos_token_ids[0]},
+      {"head_dim", c.head_dim},
+      {"hidden_act", "silu"},
+      {"hidden_size", c.hidden_size},
+      {"initializer_range", 0.02},
+      {"intermediate_size", c.intermediate_size},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"max_window_layers", c.num_hidden_layers},
+      {"model_type", "qwen3"},
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_hidden_layers", c.num_hidden_layers},
+      {"num_key_value_heads", c.num_key_value_heads},
+      {"rms_norm_eps", c.rms_norm_eps},
+      {"rope_scaling", nullptr},
+      {"rope_theta", c.rope_theta},
+      {"sliding_window", nullptr},
+      {"tie_word_embeddings", c.tie_word_embeddings},
+      {"torch_dtype", "bfloat16"},
+      {"transformers_version", "4.51.0"},
+      {"use_cache", true},
+      {"use_sliding_window", false},
+      {"vocab_size", c.vocab_size},
+  };
+  nlohmann::ordered_json origin = {{"preset", opt.preset}, {"seed", opt.seed}, {"outliers", opt.outliers}};
+  if (opt.outliers) origin["outlier_channels"] = outlier_channels(c.hidden_size);
+  cfg["qwen3_bpf_generated"] = origin;
+  write_json((fs::path(out_dir) / "config.json").string(), cfg);
+}
+
+}  // namespace qwen3::mkmodel
