@@ -1,0 +1,346 @@
+#!/usr/bin/env bash
+# qwen3-bpfd under a real systemd: boots a minimal Debian bookworm container
+# with systemd-nspawn, installs the project into it the way the README does
+# (cmake --install --prefix /usr, a generated tiny model as the default model)
+# and checks the units: socket activation, Type=notify readiness, STATUS text,
+# generation through the socket, reload, stop, access control, and that the
+# unit's hardening leaves bpf() working. Everything loaded in the container is
+# loaded into the host kernel, so the test stops the container and checks no
+# program of its daemon remains.
+#
+# usage: container_test.sh --build-dir DIR --model DIR --probe FILE [--harness-only] [--keep]
+#   --build-dir DIR   configured and built tree to install (cmake --install)
+#   --model DIR       model directory installed as /var/lib/qwen3-bpfd/models/default
+#   --probe FILE      qwen3-bpf-feature-probe binary (raw bpf() feature checks)
+#   --harness-only    only boot the container and check systemd + bpf() there
+#   --keep            keep the per-run directory (for debugging)
+# environment:
+#   QWEN3_NSPAWN_CACHE   rootfs cache (default /var/cache/qwen3-bpf/nspawn-rootfs)
+#   QWEN3_DEBIAN_MIRROR  debootstrap mirror (default http://deb.debian.org/debian)
+set -euo pipefail
+
+build_dir= model_dir= probe= harness_only=0 keep=0
+while (($#)); do
+  case $1 in
+    --build-dir) build_dir=$2; shift 2 ;;
+    --model) model_dir=$2; shift 2 ;;
+    --probe) probe=$2; shift 2 ;;
+    --harness-only) harness_only=1; shift ;;
+    --keep) keep=1; shift ;;
+    *) echo "container_test: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+
+cache_root=${QWEN3_NSPAWN_CACHE:-/var/cache/qwen3-bpf/nspawn-rootfs}
+mirror=${QWEN3_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+suite=bookworm
+cache_version=1   # bump when the way the rootfs is built changes
+
+t0=$SECONDS
+say() { printf '[%4ds] %s\n' $((SECONDS - t0)) "$*"; }
+die() {
+  printf '\nFAIL: %s\n' "$*" >&2
+  dump_diagnostics >&2 || true
+  exit 1
+}
+
+# ---------------------------------------------------------------- preconditions
+[[ $(id -u) -eq 0 ]] || die "must run as root (debootstrap, systemd-nspawn, BPF)"
+for cmd in debootstrap systemd-nspawn nsenter cmake bpftool flock; do
+  command -v "$cmd" >/dev/null || die "'$cmd' is not installed (scripts/setup-deps.sh installs it)"
+done
+[[ -n $build_dir && -d $build_dir ]] || die "--build-dir must name a build tree"
+[[ -n $probe && -x $probe ]] || die "--probe must name the qwen3-bpf-feature-probe binary"
+if ((!harness_only)); then
+  [[ -n $model_dir && -f $model_dir/config.json ]] || die "--model must name a model directory (config.json missing in '$model_dir')"
+fi
+
+work=$(mktemp -d /var/tmp/qwen3-nspawn.XXXXXX)
+root=$work/root
+machine=qwen3test$$
+nspawn_pid=
+cpid=
+mounted=0
+
+dump_diagnostics() {
+  [[ -n $cpid ]] && kill -0 "$cpid" 2>/dev/null || return 0
+  echo "---- systemctl status qwen3-bpfd.socket qwen3-bpfd (container)"
+  nsenter -t "$cpid" -a systemctl --no-pager status qwen3-bpfd.socket qwen3-bpfd 2>&1 | tail -n 30 || true
+  echo "---- journal of qwen3-bpfd (container)"
+  nsenter -t "$cpid" -a journalctl --no-pager -n 60 -u qwen3-bpfd -u qwen3-bpfd.socket 2>&1 || true
+}
+
+cleanup() {
+  local rc=$?
+  set +e
+  if [[ -n $nspawn_pid ]] && kill -0 "$nspawn_pid" 2>/dev/null; then
+    say "stopping the container"
+    # systemd-nspawn turns SIGTERM into an orderly poweroff of the container.
+    kill -TERM "$nspawn_pid"
+    for _ in $(seq 60); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$nspawn_pid" 2>/dev/null; then
+      echo "container did not power off in 30 s; killing systemd-nspawn $nspawn_pid" >&2
+      kill -KILL "$nspawn_pid"
+      sleep 1
+    fi
+  fi
+  ((mounted)) && umount "$root"
+  if ((keep)); then
+    echo "kept $work"
+  else
+    rm -rf "$work"
+  fi
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- install tree
+# The project as `cmake --install --prefix /usr` lays it out.
+stage=$work/stage
+if ((!harness_only)); then
+  say "installing $build_dir into a staging tree (prefix /usr)"
+  DESTDIR=$stage cmake --install "$build_dir" --prefix /usr >"$work/install.log" 2>&1 ||
+    { cat "$work/install.log" >&2; die "cmake --install failed"; }
+  for f in usr/bin/qwen3-bpfd usr/bin/qwen3-bpf usr/lib/systemd/system/qwen3-bpfd.service \
+           usr/lib/systemd/system/qwen3-bpfd.socket usr/lib/sysusers.d/qwen3-bpfd.conf; do
+    [[ -e $stage/$f ]] || die "cmake --install did not install /$f (is the target built?)"
+  done
+fi
+mkdir -p "$stage/usr/libexec/qwen3-bpf-test"
+install -m 0755 "$probe" "$stage/usr/libexec/qwen3-bpf-test/qwen3-bpf-feature-probe"
+
+# ---------------------------------------------------------------- rootfs packages
+# Every shared library the installed binaries use, mapped to its Debian package.
+declare -A pkgs=([systemd]=1 [systemd-sysv]=1 [dbus]=1 [passwd]=1)
+backports=()
+while IFS= read -r elf; do
+  while IFS= read -r lib; do
+    [[ -z $lib ]] && continue
+    owner=
+    for cand in "$lib" "$(readlink -f "$lib")" "${lib/#\/usr\/lib/\/lib}" "${lib/#\/lib/\/usr\/lib}"; do
+      owner=$(dpkg -S "$cand" 2>/dev/null | head -n1 | cut -d: -f1) && [[ -n $owner ]] && break
+    done
+    [[ -n $owner ]] || die "no Debian package owns $lib (needed by $elf)"
+    pkgs[$owner]=1
+  done < <(ldd "$elf" 2>/dev/null | awk '/=> \// {print $3}')
+  if ldd "$elf" 2>/dev/null | grep -q 'not found'; then
+    die "$elf has unresolved libraries: $(ldd "$elf" | grep 'not found' | tr -s ' \n' ' ')"
+  fi
+done < <(find "$stage/usr" -type f -perm -u+x -exec sh -c 'head -c4 "$1" | grep -q ELF && echo "$1"' _ {} \;)
+for p in "${!pkgs[@]}"; do
+  if dpkg-query -W -f='${Version}' "$p" 2>/dev/null | grep -q '~bpo'; then
+    backports+=("$p")
+    unset "pkgs[$p]"
+  fi
+done
+include=$(printf '%s\n' "${!pkgs[@]}" | sort | paste -sd, -)
+bpo=$(printf '%s\n' "${backports[@]}" | sort | paste -sd, -)
+key=$(printf 'v%s %s %s include=%s backports=%s\n' "$cache_version" "$suite" "$mirror" "$include" "$bpo" |
+      sha256sum | cut -c1-16)
+cache=$cache_root/$key
+say "rootfs packages: $include${bpo:+ + from $suite-backports: $bpo} (cache key $key)"
+
+# ---------------------------------------------------------------- rootfs (cached)
+mkdir -p "$cache_root"
+exec 9>"$cache_root/.lock"
+flock 9
+if [[ ! -f $cache/.complete ]]; then
+  say "building the rootfs with debootstrap (about a minute; cached in $cache)"
+  rm -rf "$cache"
+  mkdir -p "$cache"
+  debootstrap --variant=minbase --include="$include" "$suite" "$cache/rootfs" "$mirror" \
+    >"$cache/debootstrap.log" 2>&1 || { tail -n 30 "$cache/debootstrap.log" >&2; die "debootstrap failed"; }
+  if ((${#backports[@]})); then
+    cat >"$cache/rootfs/etc/apt/sources.list.d/backports.list" <<EOF
+deb $mirror $suite-backports main
+EOF
+    { chroot "$cache/rootfs" apt-get update -q &&
+      DEBIAN_FRONTEND=noninteractive chroot "$cache/rootfs" apt-get install -y -q --no-install-recommends \
+        -t "$suite-backports" "${backports[@]}"; } >"$cache/backports.log" 2>&1 ||
+      { tail -n 30 "$cache/backports.log" >&2; die "installing ${backports[*]} from $suite-backports failed"; }
+  fi
+  chroot "$cache/rootfs" apt-get clean >/dev/null 2>&1 || true
+  rm -rf "$cache/rootfs/var/lib/apt/lists/"*
+  # A container has no consoles to log in on.
+  ln -sf /dev/null "$cache/rootfs/etc/systemd/system/getty.target"
+  printf '%s\n' "$include" "$bpo" >"$cache/packages"
+  touch "$cache/.complete"
+else
+  say "using the cached rootfs $cache"
+fi
+flock -u 9
+
+# ---------------------------------------------------------------- per-run root
+# A copy-on-write overlay on the cached rootfs; a plain copy if overlayfs fails.
+mkdir -p "$root" "$work/upper" "$work/ovwork"
+if mount -t overlay overlay -o "lowerdir=$cache/rootfs,upperdir=$work/upper,workdir=$work/ovwork" "$root" 2>/dev/null; then
+  mounted=1
+else
+  say "overlayfs unavailable, copying the rootfs"
+  cp -a "$cache/rootfs/." "$root/"
+fi
+cp -a "$stage/." "$root/"
+if ((!harness_only)); then
+  mkdir -p "$root/var/lib/qwen3-bpfd/models"
+  cp -a "$model_dir" "$root/var/lib/qwen3-bpfd/models/default"
+fi
+
+# ---------------------------------------------------------------- boot
+say "booting the container ($machine)"
+systemd-nspawn -D "$root" --boot --register=no --keep-unit --machine="$machine" \
+  --capability=CAP_BPF,CAP_PERFMON,CAP_NET_ADMIN --system-call-filter=bpf \
+  --private-network --link-journal=no --console=passive >"$work/nspawn.log" 2>&1 &
+nspawn_pid=$!
+for _ in $(seq 200); do
+  cpid=$(ps -o pid=,comm= --ppid "$nspawn_pid" 2>/dev/null | awk '$2 == "systemd" {print $1; exit}' || true)
+  [[ -n $cpid ]] && break
+  kill -0 "$nspawn_pid" 2>/dev/null || { cat "$work/nspawn.log" >&2; die "systemd-nspawn exited while booting"; }
+  sleep 0.1
+done
+[[ -n $cpid ]] || { cat "$work/nspawn.log" >&2; die "no systemd process appeared in the container within 20 s"; }
+# Until its manager socket exists, systemctl cannot talk to the container's systemd.
+state=
+for _ in $(seq 240); do
+  state=$(timeout 10 nsenter -t "$cpid" -a systemctl is-system-running --wait 2>/dev/null || true)
+  [[ $state == running || $state == degraded ]] && break
+  kill -0 "$nspawn_pid" 2>/dev/null || break
+  sleep 0.5
+done
+case $state in
+  running) ;;
+  degraded) say "container booted degraded; failed units: $(nsenter -t "$cpid" -a systemctl --failed --plain --no-legend | awk '{print $1}' | paste -sd' ')" ;;
+  *) cat "$work/nspawn.log" >&2; die "container did not finish booting (state '$state')" ;;
+esac
+say "container systemd is pid $cpid on the host; boot state $state"
+
+# Helpers: run inside the container, as a transient unit so its limits apply.
+in_ct() { nsenter -t "$cpid" -a "$@"; }
+run_ct() { in_ct systemd-run --wait --pipe --quiet --collect "$@"; }
+unit_prop() { in_ct systemctl show -p "$2" --value "$1"; }
+
+# ---------------------------------------------------------------- harness checks
+say "check: a transient unit runs inside the container"
+out=$(run_ct -- sh -c 'echo "$$ $(cat /proc/1/comm)"' 2>&1) || die "systemd-run inside the container failed: $out"
+[[ $out == *" systemd" ]] || die "unexpected output of the transient unit: $out"
+
+say "check: bpf() works in a plain unit of the container"
+out=$(run_ct -- /usr/libexec/qwen3-bpf-test/qwen3-bpf-feature-probe array_map syscall_prog_test_run_mmapable_map \
+        arena_map map_in_map xdp_prog_test_run 2>&1) ||
+  die "BPF features fail inside the container (nspawn options?):"$'\n'"$out"
+
+if ((harness_only)); then
+  say "harness-only: container, systemd and bpf() work"
+  exit 0
+fi
+
+# ---------------------------------------------------------------- unit checks
+say "check: systemd-analyze verify of the installed units is clean"
+out=$(in_ct systemd-analyze verify /usr/lib/systemd/system/qwen3-bpfd.socket /usr/lib/systemd/system/qwen3-bpfd.service 2>&1) ||
+  die "systemd-analyze verify failed:"$'\n'"$out"
+[[ -z $out ]] || die "systemd-analyze verify printed warnings:"$'\n'"$out"
+
+say "check: sysusers created group qwen3-bpf at boot"
+in_ct getent group qwen3-bpf >/dev/null || die "group qwen3-bpf does not exist in the container (sysusers.d entry?)"
+
+say "check: the unit's hardening leaves bpf() working (feature probe under the same [Service] settings)"
+# Same unit file, with the daemon swapped for the probe and the daemon-only
+# lifecycle lines (notify, watchdog, reload, socket dependency) removed.
+sed -e '/^Requires=/d; /^After=/d; /^Also=/d; /^WantedBy=/d; /^WatchdogSec=/d; /^ExecReload=/d; /^Restart/d' \
+    -e 's|^Type=.*|Type=oneshot|; s|^NotifyAccess=.*||' \
+    -e 's|^ExecStart=.*|ExecStart=/usr/libexec/qwen3-bpf-test/qwen3-bpf-feature-probe array_map syscall_prog_test_run_mmapable_map arena_map map_in_map xdp_prog_test_run|' \
+    "$root/usr/lib/systemd/system/qwen3-bpfd.service" >"$root/run/systemd/system/qwen3-bpf-probe.service"
+in_ct systemctl daemon-reload
+if ! in_ct systemctl start qwen3-bpf-probe.service; then
+  in_ct journalctl --no-pager -o cat -u qwen3-bpf-probe >&2 || true
+  die "a BPF feature fails under the hardening of qwen3-bpfd.service"
+fi
+out=$(in_ct journalctl --no-pager -o cat -u qwen3-bpf-probe | grep -E '^(ok|FAIL) ' || true)
+[[ $(grep -c '^ok ' <<<"$out") -eq 5 ]] || die "feature probe under the unit's hardening did not report 5 ok lines:"$'\n'"$out"
+say "    $(paste -sd' ' <<<"$out")"
+
+say "check: qwen3-bpfd.socket listens; the service is not started yet"
+in_ct systemctl start qwen3-bpfd.socket || die "systemctl start qwen3-bpfd.socket failed"
+[[ $(unit_prop qwen3-bpfd.socket ActiveState) == active ]] || die "qwen3-bpfd.socket is not active"
+[[ $(unit_prop qwen3-bpfd.service ActiveState) == inactive ]] || die "qwen3-bpfd.service started before any connection"
+perm=$(in_ct stat -c '%a %U %G %F' /run/qwen3-bpfd/qwen3-bpfd.sock) || die "socket /run/qwen3-bpfd/qwen3-bpfd.sock missing"
+[[ $perm == "660 root qwen3-bpf socket" ]] || die "socket has '$perm', want '660 root qwen3-bpf socket'"
+
+say "check: the first connection activates the daemon"
+out=$(run_ct -- qwen3-bpf status --wait 2>&1) || die "qwen3-bpf status --wait through the socket failed:"$'\n'"$out"
+[[ $(unit_prop qwen3-bpfd.service ActiveState) == active ]] || die "the daemon is not active after the first connection"
+
+say "check: systemctl status shows the STATUS= text"
+status_text=$(unit_prop qwen3-bpfd.service StatusText)
+[[ -n $status_text ]] || die "the daemon sent no STATUS= text"
+in_ct systemctl --no-pager status qwen3-bpfd.service | grep -qF "Status: \"$status_text\"" ||
+  die "systemctl status does not show the STATUS text '$status_text'"
+say "    STATUS: $status_text"
+
+say "check: systemctl stop; systemctl start returns only after READY=1"
+in_ct systemctl stop qwen3-bpfd.service || die "systemctl stop qwen3-bpfd failed"
+[[ $(unit_prop qwen3-bpfd.service ActiveState) == inactive ]] || die "the daemon is still running after systemctl stop"
+[[ $(unit_prop qwen3-bpfd.service Result) == success ]] || die "the daemon stopped with Result=$(unit_prop qwen3-bpfd.service Result)"
+in_ct systemctl start qwen3-bpfd.service || die "systemctl start qwen3-bpfd failed"
+# No waiting here: a Type=notify start that returned means READY=1 was sent,
+# so the model must already be loaded and the health check SERVING.
+out=$(run_ct -- qwen3-bpf health 2>&1) || die "health right after systemctl start is not SERVING:"$'\n'"$out"
+out=$(run_ct -- qwen3-bpf status --json 2>&1) || die "qwen3-bpf status --json failed:"$'\n'"$out"
+grep -q '"load_state": *"LOAD_STATE_READY"' <<<"$out" || die "status right after systemctl start is not READY:"$'\n'"$out"
+
+say "check: bpf() works for the daemon under its hardening (programs loaded, owned by its process)"
+main_pid=$(unit_prop qwen3-bpfd.service MainPID)
+host_pid=
+ct_pidns=$(readlink "/proc/$cpid/ns/pid")
+for p in $(pgrep -x qwen3-bpfd || true); do
+  [[ $(readlink "/proc/$p/ns/pid" 2>/dev/null) == "$ct_pidns" ]] || continue
+  [[ $(awk '/^NSpid:/ {print $NF}' "/proc/$p/status") == "$main_pid" ]] && host_pid=$p
+done
+[[ -n $host_pid ]] || die "cannot find the daemon (container pid $main_pid) among the host's processes"
+prog_ids=$(bpftool prog show --json | jq -r --argjson pid "$host_pid" '.[] | select(any(.pids[]?; .pid == $pid)) | .id')
+[[ -n $prog_ids ]] || die "the daemon (host pid $host_pid) holds no BPF programs"
+say "    the daemon holds $(wc -w <<<"$prog_ids") BPF programs in the host kernel"
+caps=$(unit_prop qwen3-bpfd.service CapabilityBoundingSet)
+say "    CapabilityBoundingSet: $caps"
+
+say "check: generate through the socket"
+out=$(run_ct -- qwen3-bpf generate --max-tokens 8 --seed 1 "Hello" 2>&1) || die "qwen3-bpf generate failed:"$'\n'"$out"
+[[ -n ${out//[[:space:]]/} ]] || die "qwen3-bpf generate printed no text"
+out=$(run_ct -- qwen3-bpf generate --json --max-tokens 4 "Hello" 2>&1) || die "qwen3-bpf generate --json failed:"$'\n'"$out"
+grep -q '"completion_tokens": *4' <<<"$out" || die "generate --json did not report 4 completion tokens:"$'\n'"$out"
+
+say "check: access control (group member allowed, others refused with exit 4)"
+in_ct useradd --no-create-home --groups qwen3-bpf qwen3member >/dev/null 2>&1 || die "useradd failed in the container"
+out=$(run_ct --uid=qwen3member -- qwen3-bpf status 2>&1) || die "a member of group qwen3-bpf cannot use the daemon:"$'\n'"$out"
+set +e
+out=$(run_ct --uid=nobody -- qwen3-bpf status 2>&1)
+rc=$?
+set -e
+[[ $rc -eq 4 ]] || die "user nobody got exit $rc (want 4, permission denied):"$'\n'"$out"
+grep -q 'permission denied' <<<"$out" || die "user nobody did not get a permission-denied message:"$'\n'"$out"
+
+say "check: systemctl reload (SIGHUP) keeps the daemon serving"
+in_ct systemctl reload qwen3-bpfd.service || die "systemctl reload qwen3-bpfd failed"
+sleep 1
+[[ $(unit_prop qwen3-bpfd.service MainPID) == "$main_pid" ]] || die "reload replaced the daemon process"
+[[ $(unit_prop qwen3-bpfd.service ActiveState) == active ]] || die "the daemon is not active after reload"
+out=$(run_ct -- qwen3-bpf generate --max-tokens 2 "Hi" 2>&1) || die "generate after reload failed:"$'\n'"$out"
+
+say "check: systemctl stop is clean, frees the daemon's BPF programs; the socket re-activates it"
+in_ct systemctl stop qwen3-bpfd.service || die "systemctl stop qwen3-bpfd failed"
+[[ $(unit_prop qwen3-bpfd.service Result) == success ]] || die "stop ended with Result=$(unit_prop qwen3-bpfd.service Result)"
+kill -0 "$host_pid" 2>/dev/null && die "the daemon process $host_pid survived systemctl stop"
+for id in $prog_ids; do
+  bpftool prog show id "$id" >/dev/null 2>&1 && die "BPF program $id of the stopped daemon is still loaded"
+done
+[[ $(unit_prop qwen3-bpfd.socket ActiveState) == active ]] || die "qwen3-bpfd.socket stopped with the service"
+out=$(run_ct -- qwen3-bpf health --wait 2>&1) || die "the socket did not re-activate the daemon:"$'\n'"$out"
+[[ $(unit_prop qwen3-bpfd.service ActiveState) == active ]] || die "the daemon is not active after re-activation"
+
+say "check: stopping socket and service leaves no qwen3-bpfd process"
+in_ct systemctl stop qwen3-bpfd.socket qwen3-bpfd.service || die "systemctl stop of socket and service failed"
+for p in $(pgrep -x qwen3-bpfd || true); do
+  [[ $(readlink "/proc/$p/ns/pid" 2>/dev/null) == "$ct_pidns" ]] && die "qwen3-bpfd (host pid $p) still runs in the container"
+done
+
+say "PASS: qwen3-bpfd works under a real systemd"
