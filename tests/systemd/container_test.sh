@@ -107,6 +107,12 @@ if ((!harness_only)); then
     [[ -e $stage/$f ]] || die "cmake --install did not install /$f (is the target built?)"
   done
 fi
+service_unit=$stage/usr/lib/systemd/system/qwen3-bpfd.service
+if ((harness_only)); then
+  # Only the configured unit (for its hardening), not the whole project.
+  service_unit=$build_dir/systemd/qwen3-bpfd.service
+  [[ -f $service_unit ]] || die "$service_unit missing (configure the build tree first)"
+fi
 mkdir -p "$stage/usr/libexec/qwen3-bpf-test"
 install -m 0755 "$probe" "$stage/usr/libexec/qwen3-bpf-test/qwen3-bpf-feature-probe"
 
@@ -229,6 +235,49 @@ out=$(run_ct -- /usr/libexec/qwen3-bpf-test/qwen3-bpf-feature-probe array_map sy
         arena_map map_in_map xdp_prog_test_run 2>&1) ||
   die "BPF features fail inside the container (nspawn options?):"$'\n'"$out"
 
+# Runs the feature probe as a oneshot unit made from the service unit: the same
+# [Service] settings, with the daemon swapped for the probe and the daemon-only
+# lifecycle lines (notify, watchdog, reload, socket dependency) removed.
+# $1: unit name, further arguments: extra [Service] lines (a drop-in).
+# Prints the probe's "ok/FAIL feature" lines; returns the unit's success.
+probe_features="array_map syscall_prog_test_run_mmapable_map arena_map map_in_map xdp_prog_test_run"
+run_probe_unit() {
+  local name=$1; shift
+  sed -e '/^Requires=/d; /^After=/d; /^Also=/d; /^WantedBy=/d; /^WatchdogSec=/d; /^ExecReload=/d; /^Restart/d' \
+      -e 's|^Type=.*|Type=oneshot|; s|^NotifyAccess=.*||' \
+      -e "s|^ExecStart=.*|ExecStart=/usr/libexec/qwen3-bpf-test/qwen3-bpf-feature-probe $probe_features|" \
+      "$service_unit" | in_ct tee "/run/systemd/system/$name.service" >/dev/null
+  if (($#)); then
+    in_ct mkdir -p "/run/systemd/system/$name.service.d"
+    printf '[Service]\n%s\n' "$@" | in_ct tee "/run/systemd/system/$name.service.d/control.conf" >/dev/null
+  fi
+  in_ct systemctl daemon-reload
+  local rc=0
+  in_ct systemctl start "$name.service" 2>/dev/null || rc=1
+  in_ct journalctl --no-pager -o cat -u "$name" | grep -E '^(ok|FAIL) ' || true
+  return $rc
+}
+
+say "check: the unit's hardening leaves bpf() working (feature probe under the same [Service] settings)"
+out=$(run_probe_unit qwen3-bpf-probe) || die "a BPF feature fails under the hardening of qwen3-bpfd.service:"$'\n'"$out"
+[[ $(grep -c '^ok ' <<<"$out") -eq 5 ]] || die "feature probe under the unit's hardening did not report 5 ok lines:"$'\n'"$out"
+say "    $(paste -sd' ' <<<"$out")"
+
+# Controls: the sandbox really applies, and each of these settings is needed.
+say "check (control): without bpf in SystemCallFilter= every BPF feature fails"
+out=$(run_probe_unit qwen3-bpf-probe-nobpf 'SystemCallFilter=' 'SystemCallFilter=@system-service') &&
+  die "the probe passed although bpf() is not in SystemCallFilter=:"$'\n'"$out"
+[[ $(grep -c '^FAIL .*Operation not permitted' <<<"$out") -eq 5 ]] || die "unexpected probe result without bpf():"$'\n'"$out"
+say "check (control): without CAP_BPF maps and programs fail"
+out=$(run_probe_unit qwen3-bpf-probe-nocapbpf 'CapabilityBoundingSet=~CAP_BPF') &&
+  die "the probe passed without CAP_BPF:"$'\n'"$out"
+grep -q '^FAIL array_map:.*Operation not permitted' <<<"$out" || die "unexpected probe result without CAP_BPF:"$'\n'"$out"
+say "check (control): without CAP_NET_ADMIN loading XDP programs fails (the verify pipeline needs it)"
+out=$(run_probe_unit qwen3-bpf-probe-nonetadmin 'CapabilityBoundingSet=~CAP_NET_ADMIN') &&
+  die "the probe passed without CAP_NET_ADMIN:"$'\n'"$out"
+grep -q '^FAIL xdp_prog_test_run:.*Operation not permitted' <<<"$out" || die "unexpected probe result without CAP_NET_ADMIN:"$'\n'"$out"
+grep -q '^ok arena_map' <<<"$out" || die "without CAP_NET_ADMIN more than XDP failed:"$'\n'"$out"
+
 if ((harness_only)); then
   say "harness-only: container, systemd and bpf() work"
   exit 0
@@ -242,22 +291,6 @@ out=$(in_ct systemd-analyze verify /usr/lib/systemd/system/qwen3-bpfd.socket /us
 
 say "check: sysusers created group qwen3-bpf at boot"
 in_ct getent group qwen3-bpf >/dev/null || die "group qwen3-bpf does not exist in the container (sysusers.d entry?)"
-
-say "check: the unit's hardening leaves bpf() working (feature probe under the same [Service] settings)"
-# Same unit file, with the daemon swapped for the probe and the daemon-only
-# lifecycle lines (notify, watchdog, reload, socket dependency) removed.
-sed -e '/^Requires=/d; /^After=/d; /^Also=/d; /^WantedBy=/d; /^WatchdogSec=/d; /^ExecReload=/d; /^Restart/d' \
-    -e 's|^Type=.*|Type=oneshot|; s|^NotifyAccess=.*||' \
-    -e 's|^ExecStart=.*|ExecStart=/usr/libexec/qwen3-bpf-test/qwen3-bpf-feature-probe array_map syscall_prog_test_run_mmapable_map arena_map map_in_map xdp_prog_test_run|' \
-    "$root/usr/lib/systemd/system/qwen3-bpfd.service" >"$root/run/systemd/system/qwen3-bpf-probe.service"
-in_ct systemctl daemon-reload
-if ! in_ct systemctl start qwen3-bpf-probe.service; then
-  in_ct journalctl --no-pager -o cat -u qwen3-bpf-probe >&2 || true
-  die "a BPF feature fails under the hardening of qwen3-bpfd.service"
-fi
-out=$(in_ct journalctl --no-pager -o cat -u qwen3-bpf-probe | grep -E '^(ok|FAIL) ' || true)
-[[ $(grep -c '^ok ' <<<"$out") -eq 5 ]] || die "feature probe under the unit's hardening did not report 5 ok lines:"$'\n'"$out"
-say "    $(paste -sd' ' <<<"$out")"
 
 say "check: qwen3-bpfd.socket listens; the service is not started yet"
 in_ct systemctl start qwen3-bpfd.socket || die "systemctl start qwen3-bpfd.socket failed"
