@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@
 #include "verify/verify_result.h"
 
 namespace qwen3::verify {
+
+struct PipelineState;  // shared by copies: concurrency slots, prepared include tree
 
 struct VerifyRequest {
   std::string source;              // C source of one XDP program
@@ -26,6 +29,18 @@ struct PipelineOptions {
   int max_fixtures = 256;
   size_t max_packet_bytes = 9000;
   std::string work_dir = "/tmp";   // parent of the per-request sandbox dirs
+  // Added by daemon/verify:
+  // Where the private include tree (libbpf bpf/*.h, uapi linux/*.h + asm,
+  // vmlinux.h generated from /sys/kernel/btf/vmlinux) is prepared once.
+  std::string data_dir = "/var/lib/qwen3-bpfd/verify";
+  int max_concurrent = 2;          // compiles/verifications running at once; others queue
+  int request_timeout_ms = 120000; // whole request incl. queueing; 0 = no limit
+  int verify_timeout_ms = 30000;   // kernel load (all log levels) + all fixture runs
+  size_t max_object_bytes = size_t{16} << 20;
+  size_t max_map_bytes = size_t{64} << 20;  // sum over the program's maps (keys + values)
+  // Load with only CAP_BPF + CAP_NET_ADMIN (no CAP_PERFMON/CAP_SYS_ADMIN), so
+  // programs cannot read kernel memory (bpf_probe_read_kernel) or leak pointers.
+  bool minimal_loader_capabilities = true;
 };
 
 class Pipeline {
@@ -37,6 +52,7 @@ class Pipeline {
 
  private:
   PipelineOptions options_;
+  std::shared_ptr<PipelineState> state_;
 };
 
 struct Attempt {

@@ -57,6 +57,12 @@ struct VerifyResult {
   VerifierClass verifier_class = VerifierClass::none;
   uint32_t verified_insns = 0;
   std::vector<FixtureResult> fixtures;
+  // Added by daemon/verify: whether any fixture ran (false with no fixtures:
+  // a pass then only means "compiles and verifies", and the summary says so),
+  // and the verifier's own error line(s) (e.g. "R2 invalid mem access 'scalar'").
+  bool behaviour_checked = false;
+  std::string verifier_message;
+  int verifier_insn = -1;          // index of the rejected instruction, -1 if unknown
 };
 
 const char* to_string(Decision d);

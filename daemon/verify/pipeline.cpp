@@ -1,0 +1,338 @@
+#include "verify/pipeline.h"
+
+#include <chrono>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+
+#include "common/error.h"
+#include "verify/bpf_loader.h"
+#include "verify/fixtures.h"
+#include "verify/include_tree.h"
+#include "verify/policy.h"
+#include "verify/sandbox_compiler.h"
+#include "verify/verifier_log.h"
+
+namespace qwen3::verify {
+
+using Clock = std::chrono::steady_clock;
+
+// Shared between copies of a Pipeline: the concurrency slots and the include tree.
+struct PipelineState {
+  std::mutex mutex;
+  std::condition_variable freed;
+  int running = 0;
+  std::string include_dir;  // prepared lazily on first compile
+};
+
+namespace {
+
+constexpr const char* kMainFile = "/src/prog.c";  // the program's path inside the compiler sandbox
+
+class Slot {
+ public:
+  Slot(PipelineState& s, int limit, Clock::time_point deadline) : s_(s) {
+    std::unique_lock lock(s_.mutex);
+    acquired_ = s_.freed.wait_until(lock, deadline, [&] { return s_.running < std::max(1, limit); });
+    if (acquired_) ++s_.running;
+  }
+  ~Slot() {
+    if (!acquired_) return;
+    std::lock_guard lock(s_.mutex);
+    --s_.running;
+    s_.freed.notify_one();
+  }
+  bool acquired() const { return acquired_; }
+
+ private:
+  PipelineState& s_;
+  bool acquired_ = false;
+};
+
+std::string source_line(const std::string& source, int line) {
+  if (line <= 0) return "";
+  std::stringstream ss(source);
+  std::string l;
+  for (int i = 1; std::getline(ss, l); ++i)
+    if (i == line) {
+      if (!l.empty() && l.back() == '\r') l.pop_back();
+      return l.size() > 400 ? l.substr(0, 400) + "..." : l;
+    }
+  return "";
+}
+
+std::string first_line(const std::string& s) {
+  size_t nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+// libbpf's own explanation, without the verifier log it may have echoed.
+std::string libbpf_gist(const std::string& messages) {
+  std::stringstream ss(messages);
+  std::string line, out;
+  bool in_log = false;
+  while (std::getline(ss, line)) {
+    if (line.find("-- BEGIN PROG LOAD LOG --") != std::string::npos) in_log = true;
+    if (!in_log && !line.empty()) out += line + "\n";
+    if (line.find("-- END PROG LOAD LOG --") != std::string::npos) in_log = false;
+  }
+  if (out.size() > 2000) out = out.substr(0, 2000) + "...\n";
+  return out;
+}
+
+VerifyResult fail(VerifyResult r, Decision d, Stage s, std::string summary) {
+  r.decision = d;
+  r.first_failed_stage = s;
+  r.summary = std::move(summary);
+  return r;
+}
+
+// A fixture after input validation: either ready to run, or with the reason it cannot run.
+struct PreparedFixture {
+  std::string packet;
+  std::string expected_packet;
+  uint32_t expected_action = 0;
+  std::string problem;
+};
+
+PreparedFixture prepare_fixture(const Fixture& f, const PipelineOptions& opt) {
+  PreparedFixture p;
+  std::string err;
+  auto action = parse_xdp_action(f.expected_action);
+  if (!action) {
+    p.problem = "expected_action \"" + f.expected_action +
+                "\" is not one of XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT";
+    return p;
+  }
+  p.expected_action = *action;
+  auto packet = decode_hex(f.packet_hex, &err);
+  if (!packet) {
+    p.problem = "packet_hex is malformed: " + err;
+    return p;
+  }
+  if (packet->size() > opt.max_packet_bytes) {
+    p.problem = "packet is " + std::to_string(packet->size()) + " bytes; the limit is " +
+                std::to_string(opt.max_packet_bytes);
+    return p;
+  }
+  p.packet = *packet;
+  if (!f.expected_packet_hex.empty()) {
+    auto expected = decode_hex(f.expected_packet_hex, &err);
+    if (!expected) {
+      p.problem = "expected_packet_hex is malformed: " + err;
+      return p;
+    }
+    p.expected_packet = *expected;
+  }
+  return p;
+}
+
+}  // namespace
+
+Pipeline::Pipeline(PipelineOptions options) : options_(std::move(options)), state_(std::make_shared<PipelineState>()) {}
+
+VerifyResult Pipeline::verify(const VerifyRequest& request) const {
+  VerifyResult r;
+  const auto start = Clock::now();
+  const auto deadline = options_.request_timeout_ms > 0
+                            ? start + std::chrono::milliseconds(options_.request_timeout_ms)
+                            : Clock::time_point::max();
+  auto remaining_ms = [&](int cap) {
+    if (deadline == Clock::time_point::max()) return cap;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    return static_cast<int>(std::max<long long>(0, std::min<long long>(cap, left)));
+  };
+
+  // Stage 1: policy (cheap, before queueing).
+  PolicyLimits limits;
+  limits.max_source_bytes = options_.max_source_bytes;
+  std::vector<Diagnostic> violations = check_policy(request.source, limits);
+  if (!violations.empty()) {
+    std::string summary = "policy: " + violations.front().text;
+    if (violations.front().line > 0) summary = "policy: line " + std::to_string(violations.front().line) + ": " + violations.front().text;
+    if (violations.size() > 1) summary += " (and " + std::to_string(violations.size() - 1) + " more)";
+    r.compiler_diagnostics = std::move(violations);
+    return fail(std::move(r), Decision::fail, Stage::policy, summary);
+  }
+  if (static_cast<int>(request.fixtures.size()) > options_.max_fixtures)
+    return fail(std::move(r), Decision::error, Stage::behaviour,
+                "behaviour: " + std::to_string(request.fixtures.size()) + " fixtures; the limit is " +
+                    std::to_string(options_.max_fixtures));
+
+  Slot slot(*state_, options_.max_concurrent, deadline);
+  if (!slot.acquired())
+    return fail(std::move(r), Decision::error, Stage::infrastructure,
+                "infrastructure: the verification service is busy (" + std::to_string(options_.max_concurrent) +
+                    " running) and the request's time limit of " + std::to_string(options_.request_timeout_ms) +
+                    " ms passed while queued");
+
+  // Stage 2: compile in the sandbox.
+  std::string include_dir;
+  try {
+    std::lock_guard lock(state_->mutex);
+    if (state_->include_dir.empty()) state_->include_dir = prepare_include_tree(options_.data_dir);
+    include_dir = state_->include_dir;
+  } catch (const std::exception& e) {
+    return fail(std::move(r), Decision::error, Stage::infrastructure, std::string("infrastructure: ") + e.what());
+  }
+  SandboxConfig sc;
+  sc.clang = options_.clang;
+  sc.include_dir = include_dir;
+  sc.work_dir = options_.work_dir;
+  sc.timeout_ms = remaining_ms(options_.compile_timeout_ms);
+  sc.memory_bytes = options_.compile_memory_bytes;
+  sc.max_object_bytes = options_.max_object_bytes;
+  if (sc.timeout_ms <= 0)
+    return fail(std::move(r), Decision::error, Stage::infrastructure, "infrastructure: request time limit reached before compiling");
+  CompileOutcome compiled = compile_in_sandbox(request.source, sc);
+  r.compiler_diagnostics = compiled.parsed;
+  if (compiled.status == CompileStatus::infrastructure)
+    return fail(std::move(r), Decision::error, Stage::infrastructure, "infrastructure: " + compiled.message);
+  if (compiled.status != CompileStatus::ok) {
+    if (compiled.status == CompileStatus::limit_exceeded) {
+      Diagnostic d;
+      d.stage_message = compiled.message;
+      d.text = compiled.message;
+      r.compiler_diagnostics.insert(r.compiler_diagnostics.begin(), d);
+    }
+    return fail(std::move(r), Decision::fail, Stage::compile, "compile: " + compiled.message);
+  }
+
+  // Stage 3 (+4): load through the verifier and run the fixtures, in one child process.
+  std::vector<PreparedFixture> prepared;
+  std::vector<PacketInput> packets;
+  std::vector<int> run_index;
+  for (const auto& f : request.fixtures) {
+    prepared.push_back(prepare_fixture(f, options_));
+    if (prepared.back().problem.empty()) {
+      run_index.push_back(static_cast<int>(packets.size()));
+      packets.push_back({f.name, prepared.back().packet});
+    } else {
+      run_index.push_back(-1);
+    }
+  }
+  LoaderConfig lc;
+  lc.timeout_ms = remaining_ms(options_.verify_timeout_ms);
+  lc.max_map_bytes = options_.max_map_bytes;
+  lc.minimal_capabilities = options_.minimal_loader_capabilities;
+  if (lc.timeout_ms <= 0)
+    return fail(std::move(r), Decision::error, Stage::infrastructure, "infrastructure: request time limit reached before loading");
+  LoadReport load = load_and_run(compiled.object, packets, lc);
+  if (!load.finished)
+    return fail(std::move(r), Decision::error, Stage::infrastructure, "infrastructure: " + load.child_failure);
+  if (load.infrastructure)
+    return fail(std::move(r), Decision::error, Stage::infrastructure, "infrastructure: " + load.reject_reason);
+  if (!load.reject_reason.empty()) {
+    r.verifier_class = VerifierClass::other;
+    r.verifier_message = load.reject_reason;
+    r.verifier_log_excerpt = libbpf_gist(load.libbpf_messages);
+    return fail(std::move(r), Decision::fail, Stage::verify, "verify: " + load.reject_reason);
+  }
+  if (!load.loaded) {
+    const std::string& log = load.log_level2.empty() ? load.log_level1 : load.log_level2;
+    VerifierAnalysis a = analyze_verifier_log(log, kMainFile);
+    if (a.message.empty() && a.insn < 0) {
+      // Refused before the verifier said anything (BTF, map creation, relocations): libbpf knows why.
+      std::string gist = libbpf_gist(load.libbpf_messages);
+      r.verifier_class = VerifierClass::other;
+      r.verifier_message = gist.empty() ? "load failed: " + std::string(strerror(load.load_errno)) : gist;
+      r.verifier_log_excerpt = log.empty() ? gist : a.excerpt;
+      return fail(std::move(r), Decision::fail, Stage::verify,
+                  "verify: the kernel refused the program before verification: " + first_line(r.verifier_message));
+    }
+    r.verifier_class = a.verifier_class;
+    r.verifier_message = a.message;
+    r.verifier_log_excerpt = a.excerpt;
+    r.verifier_line = a.line;
+    r.verifier_insn = a.insn;
+    r.verifier_source_line = a.line > 0 ? source_line(request.source, a.line) : a.annotation;
+    r.verified_insns = a.processed_insns;
+    std::string where = a.line > 0 ? " at line " + std::to_string(a.line) : "";
+    return fail(std::move(r), Decision::fail, Stage::verify,
+                std::string("verify: rejected (") + to_string(a.verifier_class) + ")" + where + ": " +
+                    first_line(a.message));
+  }
+  r.verified_insns = load.verified_insns;
+
+  // Stage 4: behaviour.
+  int failed = 0, unrunnable = 0;
+  std::string failures;
+  for (size_t i = 0; i < request.fixtures.size(); ++i) {
+    const Fixture& f = request.fixtures[i];
+    const PreparedFixture& p = prepared[i];
+    FixtureResult fr;
+    fr.name = f.name;
+    fr.expected_action = p.problem.empty() ? xdp_action_name(p.expected_action) : f.expected_action;
+    fr.expected_packet_hex = p.problem.empty() ? encode_hex(p.expected_packet) : f.expected_packet_hex;
+    if (!p.problem.empty()) {
+      fr.note = p.problem;
+      fr.got_action = "NOT_RUN";
+      ++unrunnable;
+      r.fixtures.push_back(std::move(fr));
+      continue;
+    }
+    const PacketRun* run = run_index[i] >= 0 && run_index[i] < static_cast<int>(load.runs.size())
+                               ? &load.runs[static_cast<size_t>(run_index[i])]
+                               : nullptr;
+    if (!run || !run->ran) {
+      fr.got_action = "NOT_RUN";
+      if (run && p.packet.size() < 14 && run->error_errno == EINVAL)
+        fr.note = "packet is " + std::to_string(p.packet.size()) +
+                  " bytes, shorter than an Ethernet header (14): the kernel refuses to run XDP on it "
+                  "(BPF_PROG_TEST_RUN: EINVAL), as real NICs never hand such runt frames to XDP";
+      else
+        fr.note = run ? run->error : "the loader did not run this fixture";
+      ++unrunnable;
+      r.fixtures.push_back(std::move(fr));
+      continue;
+    }
+    fr.got_action = xdp_action_name(run->retval);
+    fr.got_packet_hex = encode_hex(run->output);
+    bool action_ok = run->retval == p.expected_action;
+    bool packet_ok = f.expected_packet_hex.empty() || run->output == p.expected_packet;
+    fr.passed = action_ok && packet_ok;
+    if (!fr.passed) {
+      ++failed;
+      if (!action_ok) fr.note = "expected " + fr.expected_action + ", got " + fr.got_action;
+      if (!packet_ok) {
+        size_t diff = 0;
+        while (diff < run->output.size() && diff < p.expected_packet.size() && run->output[diff] == p.expected_packet[diff]) ++diff;
+        std::string what = "output packet differs from expected_packet_hex at byte " + std::to_string(diff) +
+                           " (got " + std::to_string(run->output.size()) + " bytes, expected " +
+                           std::to_string(p.expected_packet.size()) + ")";
+        fr.note = fr.note.empty() ? what : fr.note + "; " + what;
+      }
+      if (failed <= 3) failures += (failures.empty() ? "" : "; ") + f.name + ": " + fr.note;
+    }
+    r.fixtures.push_back(std::move(fr));
+  }
+  r.behaviour_checked = request.fixtures.size() > static_cast<size_t>(unrunnable);
+  const std::string verified = "compiled, verified (" + std::to_string(r.verified_insns) + " insns)";
+  if (failed > 0)
+    return fail(std::move(r), Decision::fail, Stage::behaviour,
+                "behaviour: " + std::to_string(failed) + " of " + std::to_string(request.fixtures.size()) +
+                    " fixtures failed: " + failures);
+  if (unrunnable > 0) {
+    std::string first;
+    for (const auto& fr : r.fixtures)
+      if (fr.got_action == "NOT_RUN") {
+        first = fr.name + ": " + fr.note;
+        break;
+      }
+    return fail(std::move(r), Decision::error, Stage::behaviour,
+                "behaviour: " + std::to_string(unrunnable) + " of " + std::to_string(request.fixtures.size()) +
+                    " fixtures could not be run (" + first + ")");
+  }
+  r.decision = Decision::pass;
+  r.first_failed_stage = Stage::none;
+  if (request.fixtures.empty())
+    r.summary = "pass: " + verified + "; behaviour NOT checked (no fixtures given)";
+  else
+    r.summary = "pass: " + verified + "; all " + std::to_string(request.fixtures.size()) +
+                " fixtures behaved as expected";
+  return r;
+}
+
+}  // namespace qwen3::verify

@@ -1,0 +1,325 @@
+#include "verify/policy.h"
+
+#include <algorithm>
+#include <cctype>
+#include <regex>
+#include <set>
+
+namespace qwen3::verify {
+namespace {
+
+// The source after translation phases 1-3 as far as the policy needs them:
+// backslash-newlines spliced, comments removed. Every kept character remembers
+// its original line so violations point at the right place.
+struct Scanned {
+  std::string code;          // comments replaced by one space, literals kept
+  std::string bare;          // like code, but string/char literal contents blanked
+  std::vector<int> line_of;  // original 1-based line of each char in code/bare
+  std::vector<std::string> string_literals;
+  std::vector<int> string_literal_lines;
+};
+
+Scanned scan(const std::string& src) {
+  // Phase 2: splice lines, remembering original line numbers.
+  std::string spliced;
+  std::vector<int> lines;
+  spliced.reserve(src.size());
+  int line = 1;
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (src[i] == '\\') {
+      size_t j = i + 1;
+      if (j < src.size() && src[j] == '\r') ++j;
+      if (j < src.size() && src[j] == '\n') {
+        i = j;
+        ++line;
+        continue;
+      }
+    }
+    spliced.push_back(src[i]);
+    lines.push_back(line);
+    if (src[i] == '\n') ++line;
+  }
+
+  Scanned out;
+  out.code.reserve(spliced.size());
+  out.bare.reserve(spliced.size());
+  auto put = [&](char c, char bare_c, int ln) {
+    out.code.push_back(c);
+    out.bare.push_back(bare_c);
+    out.line_of.push_back(ln);
+  };
+  size_t i = 0;
+  const size_t n = spliced.size();
+  while (i < n) {
+    char c = spliced[i];
+    if (c == '/' && i + 1 < n && spliced[i + 1] == '/') {
+      while (i < n && spliced[i] != '\n') ++i;
+      put(' ', ' ', lines[std::min(i, n - 1)]);
+      continue;
+    }
+    if (c == '/' && i + 1 < n && spliced[i + 1] == '*') {
+      int start_line = lines[i];
+      i += 2;
+      while (i + 1 < n && !(spliced[i] == '*' && spliced[i + 1] == '/')) {
+        // Keep newlines so directive lines stay separate.
+        if (spliced[i] == '\n') put('\n', '\n', lines[i]);
+        ++i;
+      }
+      i = std::min(n, i + 2);
+      put(' ', ' ', start_line);
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      char quote = c;
+      int ln = lines[i];
+      std::string literal;
+      put(c, c, ln);
+      ++i;
+      while (i < n && spliced[i] != quote && spliced[i] != '\n') {
+        if (spliced[i] == '\\' && i + 1 < n && spliced[i + 1] != '\n') {
+          literal.push_back(spliced[i]);
+          put(spliced[i], ' ', lines[i]);
+          ++i;
+        }
+        literal.push_back(spliced[i]);
+        put(spliced[i], ' ', lines[i]);
+        ++i;
+      }
+      if (i < n && spliced[i] == quote) {
+        put(quote, quote, lines[i]);
+        ++i;
+      }
+      if (quote == '"') {
+        out.string_literals.push_back(literal);
+        out.string_literal_lines.push_back(ln);
+      }
+      continue;
+    }
+    put(c, c, lines[i]);
+    ++i;
+  }
+  return out;
+}
+
+bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+struct Reporter {
+  std::vector<Diagnostic>& out;
+  void operator()(int line, const std::string& what) {
+    Diagnostic d;
+    d.line = line;
+    d.text = what;
+    d.stage_message = "policy: line " + std::to_string(line) + ": " + what;
+    out.push_back(std::move(d));
+  }
+};
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\f\v");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r\f\v");
+  return s.substr(b, e - b + 1);
+}
+
+// Identifiers that are never allowed in user code, with the reason.
+const std::vector<std::pair<std::string, std::string>>& forbidden_identifiers() {
+  static const std::vector<std::pair<std::string, std::string>> list = {
+      {"__has_include", "__has_include probes files outside the allowed headers"},
+      {"__has_include_next", "__has_include_next probes files outside the allowed headers"},
+      {"__has_embed", "__has_embed probes files"},
+      {"_Pragma", "_Pragma is not allowed (use #pragma unroll / #pragma clang loop only)"},
+      {"__pragma", "__pragma is not allowed"},
+      {"asm", "inline assembly is not allowed"},
+      {"__asm", "inline assembly is not allowed"},
+      {"__asm__", "inline assembly is not allowed"},
+      {"section", "raw section attributes are not allowed; use SEC(\"xdp\")"},
+      {"__section__", "raw section attributes are not allowed; use SEC(\"xdp\")"},
+      {"__ksym", "kernel symbol externs (__ksym) are not allowed"},
+      {"__kconfig", "kernel config externs (__kconfig) are not allowed"},
+      {"pinning", "map pinning is not allowed: nothing may outlive the verification"},
+      {"LIBBPF_PIN_BY_NAME", "map pinning is not allowed: nothing may outlive the verification"},
+      {"__builtin_embed", "file embedding is not allowed"},
+  };
+  return list;
+}
+
+bool is_allowed_pragma(const std::string& rest) {
+  static const std::regex allowed(
+      R"(^(once|unroll(\s*\(?\s*\d+\s*\)?)?|nounroll|unroll_and_jam|clang\s+loop\s+[A-Za-z_]+\s*\([A-Za-z0-9_ ]*\)(\s+[A-Za-z_]+\s*\([A-Za-z0-9_ ]*\))*|GCC\s+unroll\s+\d+)\s*$)");
+  return std::regex_match(rest, allowed);
+}
+
+}  // namespace
+
+bool is_allowed_header(const std::string& name) {
+  if (name.find("..") != std::string::npos || name.empty() || name[0] == '/') return false;
+  static const std::regex allowed(R"(^(vmlinux\.h|bpf/[A-Za-z0-9_]+\.h|linux/([a-z0-9_\-]+/)*[A-Za-z0-9_\-]+\.h)$)");
+  return std::regex_match(name, allowed);
+}
+
+bool is_xdp_section(const std::string& name) {
+  return name == "xdp" || name == "xdp.frags" || name.rfind("xdp/", 0) == 0 ||
+         name.rfind("xdp.frags/", 0) == 0;
+}
+
+std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimits& limits) {
+  std::vector<Diagnostic> out;
+  Reporter report{out};
+  if (source.size() > limits.max_source_bytes) {
+    report(0, "source is " + std::to_string(source.size()) + " bytes; the limit is " +
+                  std::to_string(limits.max_source_bytes) + " bytes");
+    return out;
+  }
+  if (trim(source).empty()) {
+    report(0, "source is empty");
+    return out;
+  }
+  if (source.find('\0') != std::string::npos) {
+    report(0, "source contains a NUL byte");
+    return out;
+  }
+  {
+    int line = 1;
+    size_t len = 0;
+    for (char c : source) {
+      if (c == '\n') {
+        ++line;
+        len = 0;
+      } else if (++len == limits.max_line_bytes + 1) {
+        report(line, "line is longer than " + std::to_string(limits.max_line_bytes) + " bytes");
+      }
+    }
+    if (!out.empty()) return out;
+  }
+
+  const Scanned s = scan(source);
+
+  // Preprocessor directives, one logical line at a time. "%:" is the digraph for '#'.
+  size_t pos = 0;
+  while (pos < s.code.size()) {
+    size_t eol = s.code.find('\n', pos);
+    if (eol == std::string::npos) eol = s.code.size();
+    std::string text = s.code.substr(pos, eol - pos);
+    int line = s.line_of.empty() ? 1 : s.line_of[std::min(pos, s.line_of.size() - 1)];
+    std::string t = trim(text);
+    bool directive = false;
+    if (!t.empty() && t[0] == '#') {
+      directive = true;
+      t = trim(t.substr(1));
+    } else if (t.rfind("%:", 0) == 0) {
+      directive = true;
+      t = trim(t.substr(2));
+    }
+    if (directive && !t.empty()) {
+      size_t k = 0;
+      while (k < t.size() && is_ident_char(t[k])) ++k;
+      std::string name = t.substr(0, k);
+      std::string rest = trim(t.substr(k));
+      static const std::set<std::string> plain = {"define", "undef", "if", "ifdef", "ifndef",
+                                                  "elif", "elifdef", "elifndef", "else", "endif",
+                                                  "error", "warning"};
+      if (name == "include") {
+        std::string header;
+        bool ok = false;
+        if (rest.size() >= 2 && ((rest.front() == '<' && rest.back() == '>') ||
+                                 (rest.front() == '"' && rest.back() == '"'))) {
+          header = rest.substr(1, rest.size() - 2);
+          ok = header.find_first_of("<>\"") == std::string::npos && is_allowed_header(header);
+        }
+        if (!ok)
+          report(line, "#include " + rest.substr(0, 80) +
+                           " is not allowed: only <bpf/NAME.h>, <linux/NAME.h> and <vmlinux.h> may be included");
+      } else if (name == "pragma") {
+        if (!is_allowed_pragma(rest))
+          report(line, "#pragma " + rest.substr(0, 80) +
+                           " is not allowed (only once, unroll, nounroll, clang loop, GCC unroll)");
+      } else if (!plain.count(name)) {
+        report(line, "#" + name + " is not allowed");
+      } else if (name == "define" || name == "if" || name == "elif") {
+        // Conditions may not probe the file system; checked by the identifier scan below.
+      }
+    }
+    pos = eol + 1;
+  }
+
+  // Token pasting can forge any forbidden identifier, so it is refused outright.
+  for (size_t i = 0; i + 1 < s.bare.size(); ++i) {
+    if (s.bare[i] == '#' && s.bare[i + 1] == '#') {
+      report(s.line_of[i], "token pasting (##) is not allowed");
+      break;
+    }
+    if (s.bare[i] == '%' && s.bare[i + 1] == ':' && i + 3 < s.bare.size() && s.bare[i + 2] == '%' &&
+        s.bare[i + 3] == ':') {
+      report(s.line_of[i], "token pasting (%:%:) is not allowed");
+      break;
+    }
+  }
+
+  // Identifier scan over code without comments and literal contents.
+  std::vector<std::string> sections;
+  std::vector<int> section_lines;
+  for (size_t i = 0; i < s.bare.size();) {
+    if (!is_ident_char(s.bare[i]) || (i > 0 && is_ident_char(s.bare[i - 1]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < s.bare.size() && is_ident_char(s.bare[j])) ++j;
+    std::string ident = s.bare.substr(i, j - i);
+    int line = s.line_of[i];
+    for (const auto& [bad, why] : forbidden_identifiers()) {
+      if (ident == bad) report(line, why);
+    }
+    if (ident == "SEC") {
+      // SEC must be applied to a string literal directly: SEC("xdp").
+      size_t k = j;
+      while (k < s.code.size() && std::isspace(static_cast<unsigned char>(s.code[k]))) ++k;
+      bool ok = false;
+      if (k < s.code.size() && s.code[k] == '(') {
+        ++k;
+        while (k < s.code.size() && std::isspace(static_cast<unsigned char>(s.code[k]))) ++k;
+        if (k < s.code.size() && s.code[k] == '"') {
+          size_t e = s.code.find('"', k + 1);
+          if (e != std::string::npos) {
+            std::string name = s.code.substr(k + 1, e - k - 1);
+            size_t m = e + 1;
+            while (m < s.code.size() && std::isspace(static_cast<unsigned char>(s.code[m]))) ++m;
+            if (m < s.code.size() && s.code[m] == ')') {
+              ok = true;
+              sections.push_back(name);
+              section_lines.push_back(line);
+            }
+          }
+        }
+      }
+      // "#define SEC(x) ..." redefinitions are caught as a non-literal use too.
+      if (!ok) report(line, "SEC must be used as SEC(\"name\") with a string literal");
+    }
+    i = j;
+  }
+
+  for (size_t i = 0; i < s.string_literals.size(); ++i) {
+    const std::string& lit = s.string_literals[i];
+    for (const char* bad : {".incbin", ".include", ".file"}) {
+      if (lit.find(bad) != std::string::npos)
+        report(s.string_literal_lines[i], std::string("string literal contains the assembler directive ") + bad);
+    }
+  }
+
+  int xdp = 0;
+  for (size_t i = 0; i < sections.size(); ++i) {
+    const std::string& name = sections[i];
+    if (is_xdp_section(name)) {
+      ++xdp;
+    } else if (name != ".maps" && name != "license") {
+      report(section_lines[i], "section \"" + name +
+                                   "\" is not allowed: the program must be one SEC(\"xdp\") function, "
+                                   "plus SEC(\".maps\") maps and SEC(\"license\")");
+    }
+  }
+  if (xdp == 0) report(0, "no XDP program: exactly one function must be in SEC(\"xdp\")");
+  if (xdp > 1) report(0, "found " + std::to_string(xdp) + " XDP program sections; exactly one is allowed");
+  return out;
+}
+
+}  // namespace qwen3::verify

@@ -1,0 +1,29 @@
+// Stage 1 of the pipeline: a conservative textual policy on the C source,
+// checked before the compiler ever sees it (the sandbox is the second wall).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "verify/verify_result.h"
+
+namespace qwen3::verify {
+
+struct PolicyLimits {
+  size_t max_source_bytes = 256 * 1024;
+  size_t max_line_bytes = 16 * 1024;
+};
+
+// Empty when the source is acceptable; otherwise one diagnostic per violation
+// (line numbers are 1-based source lines).
+std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimits& limits);
+
+// True for the header names a program may include: bpf/NAME.h, linux/...NAME.h, vmlinux.h.
+bool is_allowed_header(const std::string& name);
+
+// True for section names that define the XDP program: "xdp", "xdp/...",
+// "xdp.frags", "xdp.frags/...".
+bool is_xdp_section(const std::string& name);
+
+}  // namespace qwen3::verify

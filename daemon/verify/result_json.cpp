@@ -1,0 +1,37 @@
+#include "verify/result_json.h"
+
+namespace qwen3::verify {
+
+nlohmann::json to_json(const VerifyResult& r) {
+  nlohmann::json j;
+  j["decision"] = to_string(r.decision);
+  j["first_failed_stage"] = to_string(r.first_failed_stage);
+  j["summary"] = r.summary;
+  j["behaviour_checked"] = r.behaviour_checked;
+  auto& diags = j["compiler_diagnostics"] = nlohmann::json::array();
+  for (const auto& d : r.compiler_diagnostics)
+    diags.push_back({{"line", d.line}, {"column", d.column}, {"text", d.text}, {"message", d.stage_message}});
+  j["verifier_class"] = to_string(r.verifier_class);
+  j["verifier_message"] = r.verifier_message;
+  j["verifier_line"] = r.verifier_line;
+  j["verifier_insn"] = r.verifier_insn;
+  j["verifier_source_line"] = r.verifier_source_line;
+  j["verifier_log_excerpt"] = r.verifier_log_excerpt;
+  j["verified_insns"] = r.verified_insns;
+  auto& fx = j["fixtures"] = nlohmann::json::array();
+  for (const auto& f : r.fixtures)
+    fx.push_back({{"name", f.name},
+                  {"passed", f.passed},
+                  {"expected_action", f.expected_action},
+                  {"got_action", f.got_action},
+                  {"expected_packet_hex", f.expected_packet_hex},
+                  {"got_packet_hex", f.got_packet_hex},
+                  {"note", f.note}});
+  return j;
+}
+
+std::string to_json_text(const VerifyResult& r, int indent) {
+  return to_json(r).dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace qwen3::verify

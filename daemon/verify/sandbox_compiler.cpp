@@ -1,0 +1,513 @@
+#include "verify/sandbox_compiler.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+
+namespace qwen3::verify {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Exit codes the sandbox child uses when it cannot even start the compiler.
+constexpr int kSetupFailed = 120;
+constexpr int kExecFailed = 121;
+
+std::string resolve_executable(const std::string& name) {
+  auto real = [](const std::string& p) -> std::string {
+    char buf[PATH_MAX];
+    if (access(p.c_str(), X_OK) == 0 && realpath(p.c_str(), buf)) return buf;
+    return "";
+  };
+  if (name.find('/') != std::string::npos) return real(name);
+  const char* env = getenv("PATH");
+  std::string path = env ? env : "/usr/local/bin:/usr/bin:/bin";
+  path += ":/usr/local/sbin:/usr/sbin:/sbin";
+  std::stringstream ss(path);
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    if (dir.empty()) continue;
+    std::string r = real(dir + "/" + name);
+    if (!r.empty()) return r;
+  }
+  return "";
+}
+
+void get_nobody(uid_t& uid, gid_t& gid) {
+  uid = 65534;
+  gid = 65534;
+  struct passwd pw {};
+  struct passwd* res = nullptr;
+  char buf[4096];
+  if (getpwnam_r("nobody", &pw, buf, sizeof buf, &res) == 0 && res) {
+    uid = pw.pw_uid;
+    gid = pw.pw_gid;
+  }
+}
+
+// Everything the child needs, computed before fork: the child only makes syscalls.
+struct SandboxPlan {
+  std::string root;                       // tmpfs mount point on the host
+  std::vector<std::string> mkdirs;        // absolute paths under root, parents first
+  std::vector<std::pair<std::string, std::string>> binds;     // host dir -> path under root
+  std::vector<std::pair<std::string, std::string>> symlinks;  // target -> path under root
+  std::string tmp_dir;                    // root/tmp, world-writable scratch
+  std::string source_file;                // root/src/prog.c, written from stdin
+  std::string exe;                        // path of clang inside the sandbox
+  std::vector<std::string> args;
+  std::vector<std::string> env;
+};
+
+void add_dir_chain(SandboxPlan& plan, const std::string& rel) {
+  fs::path acc;
+  for (const auto& part : fs::path(rel).relative_path()) {
+    acc /= part;
+    std::string full = plan.root + "/" + acc.string();
+    if (std::find(plan.mkdirs.begin(), plan.mkdirs.end(), full) == plan.mkdirs.end()) plan.mkdirs.push_back(full);
+  }
+}
+
+void add_bind(SandboxPlan& plan, const std::string& host_dir) {
+  add_dir_chain(plan, host_dir);
+  plan.binds.push_back({host_dir, plan.root + host_dir});
+}
+
+std::string build_plan(SandboxPlan& plan, const SandboxConfig& cfg, const std::string& clang_real) {
+  // clang lives in <prefix>/bin/clang; its private libraries in <prefix>/lib.
+  fs::path prefix = fs::path(clang_real).parent_path().parent_path();
+  if (prefix.empty() || prefix == "/") return "compiler " + clang_real + " is not under a <prefix>/bin directory";
+  add_bind(plan, prefix.string());
+  struct utsname u {};
+  uname(&u);
+  const std::string multiarch = std::string(u.machine) + "-linux-gnu";
+  for (const std::string& d : {"/usr/lib/" + multiarch, std::string("/usr/lib64"), "/lib/" + multiarch,
+                               std::string("/lib64")}) {
+    struct stat st {};
+    if (lstat(d.c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      // With merged /usr, /lib is a symlink and /lib/<arch> resolves into /usr/lib/<arch>.
+      char buf[PATH_MAX];
+      if (realpath(d.c_str(), buf) && std::string(buf) != d) continue;
+      if (prefix.string().rfind(d, 0) == 0) continue;
+      add_bind(plan, d);
+    }
+  }
+  for (const char* top : {"/lib", "/lib64", "/bin"}) {
+    char buf[PATH_MAX];
+    ssize_t n = readlink(top, buf, sizeof buf - 1);
+    if (n > 0) {
+      buf[n] = 0;
+      plan.symlinks.push_back({buf, plan.root + top});
+    }
+  }
+  add_dir_chain(plan, "/inc");
+  plan.binds.push_back({cfg.include_dir, plan.root + "/inc"});
+  add_dir_chain(plan, "/tmp");
+  plan.tmp_dir = plan.root + "/tmp";
+  add_dir_chain(plan, "/src");
+  plan.source_file = plan.root + "/src/prog.c";
+  plan.exe = clang_real;
+  plan.args = {clang_real,
+               "--no-default-config",
+               "-O2",
+               "-g",
+               "-target",
+               "bpf",
+               "-Wall",
+               "-c",
+               "-nostdinc",
+               "-isystem",
+               "/inc",
+               "-fno-color-diagnostics",
+               "-fno-crash-diagnostics",
+               "-fno-trigraphs",
+               "-ferror-limit=20",
+               "-fmacro-backtrace-limit=4",
+               "-x",
+               "c",
+               "/src/prog.c",
+               "-o",
+               "-"};
+  plan.env = {"PATH=/usr/bin:/bin", "LC_ALL=C", "TMPDIR=/tmp", "HOME=/tmp"};
+  return "";
+}
+
+[[noreturn]] void child_fail(int code, const char* what) {
+  const char* err = strerror(errno);
+  auto put = [](const char* s) { (void)!write(STDERR_FILENO, s, strlen(s)); };
+  put("sandbox: ");
+  put(what);
+  put(": ");
+  put(err);
+  put("\n");
+  _exit(code);
+}
+
+// Runs in the forked child: syscalls only, no allocation.
+[[noreturn]] void run_child(const SandboxPlan& plan, char* const* argv, char* const* envp, int in_fd, int out_fd,
+                            int err_fd, uid_t uid, gid_t gid, const SandboxConfig& cfg) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (dup2(in_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(kSetupFailed);
+  for (int fd = 3; fd < 1024; ++fd) close(fd);
+  // Restore default signal dispositions the daemon may have changed.
+  for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) != 0) child_fail(kSetupFailed, "unshare");
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) child_fail(kSetupFailed, "make mounts private");
+  if (mount("tmpfs", plan.root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=8m,nr_inodes=4096,mode=0755") != 0)
+    child_fail(kSetupFailed, "mount tmpfs");
+  for (const auto& d : plan.mkdirs)
+    if (mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) child_fail(kSetupFailed, "mkdir");
+  for (const auto& [target, link] : plan.symlinks)
+    if (symlink(target.c_str(), link.c_str()) != 0) child_fail(kSetupFailed, "symlink");
+  for (const auto& [src, dst] : plan.binds) {
+    if (mount(src.c_str(), dst.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) child_fail(kSetupFailed, "bind mount");
+    if (mount(nullptr, dst.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0)
+      child_fail(kSetupFailed, "read-only remount");
+  }
+  if (chmod(plan.tmp_dir.c_str(), 01777) != 0) child_fail(kSetupFailed, "chmod tmp");
+  // The source arrives on stdin and becomes a real file so that clang can put
+  // the text of each line into BTF line info (the verifier log shows it).
+  {
+    int fd = open(plan.source_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) child_fail(kSetupFailed, "create source file");
+    static char chunk[65536];
+    for (;;) {
+      ssize_t n = read(STDIN_FILENO, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) child_fail(kSetupFailed, "read source");
+      if (n == 0) break;
+      for (ssize_t off = 0; off < n;) {
+        ssize_t w = write(fd, chunk + off, static_cast<size_t>(n - off));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) child_fail(kSetupFailed, "write source");
+        off += w;
+      }
+    }
+    close(fd);
+  }
+  if (chdir(plan.root.c_str()) != 0 || chroot(".") != 0 || chdir("/tmp") != 0) child_fail(kSetupFailed, "chroot");
+
+  const rlim_t cpu = static_cast<rlim_t>((cfg.timeout_ms + 999) / 1000);
+  struct rlimit r;
+  r = {cpu, cpu + 1};
+  if (setrlimit(RLIMIT_CPU, &r) != 0) child_fail(kSetupFailed, "RLIMIT_CPU");
+  r = {static_cast<rlim_t>(cfg.memory_bytes), static_cast<rlim_t>(cfg.memory_bytes)};
+  if (setrlimit(RLIMIT_AS, &r) != 0) child_fail(kSetupFailed, "RLIMIT_AS");
+  r = {rlim_t{64} << 20, rlim_t{64} << 20};
+  if (setrlimit(RLIMIT_FSIZE, &r) != 0) child_fail(kSetupFailed, "RLIMIT_FSIZE");
+  r = {64, 64};
+  if (setrlimit(RLIMIT_NOFILE, &r) != 0) child_fail(kSetupFailed, "RLIMIT_NOFILE");
+  r = {0, 0};
+  setrlimit(RLIMIT_CORE, &r);
+
+  if (setgroups(0, nullptr) != 0) child_fail(kSetupFailed, "setgroups");
+  if (setresgid(gid, gid, gid) != 0) child_fail(kSetupFailed, "setresgid");
+  if (setresuid(uid, uid, uid) != 0) child_fail(kSetupFailed, "setresuid");
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(kSetupFailed, "no_new_privs");
+  execve(plan.exe.c_str(), argv, envp);
+  child_fail(kExecFailed, "exec compiler");
+}
+
+bool contains_any(const std::string& s, std::initializer_list<const char*> needles) {
+  for (const char* n : needles)
+    if (s.find(n) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string scrub_compiler_output(const std::string& raw) {
+  std::stringstream in(raw);
+  std::string line, out;
+  static const std::regex inc_path(R"((^|[\s(:'"`])/inc/)");
+  while (std::getline(in, line)) {
+    // Crash reports: stack frames, argument dumps and bug-report banners say nothing useful.
+    if (std::regex_search(line, std::regex(R"(^\s*#\d+ 0x[0-9a-f]+)")) || line.rfind("Stack dump", 0) == 0 ||
+        line.find("PLEASE submit a bug report") != std::string::npos ||
+        std::regex_search(line, std::regex(R"(^\d+\.\s)")))
+      continue;
+    size_t p;
+    while ((p = line.find("/src/prog.c")) != std::string::npos) line.replace(p, 11, "prog.c");
+    line = std::regex_replace(line, inc_path, "$1");
+    out += line;
+    out += '\n';
+  }
+  return out;
+}
+
+std::vector<Diagnostic> parse_clang_diagnostics(const std::string& text) {
+  std::vector<Diagnostic> out;
+  static const std::regex diag(R"(^([^:\s][^:]*):(\d+):(\d+): (fatal error|error|warning|note): (.*)$)");
+  static const std::regex included(R"(^In file included from prog\.c:(\d+):)");
+  std::stringstream in(text);
+  std::string line;
+  int include_line = 0;
+  Diagnostic* last = nullptr;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, included)) {
+      include_line = std::stoi(m[1]);
+      last = nullptr;
+      continue;
+    }
+    if (line.rfind("In file included from", 0) == 0) {
+      last = nullptr;
+      continue;
+    }
+    if (std::regex_match(line, m, diag)) {
+      if (m[4] == "note" && last) {
+        last->text += "\n" + line;
+        continue;
+      }
+      Diagnostic d;
+      bool main_file = m[1] == "prog.c";
+      d.line = main_file ? std::stoi(m[2]) : include_line;
+      d.column = main_file ? std::stoi(m[3]) : 0;
+      d.stage_message = line;
+      d.text = m[4].str() + ": " + m[5].str();
+      if (!main_file) d.text += " (in " + m[1].str() + ":" + m[2].str() + ")";
+      if (out.size() < 50) {
+        out.push_back(std::move(d));
+        last = &out.back();
+      } else {
+        last = nullptr;
+      }
+      if (main_file) include_line = 0;
+      continue;
+    }
+    if (line.rfind("clang", 0) == 0 && line.find("error:") != std::string::npos && out.size() < 50) {
+      Diagnostic d;
+      d.stage_message = line;
+      d.text = line;
+      out.push_back(std::move(d));
+      last = &out.back();
+    }
+  }
+  return out;
+}
+
+CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig& cfg) {
+  CompileOutcome result;
+  const auto start = Clock::now();
+  auto finish = [&](CompileStatus status, std::string message) {
+    result.status = status;
+    result.message = std::move(message);
+    result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return result;
+  };
+
+  const std::string clang_real = resolve_executable(cfg.clang);
+  if (clang_real.empty()) return finish(CompileStatus::infrastructure, "compiler '" + cfg.clang + "' not found");
+  if (cfg.include_dir.empty() || !fs::is_directory(cfg.include_dir))
+    return finish(CompileStatus::infrastructure, "include tree '" + cfg.include_dir + "' is missing");
+
+  std::string tmpl = cfg.work_dir + "/qwen3-verify-XXXXXX";
+  if (!mkdtemp(tmpl.data()))
+    return finish(CompileStatus::infrastructure, "cannot create a sandbox dir in " + cfg.work_dir + ": " + strerror(errno));
+  SandboxPlan plan;
+  plan.root = tmpl;
+  struct RemoveDir {
+    std::string path;
+    ~RemoveDir() { rmdir(path.c_str()); }
+  } remove_dir{tmpl};
+  if (std::string why = build_plan(plan, cfg, clang_real); !why.empty())
+    return finish(CompileStatus::infrastructure, why);
+
+  std::vector<char*> argv, envp;
+  for (auto& a : plan.args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : plan.env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  uid_t uid;
+  gid_t gid;
+  get_nobody(uid, gid);
+
+  // stdin is a socket so a compiler that stops reading cannot SIGPIPE the daemon.
+  int in_pair[2], out_pipe[2], err_pipe[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in_pair) != 0)
+    return finish(CompileStatus::infrastructure, std::string("socketpair: ") + strerror(errno));
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) {
+    close(in_pair[0]);
+    close(in_pair[1]);
+    return finish(CompileStatus::infrastructure, std::string("pipe: ") + strerror(errno));
+  }
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    for (int fd : {in_pair[0], in_pair[1], out_pipe[0], out_pipe[1]}) close(fd);
+    return finish(CompileStatus::infrastructure, std::string("pipe: ") + strerror(errno));
+  }
+
+  pid_t pid = fork();
+  if (pid == 0) run_child(plan, argv.data(), envp.data(), in_pair[1], out_pipe[1], err_pipe[1], uid, gid, cfg);
+  close(in_pair[1]);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  if (pid < 0) {
+    for (int fd : {in_pair[0], out_pipe[0], err_pipe[0]}) close(fd);
+    return finish(CompileStatus::infrastructure, std::string("fork: ") + strerror(errno));
+  }
+
+  int in_fd = in_pair[0], out_fd = out_pipe[0], err_fd = err_pipe[0];
+  fcntl(in_fd, F_SETFL, O_NONBLOCK);
+  size_t written = 0;
+  if (source.empty()) {
+    shutdown(in_fd, SHUT_WR);
+  }
+  std::string raw_err;
+  bool timed_out = false, too_big = false;
+  const auto deadline = start + std::chrono::milliseconds(cfg.timeout_ms);
+  char buf[65536];
+  while (out_fd >= 0 || err_fd >= 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    struct pollfd pfd[3];
+    int n = 0;
+    int in_idx = -1, out_idx = -1, err_idx = -1;
+    if (in_fd >= 0 && written < source.size()) {
+      pfd[n] = {in_fd, POLLOUT, 0};
+      in_idx = n++;
+    }
+    if (out_fd >= 0) {
+      pfd[n] = {out_fd, POLLIN, 0};
+      out_idx = n++;
+    }
+    if (err_fd >= 0) {
+      pfd[n] = {err_fd, POLLIN, 0};
+      err_idx = n++;
+    }
+    int rc = poll(pfd, n, static_cast<int>(std::min<long long>(left, 1000)));
+    if (rc < 0 && errno != EINTR) break;
+    if (rc <= 0) continue;
+    if (in_idx >= 0 && pfd[in_idx].revents) {
+      ssize_t w = send(in_fd, source.data() + written, source.size() - written, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w > 0) written += static_cast<size_t>(w);
+      if (w < 0 && errno != EAGAIN && errno != EINTR) written = source.size();  // reader gone
+      if (written >= source.size()) shutdown(in_fd, SHUT_WR);
+    }
+    if (out_idx >= 0 && pfd[out_idx].revents) {
+      ssize_t r = read(out_fd, buf, sizeof buf);
+      if (r > 0) {
+        result.object.append(buf, static_cast<size_t>(r));
+        if (result.object.size() > cfg.max_object_bytes) {
+          too_big = true;
+          break;
+        }
+      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+        close(out_fd);
+        out_fd = -1;
+      }
+    }
+    if (err_idx >= 0 && pfd[err_idx].revents) {
+      ssize_t r = read(err_fd, buf, sizeof buf);
+      if (r > 0) {
+        if (raw_err.size() < cfg.max_diagnostic_bytes)
+          raw_err.append(buf, std::min(static_cast<size_t>(r), cfg.max_diagnostic_bytes - raw_err.size()));
+      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+        close(err_fd);
+        err_fd = -1;
+      }
+    }
+  }
+  int status = 0;
+  if (timed_out || too_big) {
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  } else {
+    // Outputs closed: the compiler is exiting; still bounded by the deadline.
+    for (;;) {
+      pid_t w = waitpid(pid, &status, WNOHANG);
+      if (w == pid || (w < 0 && errno != EINTR)) break;
+      if (Clock::now() >= deadline) {
+        timed_out = true;
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        break;
+      }
+      usleep(2000);
+    }
+  }
+  for (int fd : {in_fd, out_fd, err_fd})
+    if (fd >= 0) close(fd);
+
+  result.diagnostics = scrub_compiler_output(raw_err);
+  result.parsed = parse_clang_diagnostics(result.diagnostics);
+  const std::string limits_text = "(limits: " + std::to_string(cfg.timeout_ms) + " ms, " +
+                                  std::to_string(cfg.memory_bytes >> 20) + " MiB)";
+  if (timed_out) {
+    result.object.clear();
+    return finish(CompileStatus::limit_exceeded,
+                  "compiler exceeded the time limit of " + std::to_string(cfg.timeout_ms) + " ms and was killed");
+  }
+  if (too_big) {
+    result.object.clear();
+    return finish(CompileStatus::limit_exceeded,
+                  "compiler output exceeded " + std::to_string(cfg.max_object_bytes) + " bytes");
+  }
+  if (WIFSIGNALED(status)) {
+    result.object.clear();
+    int sig = WTERMSIG(status);
+    if (sig == SIGXCPU || sig == SIGKILL)
+      return finish(CompileStatus::limit_exceeded, "compiler exceeded the CPU time limit " + limits_text);
+    if (contains_any(raw_err, {"out of memory", "Allocation failed", "bad_alloc", "Cannot allocate memory"}))
+      return finish(CompileStatus::limit_exceeded, "compiler ran out of memory " + limits_text);
+    return finish(CompileStatus::limit_exceeded,
+                  std::string("compiler crashed (") + strsignal(sig) + "), likely a resource limit " + limits_text);
+  }
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code == kSetupFailed || code == kExecFailed) {
+    result.object.clear();
+    return finish(CompileStatus::infrastructure, "compiler sandbox failed: " + result.diagnostics);
+  }
+  if (contains_any(raw_err, {"LLVM ERROR: out of memory", "Allocation failed", "std::bad_alloc"})) {
+    result.object.clear();
+    return finish(CompileStatus::limit_exceeded, "compiler ran out of memory " + limits_text);
+  }
+  if (code != 0 || result.object.empty()) {
+    result.object.clear();
+    size_t errors = 0;
+    for (const auto& d : result.parsed)
+      if (d.text.rfind("error", 0) == 0 || d.text.rfind("fatal", 0) == 0) ++errors;
+    std::string first;
+    for (const auto& d : result.parsed)
+      if (d.text.rfind("error", 0) == 0 || d.text.rfind("fatal", 0) == 0) {
+        first = d.stage_message;
+        break;
+      }
+    return finish(CompileStatus::compile_error, "compilation failed with " + std::to_string(errors) + " error(s)" +
+                                                    (first.empty() ? "" : ": " + first));
+  }
+  return finish(CompileStatus::ok, "compiled to " + std::to_string(result.object.size()) + " bytes");
+}
+
+}  // namespace qwen3::verify

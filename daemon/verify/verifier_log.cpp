@@ -1,0 +1,139 @@
+#include "verify/verifier_log.h"
+
+#include <regex>
+#include <sstream>
+#include <vector>
+
+namespace qwen3::verify {
+namespace {
+
+bool has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
+
+bool is_noise(const std::string& line) {
+  // Precision-tracking chatter and state dumps at log level 2 are not the error.
+  static const std::regex state(R"(^\d+: (R\d|frame\d)|^from \d+ to \d+:|^\s*$)");
+  return line.rfind("mark_precise", 0) == 0 || line.rfind("last_idx", 0) == 0 || line.rfind("regs=", 0) == 0 ||
+         line.rfind("parent didn't have", 0) == 0 || line.rfind("; ", 0) == 0 || line == ";" ||
+         line.rfind("func#", 0) == 0 || line.rfind("Validating ", 0) == 0 || line.rfind("btf_vmlinux", 0) == 0 ||
+         std::regex_search(line, state);
+}
+
+std::string basename_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string clip(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n) + "..."; }
+
+}  // namespace
+
+VerifierClass classify_verifier_error(const std::string& message, const std::string& insn_text) {
+  const std::string& m = message;
+  if (has(m, "!read_ok") || has(m, "invalid read from stack") || has(m, "invalid indirect read from stack") ||
+      has(m, "uninit") || has(m, "invalid size of register fill"))
+    return VerifierClass::uninitialized;
+  if (has(m, "_or_null") || has(m, "or_null'") || has(m, "null pointer"))
+    return VerifierClass::null_check_missing;
+  if (has(m, "invalid access to packet") || has(m, "outside of the packet") || has(m, "pkt_end") ||
+      has(m, "pkt pointer") || has(m, "packet pointer") || has(m, "invalid variable-offset access to packet"))
+    return VerifierClass::packet_bounds;
+  if (has(m, "bpf_context access") || has(m, "modified ctx ptr") || has(m, "ctx ptr") ||
+      has(m, "invalid mem access 'ctx'") || has(m, "context access"))
+    return VerifierClass::invalid_context_access;
+  if (has(m, "back-edge") || has(m, "infinite loop") || has(m, "program is too large") ||
+      has(m, "too complex") || has(m, "loop is not bounded") || has(m, "unbounded loop"))
+    return VerifierClass::unbounded_loop;
+  static const std::regex call_insn(R"(^\(85\) call )");
+  if (std::regex_search(insn_text, call_insn) || has(m, "expected=") || has(m, "unknown func") ||
+      has(m, "arg#") || has(m, "helper") || has(m, "min value is negative") || has(m, "zero-sized read") ||
+      has(m, "invalid indirect access") || has(m, "cannot pass map_type") || has(m, "is not a known constant"))
+    return VerifierClass::invalid_helper_argument;
+  return VerifierClass::other;
+}
+
+VerifierAnalysis analyze_verifier_log(const std::string& log, const std::string& main_file) {
+  VerifierAnalysis a;
+  std::vector<std::string> lines;
+  {
+    std::stringstream ss(log);
+    std::string l;
+    while (std::getline(ss, l)) lines.push_back(l);
+  }
+  static const std::regex processed(R"(^processed (\d+) insns)");
+  static const std::regex insn(R"(^(\d+): (\([0-9a-f]{2}\) .*)$)");
+  static const std::regex annotation(R"(^; (.*?)(?: @ (\S+):(\d+))?\s*$)");
+
+  int end = static_cast<int>(lines.size());
+  for (int i = end - 1; i >= 0; --i) {
+    std::smatch m;
+    if (std::regex_search(lines[i], m, processed)) {
+      a.processed_insns = static_cast<uint32_t>(std::stoul(m[1]));
+      end = i;
+      break;
+    }
+  }
+  int insn_at = -1;
+  for (int i = end - 1; i >= 0; --i) {
+    std::smatch m;
+    if (std::regex_match(lines[i], m, insn)) {
+      insn_at = i;
+      a.insn = std::stoi(m[1]);
+      std::string text = m[2];
+      // Level-1 logs append the resulting state after "; " - keep only the instruction.
+      size_t semi = text.find("  ; ");
+      if (semi == std::string::npos) semi = text.find("\t; ");
+      a.insn_text = semi == std::string::npos ? text : text.substr(0, semi);
+      while (!a.insn_text.empty() && std::isspace(static_cast<unsigned char>(a.insn_text.back()))) a.insn_text.pop_back();
+      break;
+    }
+  }
+  // The error is what the verifier said after the last instruction (or, for
+  // CFG checks like back-edges, before any instruction was simulated).
+  std::string message;
+  for (int i = insn_at + 1; i < end; ++i) {
+    if (is_noise(lines[i])) continue;
+    if (!message.empty()) message += "\n";
+    message += clip(lines[i], 400);
+  }
+  a.message = clip(message, 2000);
+
+  // Source line: nearest annotation before the rejected instruction, preferring the program's own file.
+  int first_any = -1;
+  for (int i = (insn_at >= 0 ? insn_at : end) - 1; i >= 0; --i) {
+    std::smatch m;
+    if (lines[i].rfind("; ", 0) != 0 || !std::regex_match(lines[i], m, annotation)) continue;
+    // The kernel prints the base name of the file in line info.
+    bool is_main = m[2].matched && basename_of(m[2]) == basename_of(main_file);
+    if (first_any < 0) first_any = i;
+    if (is_main || !m[2].matched) {
+      a.annotation = m[1];
+      if (m[2].matched) {
+        a.line = std::stoi(m[3]);
+        a.line_file = m[2];
+      }
+      break;
+    }
+  }
+  if (a.annotation.empty() && first_any >= 0) {
+    std::smatch m;
+    std::regex_match(lines[first_any], m, annotation);
+    a.annotation = m[1];
+    if (m[2].matched) {
+      a.line_file = m[2];
+      a.line = 0;  // a header line: not a line of the program
+    }
+  }
+
+  // Excerpt: up to 24 lines leading to the rejected instruction and the error itself.
+  int from = std::max(0, (insn_at >= 0 ? insn_at : end) - 24);
+  int to = std::min(static_cast<int>(lines.size()), end + 1);
+  std::string excerpt;
+  for (int i = from; i < to; ++i) excerpt += clip(lines[i], 300) + "\n";
+  if (excerpt.size() > 6000) excerpt = "...\n" + excerpt.substr(excerpt.size() - 6000);
+  a.excerpt = excerpt;
+  a.verifier_class = message.empty() && insn_at < 0 ? VerifierClass::other
+                                                    : classify_verifier_error(message, a.insn_text);
+  return a;
+}
+
+}  // namespace qwen3::verify
