@@ -90,13 +90,14 @@ std::string render_qwen3_chat(std::span<const ChatMessage> messages, bool add_ge
         out += content;
       }
       out += "<|im_end|>\n";
-    } else {  // tool
+    } else if (m.role == "tool") {
       if (first || messages[i - 1].role != "tool") out += "<|im_start|>user";
       out += "\n<tool_response>\n";
       out += m.content;
       out += "\n</tool_response>";
       if (last || messages[i + 1].role != "tool") out += "<|im_end|>\n";
     }
+    // A leading system message was rendered before the loop.
   }
   if (add_generation_prompt) {
     out += "<|im_start|>assistant\n";
