@@ -1,0 +1,7 @@
+/* The forward-pass programs with weights in a BPF arena (weight_path=arena). */
+#define QN_WEIGHTS_ARENA 1
+#include "ops_matmul.h"
+#include "ops_attention.h"
+#include "ops_embed.h"
+
+char LICENSE[] SEC("license") = "GPL";

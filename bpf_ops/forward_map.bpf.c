@@ -1,0 +1,6 @@
+/* The forward-pass programs with weights in mmapable array maps (default path). */
+#include "ops_matmul.h"
+#include "ops_attention.h"
+#include "ops_embed.h"
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,99 @@
+/* Maps and load-time constants of the forward-pass programs (BPF side).
+ * Every size below is set by the engine before load (bpf_map__set_value_size,
+ * bpf_map__set_max_entries, .rodata SHAPE), so the verifier knows the exact
+ * bounds and one object serves every model shape.
+ */
+#ifndef QWEN3_BPF_MAPS_H
+#define QWEN3_BPF_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "op_args.h"
+
+#ifndef BPF_MAP_TYPE_ARENA
+#define BPF_MAP_TYPE_ARENA 33 /* missing from Debian 12's uapi headers */
+#endif
+
+typedef __u8 u8;
+typedef qn_s8 s8;
+typedef qn_s32 s32;
+typedef qn_u32 u32;
+typedef qn_s64 s64;
+typedef qn_u64 u64;
+
+/* Model shape; .rodata, so the verifier sees these as constants. */
+const volatile struct qn_shape SHAPE = {};
+/* Element strides (int32) of the activation buffers, each padded to QN_GROUP. */
+const volatile u32 HID_PAD = 64, QKV_PAD = 64, QD_PAD = 64, INTER_PAD = 64, IN_PAD = 64;
+const volatile u32 ROPE_POSITIONS = 1; /* rows of the RoPE table */
+
+#define QN_DEFINE_BUFFER(NAME, ENTRIES)                 \
+  struct {                                              \
+    __uint(type, BPF_MAP_TYPE_ARRAY);                   \
+    __uint(key_size, 4);                                \
+    __uint(value_size, 8);                              \
+    __uint(max_entries, ENTRIES);                       \
+    __uint(map_flags, BPF_F_MMAPABLE);                  \
+  } NAME SEC(".maps")
+
+/* Activations of the positions of one pass: [QN_PMAX][stride] int32 Q16. */
+QN_DEFINE_BUFFER(resid_buf, 1);
+QN_DEFINE_BUFFER(qkv_buf, 1);
+QN_DEFINE_BUFFER(attn_buf, 1);
+QN_DEFINE_BUFFER(mlp_buf, 1);
+/* Per worker: requantized matmul input [QN_PMAX][IN_PAD] then shifts [QN_PMAX]. */
+QN_DEFINE_BUFFER(xq_buf, QN_THREADS_MAX);
+/* Per worker: attention scratch: scores [max_ctx] s32, acc [hd] s64, tmp [2][hd] s32. */
+QN_DEFINE_BUFFER(att_buf, QN_THREADS_MAX);
+/* Logits of positions that asked for them: [QN_PMAX][vocab] int32 Q16. */
+QN_DEFINE_BUFFER(logits_buf, 1);
+/* Per worker and logit position: argmax and top-k (struct qn_topk_slot). */
+QN_DEFINE_BUFFER(topk_buf, QN_THREADS_MAX * QN_PMAX);
+/* Norm weights (Q24): per layer input, post-attention, q, k; then final. */
+QN_DEFINE_BUFFER(norms_buf, 1);
+/* RoPE cos/sin per position: [hd/2] cos then [hd/2] sin, Q30. */
+QN_DEFINE_BUFFER(rope_buf, 1);
+
+#ifdef QN_WEIGHTS_ARENA
+#define __arena __attribute__((address_space(1)))
+struct {
+  __uint(type, BPF_MAP_TYPE_ARENA);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, 1); /* pages; set at load */
+} weights_arena SEC(".maps");
+#define QN_WQ __arena
+#else
+/* Weights: entries of QN_WENTRY_BYTES; rows never straddle entries. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(key_size, 4);
+  __uint(value_size, QN_WENTRY_BYTES);
+  __uint(max_entries, 1); /* set at load */
+  __uint(map_flags, BPF_F_MMAPABLE);
+} weights_map SEC(".maps");
+#define QN_WQ
+#endif
+
+/* A session's KV cache: one entry per position (layout in docs/kv-cache.md).
+ * The template's value size is set at load; inner maps differ in max_entries. */
+struct kv_inner_map {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(key_size, 4);
+  __uint(value_size, 8);
+  __uint(max_entries, 1);
+  __uint(map_flags, BPF_F_INNER_MAP);
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+  __uint(key_size, 4);
+  __uint(max_entries, QN_MAX_SESSIONS);
+  __array(values, struct kv_inner_map);
+} kv_outer SEC(".maps");
+
+static __always_inline void *buf_lookup(void *map, u32 key) { return bpf_map_lookup_elem(map, &key); }
+
+/* Keeps clang from folding a bounds-checked value back into an unchecked one. */
+#define QN_BARRIER(v) asm volatile("" : "+r"(v))
+
+#endif

@@ -1,0 +1,257 @@
+/* Fixed-point formats and scalar helpers of the in-kernel forward pass.
+ *
+ * This header compiles both as BPF C (clang -target bpf) and as C++ (the
+ * bit-exact user-space model the tests compare against), so every formula
+ * here runs identically in the kernel and in the model. Only integer
+ * arithmetic; no loops without a constant bound (the verifier must see them).
+ * docs/numerics.md explains the formats, ranges and overflow arguments.
+ */
+#ifndef QWEN3_BPF_NUMERICS_H
+#define QWEN3_BPF_NUMERICS_H
+
+#ifdef __cplusplus
+#include <cstdint>
+typedef int8_t qn_s8;
+typedef int32_t qn_s32;
+typedef uint32_t qn_u32;
+typedef int64_t qn_s64;
+typedef uint64_t qn_u64;
+#define QN_INLINE static inline
+#else
+#include <linux/types.h>
+typedef __s8 qn_s8;
+typedef __s32 qn_s32;
+typedef __u32 qn_u32;
+typedef __s64 qn_s64;
+typedef __u64 qn_u64;
+#define QN_INLINE static __attribute__((always_inline)) inline
+#endif
+
+/* ---- formats ------------------------------------------------------------ */
+#define QN_ACT_FRAC 16      /* activations: int32, value * 2^16 (Q16) */
+#define QN_W24_FRAC 24      /* q24 weights and norm weights: int32, Q24 */
+#define QN_W8_FRAC 30       /* q8 weights: int8 * per-group scale in Q30 */
+#define QN_TRIG_FRAC 30     /* RoPE cos/sin: int32, Q30 */
+#define QN_ONE_Q30 (1LL << 30)
+#define QN_GROUP 64         /* columns per q8 scale group (and row padding unit) */
+#define QN_ACT_BITS_MAX 23  /* matmul inputs are requantized to |x| <= 2^23 */
+#define QN_RMS_BITS 20      /* rmsnorm squares inputs reduced to |x| < 2^20 */
+#define QN_KV_LEVELS 127    /* int8 K/V: value = q * max / 127 */
+#define QN_LOG2E_Q30 1549082005LL /* log2(e) * 2^30 */
+
+/* ---- basic helpers ------------------------------------------------------ */
+
+/* Number of significant bits of v (0 for 0): a branch-only binary search,
+ * since BPF has no count-leading-zeros instruction. */
+QN_INLINE int qn_bits_u64(qn_u64 v) {
+  int n = 0;
+  if (v >> 32) { v >>= 32; n += 32; }
+  if (v >> 16) { v >>= 16; n += 16; }
+  if (v >> 8) { v >>= 8; n += 8; }
+  if (v >> 4) { v >>= 4; n += 4; }
+  if (v >> 2) { v >>= 2; n += 2; }
+  if (v >> 1) { v >>= 1; n += 1; }
+  return n + (int)v;
+}
+
+QN_INLINE qn_u64 qn_abs64(qn_s64 v) { return v < 0 ? (qn_u64)(-v) : (qn_u64)v; }
+
+/* Rounds v / 2^sh to nearest (ties toward +inf); sh in [0, 62]. */
+QN_INLINE qn_s64 qn_round_shift(qn_s64 v, int sh) {
+  if (sh <= 0) return v;
+  return (v + (1LL << (sh - 1))) >> sh;
+}
+
+QN_INLINE qn_s32 qn_sat32(qn_s64 v) {
+  if (v > 2147483647LL) return 2147483647;
+  if (v < -2147483647LL) return -2147483647;
+  return (qn_s32)v;
+}
+
+/* Rounded signed division, ties away from zero; d > 0. */
+QN_INLINE qn_s64 qn_div_round(qn_s64 n, qn_s64 d) {
+  if (n >= 0) return (n + d / 2) / d;
+  return -((-n + d / 2) / d);
+}
+
+/* ---- matmul input requantization (block floating point) ------------------
+ * The matmul input is x >> s with s chosen per vector so that |x >> s| <=
+ * 2^act_bits; act_bits is fixed per matrix at load so that
+ * sum_j |w_j| * 2^act_bits < 2^62 for every row (see docs/numerics.md). */
+QN_INLINE int qn_input_shift(qn_u64 max_abs, int act_bits) {
+  int s = qn_bits_u64(max_abs) - act_bits;
+  return s > 0 ? s : 0;
+}
+
+/* Output of a matmul row: acc is y * 2^(wfrac + 16 - s); returns y in Q16. */
+QN_INLINE qn_s32 qn_matmul_out(qn_s64 acc, int wfrac, int s) {
+  return qn_sat32(qn_round_shift(acc, wfrac - s));
+}
+
+/* ---- reciprocal square root ----------------------------------------------
+ * For v > 0 returns r (Q30, in (2^29, 2^30]) and *e so that
+ * 1/sqrt(v) ~= r * 2^-e. v is normalized to [2^30, 2^32) by an even shift,
+ * a 6-entry seed table gives ~3% and four Newton steps reach the Q30 limit. */
+QN_INLINE qn_s64 qn_rsqrt_seed(qn_u64 top) {
+  if (top <= 2) return 960383883LL;
+  if (top == 3) return 811672525LL;
+  if (top == 4) return 715827883LL;
+  if (top == 5) return 647490682LL;
+  if (top == 6) return 595604800LL;
+  return 554477894LL;
+}
+
+QN_INLINE qn_s64 qn_rsqrt_q30(qn_u64 v, int *e) {
+  if (v == 0) v = 1;
+  int b = qn_bits_u64(v);
+  /* k: v = mn * 4^k with mn in [2^30, 2^32) */
+  int k = (b - 31) >> 1; /* floor((b - 31) / 2): arithmetic shift */
+  qn_u64 mn = k >= 0 ? (v >> (2 * k)) : (v << (-2 * k));
+  qn_s64 r = qn_rsqrt_seed(mn >> 29);
+  for (int it = 0; it < 4; it++) {
+    qn_u64 r2 = ((qn_u64)r * (qn_u64)r) >> 30;
+    qn_s64 ur2 = (qn_s64)((mn * r2) >> 30);
+    r = (r * ((3LL << 30) - ur2)) >> 31;
+  }
+  *e = 45 + k;
+  return r;
+}
+
+/* ---- exponentials --------------------------------------------------------
+ * 2^-(t / 2^16) in Q30 for t >= 0: the fraction bit by bit (16 constant
+ * factors 2^-(2^-k), each rounded to Q30), then a shift for the integer part. */
+QN_INLINE qn_s64 qn_exp2_frac_factor(int k) {
+  switch (k) {
+    case 1: return 759250125LL;
+    case 2: return 902905651LL;
+    case 3: return 984625594LL;
+    case 4: return 1028218693LL;
+    case 5: return 1050733751LL;
+    case 6: return 1062175491LL;
+    case 7: return 1067942999LL;
+    case 8: return 1070838486LL;
+    case 9: return 1072289173LL;
+    case 10: return 1073015252LL;
+    case 11: return 1073378477LL;
+    case 12: return 1073560135LL;
+    case 13: return 1073650976LL;
+    case 14: return 1073696399LL;
+    case 15: return 1073719111LL;
+    default: return 1073730468LL;
+  }
+}
+
+QN_INLINE qn_s64 qn_exp2_neg_q30(qn_u64 t_q16) {
+  qn_u64 n = t_q16 >> 16;
+  if (n >= 31) return 0;
+  qn_s64 r = QN_ONE_Q30;
+#ifndef __cplusplus
+#pragma unroll
+#endif
+  for (int k = 1; k <= 16; k++) {
+    if (t_q16 & (1u << (16 - k))) r = (r * qn_exp2_frac_factor(k) + (1LL << 29)) >> 30;
+  }
+  return qn_round_shift(r, (int)n);
+}
+
+/* exp(d) in Q30 for d <= 0 given in Q16. */
+QN_INLINE qn_s64 qn_exp_neg_q30(qn_s64 d_q16) {
+  if (d_q16 >= 0) return QN_ONE_Q30;
+  qn_u64 a = (qn_u64)(-d_q16);
+  if (a > (1ULL << 24)) return 0; /* exp(-256) is below Q30 resolution */
+  qn_u64 t = (a * (qn_u64)QN_LOG2E_Q30 + (1ULL << 29)) >> 30;
+  return qn_exp2_neg_q30(t);
+}
+
+/* sigmoid(g) in Q30 for g in Q16 (one exponential, one division). */
+QN_INLINE qn_s64 qn_sigmoid_q30(qn_s32 g_q16) {
+  qn_s64 g = g_q16;
+  qn_s64 e = qn_exp_neg_q30(g >= 0 ? -g : g); /* exp(-|g|) */
+  qn_u64 den = (qn_u64)(QN_ONE_Q30 + e);
+  if (g >= 0) return (qn_s64)(((1ULL << 60) + den / 2) / den);
+  return (qn_s64)((((qn_u64)e << 30) + den / 2) / den);
+}
+
+/* silu(g) * u in Q16, saturated to int32. */
+QN_INLINE qn_s32 qn_silu_mul(qn_s32 g_q16, qn_s32 u_q16) {
+  qn_s64 silu = qn_round_shift((qn_s64)g_q16 * qn_sigmoid_q30(g_q16), 30); /* Q16, |silu| <= |g| */
+  return qn_sat32(qn_round_shift(silu * (qn_s64)u_q16, 16));
+}
+
+/* ---- RMSNorm ---------------------------------------------------------------
+ * Three steps so the kernel and the model loop the same way:
+ *   t  = qn_rms_reduce_shift(max |x|)       squares use x >> t, |x >> t| < 2^20
+ *   ss = sum (x >> t)^2                       < 2^53 for n <= 8192
+ *   qn_rms_factor(ss, n, t, eps_q32, &sh) -> r: x * r >> sh is x / rms in Q16
+ *   y  = qn_rms_apply(x, r, sh, w_q24)       (x / rms) * w, Q16, saturated */
+QN_INLINE int qn_rms_reduce_shift(qn_u64 max_abs) {
+  int t = qn_bits_u64(max_abs) - QN_RMS_BITS;
+  return t > 0 ? t : 0;
+}
+
+QN_INLINE qn_s64 qn_rms_factor(qn_u64 ss, qn_u32 n, int t, qn_u64 eps_q32, int *sh) {
+  /* mean square in units of 2^(2t - 32) */
+  qn_u64 ms = (ss + n / 2) / n;
+  ms += eps_q32 >> (2 * t);
+  int e = 0;
+  qn_s64 r = qn_rsqrt_q30(ms, &e);
+  /* 1/rms = r * 2^-e * 2^(16 - t); x_Q16 / rms in Q16 = x * r >> (e + t - 16) */
+  *sh = e + t - 16;
+  return r;
+}
+
+QN_INLINE qn_s32 qn_rms_apply(qn_s32 x, qn_s64 r, int sh, qn_s32 w_q24) {
+  qn_s64 nrm = qn_round_shift((qn_s64)x * r, sh); /* |nrm| <= sqrt(n) * 2^16 */
+  return qn_sat32(qn_round_shift(nrm * (qn_s64)w_q24, 24));
+}
+
+/* ---- RoPE (rotate-half pairs i and i + d/2) --------------------------------- */
+QN_INLINE qn_s32 qn_rope_first(qn_s32 x1, qn_s32 x2, qn_s32 c, qn_s32 s) {
+  return qn_sat32(qn_round_shift((qn_s64)x1 * c - (qn_s64)x2 * s, QN_TRIG_FRAC));
+}
+QN_INLINE qn_s32 qn_rope_second(qn_s32 x1, qn_s32 x2, qn_s32 c, qn_s32 s) {
+  return qn_sat32(qn_round_shift((qn_s64)x2 * c + (qn_s64)x1 * s, QN_TRIG_FRAC));
+}
+
+/* ---- int8 K/V quantization ---------------------------------------------------
+ * One scale per (position, layer, kv head, K|V): the vector's max |x| in Q16.
+ * q = round(x * 127 / max), value ~= q * max / 127. */
+QN_INLINE qn_s8 qn_kv_quant(qn_s32 x, qn_s32 max_abs) {
+  if (max_abs <= 0) return 0;
+  qn_s64 q = qn_div_round((qn_s64)x * QN_KV_LEVELS, max_abs);
+  if (q > 127) q = 127;
+  if (q < -127) q = -127;
+  return (qn_s8)q;
+}
+
+/* ---- attention ------------------------------------------------------------------
+ * Query requantized like a matmul input to |q >> sq| <= 2^15; the score of one
+ * cached key: dot = sum (q >> sq) * kq (|dot| < 2^30 for head_dim <= 256), then score_Q16 = dot * kmax * 2^sq / (127 * 2^16 * sqrt(d)),
+ * with c_q24 = 2^24 / (127 * sqrt(d)) computed in the kernel by qn_rsqrt_q30. */
+#define QN_Q_BITS 15
+QN_INLINE qn_s64 qn_attn_scale_q24(qn_u32 head_dim) {
+  int e = 0;
+  qn_s64 r = qn_rsqrt_q30(head_dim, &e);            /* 1/sqrt(d) = r * 2^-e */
+  qn_s64 c = qn_round_shift(r, e - 24);              /* Q24 */
+  return qn_div_round(c, QN_KV_LEVELS);
+}
+
+QN_INLINE qn_s32 qn_attn_score(qn_s64 dot, qn_s32 kmax, int sq, qn_s64 c_q24) {
+  qn_s64 t = qn_round_shift(dot * (qn_s64)kmax, 16); /* |t| < 2^45 */
+  return qn_sat32(qn_round_shift(t * c_q24, 24 - sq));
+}
+
+/* Probability of one position in Q30 from its exp weight and the sum. */
+QN_INLINE qn_s64 qn_attn_prob(qn_s64 e_q30, qn_u64 sum) {
+  return (qn_s64)((((qn_u64)e_q30 << 30) + sum / 2) / sum);
+}
+
+/* Weight of one cached value vector: p * vmax in Q16 (|w| <= vmax). */
+QN_INLINE qn_s64 qn_attn_vweight(qn_s64 p_q30, qn_s32 vmax) {
+  return qn_round_shift(p_q30 * (qn_s64)vmax, 30);
+}
+
+/* Output element from sum_i w_i * vq_i: divide the 127 levels back out. */
+QN_INLINE qn_s32 qn_attn_out(qn_s64 acc) { return qn_sat32(qn_div_round(acc, QN_KV_LEVELS)); }
+
+#endif

@@ -1,0 +1,89 @@
+/* What user space and the forward-pass programs share: the model shape set
+ * into .rodata before load, the argument block passed as ctx_in of every
+ * BPF_PROG_TEST_RUN, and the layout constants of maps. Compiles as BPF C and
+ * as C++ (the engine and the tests include it).
+ */
+#ifndef QWEN3_BPF_OP_ARGS_H
+#define QWEN3_BPF_OP_ARGS_H
+
+#include "numerics.h"
+
+#define QN_PMAX 16            /* positions per batched pass over a weight matrix */
+#define QN_THREADS_MAX 4      /* worker threads (disjoint row ranges) */
+#define QN_TOPK_MAX 64        /* top-k kept per position and thread */
+#define QN_MAX_SESSIONS 1024  /* KV caches alive at once (slots of the outer map) */
+#define QN_WENTRY_BYTES (64u << 20) /* one weights-map entry; rows never straddle entries */
+
+/* Which precision the weights were converted to. */
+#define QN_PREC_Q24 0
+#define QN_PREC_Q8 1
+
+/* The model shape and the byte layout of buffers, fixed at load (.rodata). */
+struct qn_shape {
+  qn_u32 hidden, n_layers, n_heads, n_kv_heads, head_dim, inter, vocab;
+  qn_u32 q_dim, kv_dim, qkv_dim;      /* n_heads*hd, n_kv*hd, q_dim + 2*kv_dim */
+  qn_u32 precision;                   /* QN_PREC_* */
+  qn_u32 max_groups;                  /* largest cols_pad / QN_GROUP of any matrix */
+  qn_u32 max_row_bytes;               /* largest row of any matrix */
+  qn_u32 max_in;                      /* largest matmul input length (padded) */
+  qn_u32 max_ctx;                     /* longest KV cache (positions) */
+  qn_u32 kv_pos_bytes;                /* one position of one session's cache */
+  qn_u32 kv_layer_bytes;              /* one layer of one position */
+  qn_u32 norms_len;                   /* int32 elements in the norms map */
+  qn_u64 eps_q32;                     /* rms_norm_eps * 2^32 */
+};
+
+/* A weight matrix as the programs see it: rows of cols_pad columns, stored in
+ * groups of QN_GROUP (q8: int32 scale then 64 int8; q24: 64 int32). */
+struct qn_matrix {
+  qn_u32 entry0;          /* map path: first weights-map entry */
+  qn_u32 rows_per_entry;  /* map path: row slots of row_bytes per entry */
+  qn_u32 row_skip;        /* map path: row 0 sits in slot row_skip of entry0 */
+  qn_u32 pad0;
+  qn_u32 row_bytes;
+  qn_u32 groups;          /* cols_pad / QN_GROUP */
+  qn_u32 rows;
+  qn_u32 act_bits;        /* input requantization bound (overflow-safe for this matrix) */
+  qn_u64 arena_off;       /* arena path: byte offset of row 0 */
+};
+
+/* Operation kinds of the matmul program family (qn_args.op). */
+#define QN_OP_QKV 1     /* rmsnorm(resid) @ Wqkv -> qkv */
+#define QN_OP_GATEUP 2  /* rmsnorm(resid) @ Wgu (gate/up rows interleaved) -> silu(g)*u -> mlp */
+#define QN_OP_O 3       /* attn @ Wo, resid += */
+#define QN_OP_DOWN 4    /* mlp @ Wdown, resid += */
+#define QN_OP_VOCAB 5   /* rmsnorm(resid, final) @ Wlm -> logits, argmax, top-k */
+
+/* ctx_in of every program. Small: copied into the kernel on each call. */
+struct qn_args {
+  struct qn_matrix mat;
+  qn_u32 op;
+  qn_u32 thread;          /* index of the worker's private scratch */
+  qn_u32 row_begin, row_end;
+  qn_u32 npos;            /* positions in this pass (<= QN_PMAX) */
+  qn_u32 pos0;            /* absolute position of the first one */
+  qn_u32 layer;
+  qn_u32 kv_slot;         /* attention: the session's slot in the outer KV map */
+  qn_u32 norm_off;        /* int32 offset of this step's norm weights in the norms map */
+  qn_u32 norm2_off;       /* attention: k-norm weights (norm_off: q-norm) */
+  qn_u32 head_begin, head_end; /* attention: kv heads of this worker */
+  qn_u32 pos_mask;        /* vocab: which of the npos positions need logits */
+  qn_u32 top_k;           /* vocab: top-k wanted (<= QN_TOPK_MAX) */
+  qn_s32 tokens[QN_PMAX]; /* embed: token ids */
+  qn_s32 status;          /* written by the program: 0 ok, <0 error line */
+};
+
+/* Per-thread vocabulary results for each position of a pass. */
+struct qn_topk_entry {
+  qn_s32 id;
+  qn_s32 logit; /* Q16 */
+};
+struct qn_topk_slot {
+  qn_s32 argmax_id;
+  qn_s32 argmax_logit;
+  qn_s32 count;
+  qn_s32 pad;
+  struct qn_topk_entry e[QN_TOPK_MAX]; /* sorted, best first */
+};
+
+#endif

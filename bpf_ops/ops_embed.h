@@ -1,0 +1,47 @@
+/* qn_embed: token ids -> rows of the embedding matrix, dequantized to Q16
+ * residual vectors (resid[p]) for the positions of a pass. */
+#ifndef QWEN3_BPF_OPS_EMBED_H
+#define QWEN3_BPF_OPS_EMBED_H
+
+#include "ops_weights.h"
+
+struct emb_state {
+  struct qn_matrix mat;
+  s32 tokens[QN_PMAX];
+  u32 err;
+};
+
+static long emb_pos_cb(u64 p, void *ctx) {
+  struct emb_state *st = ctx;
+  s32 *out = buf_lookup(&resid_buf, 0);
+  if (!out || p >= QN_PMAX) { st->err = __LINE__; return 1; }
+  s32 tok = st->tokens[p & (QN_PMAX - 1)];
+  if (tok < 0 || (u32)tok >= st->mat.rows) { st->err = __LINE__; return 1; }
+  const QN_WQ u8 *row = weight_row(&st->mat, (u32)tok);
+  if (!row) { st->err = __LINE__; return 1; }
+  out += p * HID_PAD;
+  for (u32 g = 0; g < SHAPE.max_groups; g++) {
+    if (g >= st->mat.groups || g * QN_GROUP + QN_GROUP > HID_PAD) break;
+#pragma unroll
+    for (int k = 0; k < QN_GROUP; k++) out[g * QN_GROUP + k] = weight_q16(row, g, k);
+  }
+  return 0;
+}
+
+SEC("syscall")
+int qn_embed(struct qn_args *a) {
+  struct emb_state st = {};
+  st.mat = a->mat;
+  u32 npos = a->npos;
+#pragma unroll
+  for (int i = 0; i < QN_PMAX; i++) st.tokens[i] = a->tokens[i];
+  if (npos == 0 || npos > QN_PMAX || st.mat.groups * QN_GROUP != HID_PAD) {
+    a->status = __LINE__;
+    return a->status;
+  }
+  bpf_loop(npos, emb_pos_cb, &st, 0);
+  a->status = st.err;
+  return st.err;
+}
+
+#endif

@@ -1,0 +1,91 @@
+/* Weight rows and the two dot-product kernels (q24, q8), for either weight
+ * path: `map` (entries of a mmapable array map) or `arena` (BPF arena).
+ * Row layout: groups of QN_GROUP columns; q24 = 64 int32 (Q24) per group,
+ * q8 = int32 scale (Q30) then 64 int8 per group (68 bytes).
+ */
+#ifndef QWEN3_BPF_OPS_WEIGHTS_H
+#define QWEN3_BPF_OPS_WEIGHTS_H
+
+#include "maps.h"
+
+#define QN_Q8_GROUP_BYTES (4 + QN_GROUP)
+#define QN_Q24_GROUP_BYTES (4 * QN_GROUP)
+
+#ifdef QN_WEIGHTS_ARENA
+/* Arena pointers need no bounds: the JIT adds the arena base to a 32-bit offset. */
+static __always_inline const QN_WQ u8 *weight_row(const struct qn_matrix *m, u32 r) {
+  u64 off = m->arena_off + (u64)r * m->row_bytes;
+  /* Naming the arena map binds it to the program (required for arena access). */
+  asm volatile("" ::"r"(&weights_arena));
+  return (const QN_WQ u8 *)off;
+}
+#else
+/* The row's place inside its entry is checked against the largest row, which
+ * gives the verifier a bound for every constant column offset that follows. */
+static __always_inline const u8 *weight_row(const struct qn_matrix *m, u32 r) {
+  u32 rpe = m->rows_per_entry;
+  if (rpe == 0) return 0;
+  u32 slot = r + m->row_skip;
+  u32 key = m->entry0 + slot / rpe;
+  u64 off = (u64)(slot % rpe) * m->row_bytes;
+  const u8 *base = bpf_map_lookup_elem(&weights_map, &key);
+  if (!base) return 0;
+  QN_BARRIER(off);
+  if (off > QN_WENTRY_BYTES - SHAPE.max_row_bytes) return 0;
+  return base + off;
+}
+#endif
+
+/* sum_j w_j * x_j over `groups` groups; q24: exact int64, |acc| < 2^62 by the
+ * per-matrix act_bits bound. */
+static __always_inline s64 dot_q24(const QN_WQ u8 *row, const s32 *x, u32 groups) {
+  s64 acc = 0;
+  for (u32 g = 0; g < SHAPE.max_groups; g++) {
+    if (g >= groups) break;
+    const QN_WQ s32 *wg = (const QN_WQ s32 *)(row + g * QN_Q24_GROUP_BYTES);
+    const s32 *xg = x + g * QN_GROUP;
+#pragma unroll
+    for (int k = 0; k < QN_GROUP; k++) acc += (s64)wg[k] * xg[k];
+  }
+  return acc;
+}
+
+/* q8: per group an exact int64 sum of int8 * input, times the group's Q30 scale. */
+static __always_inline s64 dot_q8(const QN_WQ u8 *row, const s32 *x, u32 groups) {
+  s64 acc = 0;
+  for (u32 g = 0; g < SHAPE.max_groups; g++) {
+    if (g >= groups) break;
+    const QN_WQ u8 *gp = row + g * QN_Q8_GROUP_BYTES;
+    s64 scale = *(const QN_WQ s32 *)gp;
+    const QN_WQ s8 *wg = (const QN_WQ s8 *)(gp + 4);
+    const s32 *xg = x + g * QN_GROUP;
+    s64 gs = 0;
+#pragma unroll
+    for (int k = 0; k < QN_GROUP; k++) gs += (s64)wg[k] * xg[k];
+    acc += gs * scale;
+  }
+  return acc;
+}
+
+static __always_inline s64 weight_dot(const QN_WQ u8 *row, const s32 *x, u32 groups) {
+  if (SHAPE.precision == QN_PREC_Q8) return dot_q8(row, x, groups);
+  return dot_q24(row, x, groups);
+}
+
+static __always_inline int weight_frac(void) {
+  return SHAPE.precision == QN_PREC_Q8 ? QN_W8_FRAC : QN_W24_FRAC;
+}
+
+/* Column c of a row (embedding lookup) as Q16. */
+static __always_inline s32 weight_q16(const QN_WQ u8 *row, u32 g, int k) {
+  if (SHAPE.precision == QN_PREC_Q8) {
+    const QN_WQ u8 *gp = row + g * QN_Q8_GROUP_BYTES;
+    s64 scale = *(const QN_WQ s32 *)gp;
+    s64 q = ((const QN_WQ s8 *)(gp + 4))[k];
+    return qn_sat32(qn_round_shift(q * scale, QN_W8_FRAC - QN_ACT_FRAC));
+  }
+  const QN_WQ s32 *wg = (const QN_WQ s32 *)(row + g * QN_Q24_GROUP_BYTES);
+  return qn_sat32(qn_round_shift(wg[k], QN_W24_FRAC - QN_ACT_FRAC));
+}
+
+#endif

@@ -1,0 +1,98 @@
+// The forward-pass BPF object, loaded once: sizes and shape set before load,
+// verifier failures turned into qwen3::Error (program name + log tail), every
+// buffer map mmapped so user space reads logits and writes weights in place,
+// and one call path (BPF_PROG_TEST_RUN) that counts bpf() calls.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "op_args.h"
+
+struct bpf_object;
+struct bpf_map;
+
+namespace qwen3::engine {
+
+// Sizes of everything the programs touch; computed by the engine from the model.
+struct ProgramLayout {
+  qn_shape shape{};
+  uint32_t hid_pad = 0, qkv_pad = 0, qd_pad = 0, inter_pad = 0, in_pad = 0;
+  uint32_t rope_positions = 1;
+  bool arena = false;
+  uint64_t weight_bytes = 0;    // arena: bytes to map; map: entries * QN_WENTRY_BYTES
+  uint32_t weight_entries = 1;  // map path
+  uint32_t threads = 2;
+};
+
+struct ProgramStat {
+  std::string name;
+  uint32_t verified_insns = 0;
+};
+
+class BpfPrograms {
+ public:
+  explicit BpfPrograms(const ProgramLayout& layout);
+  ~BpfPrograms();
+  BpfPrograms(const BpfPrograms&) = delete;
+  BpfPrograms& operator=(const BpfPrograms&) = delete;
+
+  // Run one program; throws qwen3::Error when the program reports a failed check.
+  void matmul(qn_args& args) { run(prog_matmul_, "qn_matmul", args); }
+  void attention(qn_args& args) { run(prog_attention_, "qn_attention", args); }
+  void embed(qn_args& args) { run(prog_embed_, "qn_embed", args); }
+
+  uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
+  const ProgramLayout& layout() const { return layout_; }
+  std::vector<ProgramStat> stats() const;
+  int program_count() const { return 3; }
+  int map_count() const;
+
+  // mmapped buffers (see bpf_ops/maps.h for their layout).
+  int32_t* resid() const { return resid_; }
+  int32_t* qkv() const { return qkv_; }
+  int32_t* attn() const { return attn_; }
+  int32_t* mlp() const { return mlp_; }
+  int32_t* xq(uint32_t thread) const;
+  int32_t* logits() const { return logits_; }
+  qn_topk_slot* topk(uint32_t thread, uint32_t c) const;
+  int32_t* norms() const { return norms_; }
+  int32_t* rope() const { return rope_; }
+  uint8_t* weights() const { return weights_; }  // map entries back to back, or the arena
+  size_t weights_size() const { return weights_size_; }
+
+  int kv_outer_fd() const;
+  uint32_t kv_value_size() const { return layout_.shape.kv_pos_bytes; }
+
+ private:
+  struct Mapping {
+    void* addr = nullptr;
+    size_t size = 0;
+  };
+  void run(int prog_fd, const char* name, qn_args& args);
+  void* map_buffer(bpf_map* map, size_t value_size, uint32_t entries);
+
+  ProgramLayout layout_;
+  std::function<void()> destroy_;
+  bpf_object* obj_ = nullptr;
+  bpf_map* kv_outer_ = nullptr;
+  int prog_matmul_ = -1, prog_attention_ = -1, prog_embed_ = -1;
+  std::vector<Mapping> mappings_;
+  int32_t *resid_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *mlp_ = nullptr;
+  int32_t *xq_ = nullptr, *logits_ = nullptr, *norms_ = nullptr, *rope_ = nullptr;
+  uint8_t* topk_ = nullptr;
+  uint8_t* weights_ = nullptr;
+  size_t weights_size_ = 0;
+  size_t xq_stride_ = 0, topk_stride_ = 0;
+  std::atomic<uint64_t> calls_{0};
+};
+
+// Byte sizes of the buffers for a layout (shared by the loader and tests).
+size_t xq_value_bytes(const ProgramLayout& l);
+size_t att_value_bytes(const ProgramLayout& l);
+
+}  // namespace qwen3::engine

@@ -1,0 +1,148 @@
+#include "engine/model_plan.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace qwen3::engine {
+
+uint32_t pad_to_group(uint32_t n) { return (n + QN_GROUP - 1) / QN_GROUP * QN_GROUP; }
+
+uint32_t row_bytes_for(uint32_t cols, bool q8) {
+  uint32_t groups = pad_to_group(cols) / QN_GROUP;
+  return groups * (q8 ? 4 + QN_GROUP : 4 * QN_GROUP);
+}
+
+uint64_t MatrixPlan::row_offset(uint32_t r) const {
+  if (m.rows_per_entry == 0) return offset + uint64_t(r) * m.row_bytes;
+  uint32_t slot = r + m.row_skip;
+  return uint64_t(m.entry0 + slot / m.rows_per_entry) * QN_WENTRY_BYTES +
+         uint64_t(slot % m.rows_per_entry) * m.row_bytes;
+}
+
+const MatrixPlan& ModelPlan::layer_matrix(int layer, MatrixKind kind) const {
+  return matrices[size_t(layer) * 4 + static_cast<size_t>(kind)];
+}
+const MatrixPlan& ModelPlan::embed() const { return matrices[matrices.size() - 2]; }
+const MatrixPlan& ModelPlan::lm_head() const { return tied ? embed() : matrices.back(); }
+
+ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t threads, uint32_t max_ctx) {
+  if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
+      c.num_key_value_heads <= 0 || c.head_dim <= 0 || c.intermediate_size <= 0 || c.vocab_size <= 0)
+    throw invalid_argument("model config has a non-positive dimension");
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    throw invalid_argument("num_attention_heads is not a multiple of num_key_value_heads");
+  if (c.head_dim % 8 != 0 || c.head_dim > 256)
+    throw invalid_argument("head_dim must be a multiple of 8 and at most 256 for the BPF engine");
+  if (threads == 0 || threads > QN_THREADS_MAX)
+    throw invalid_argument("engine threads must be between 1 and " + std::to_string(QN_THREADS_MAX));
+  const uint32_t hd = c.head_dim;
+  ModelPlan plan;
+  plan.tied = c.tie_word_embeddings;
+  ProgramLayout& l = plan.layout;
+  qn_shape& s = l.shape;
+  s.hidden = c.hidden_size;
+  s.n_layers = c.num_hidden_layers;
+  s.n_heads = c.num_attention_heads;
+  s.n_kv_heads = c.num_key_value_heads;
+  s.head_dim = hd;
+  s.inter = c.intermediate_size;
+  s.vocab = c.vocab_size;
+  s.q_dim = c.q_dim();
+  s.kv_dim = c.kv_dim();
+  s.qkv_dim = s.q_dim + 2 * s.kv_dim;
+  s.precision = q8 ? QN_PREC_Q8 : QN_PREC_Q24;
+  s.eps_q32 = static_cast<uint64_t>(c.rms_norm_eps * 4294967296.0 + 0.5);
+  s.max_ctx = (std::max<uint32_t>(max_ctx, 2) + 1) & ~1u;  // even: keeps the scratch 8-aligned
+  s.kv_layer_bytes = 2 * s.n_kv_heads * hd + 8 * s.n_kv_heads;
+  s.kv_pos_bytes = s.n_layers * s.kv_layer_bytes;
+  l.hid_pad = pad_to_group(s.hidden);
+  l.qkv_pad = pad_to_group(s.qkv_dim);
+  l.qd_pad = pad_to_group(s.q_dim);
+  l.inter_pad = pad_to_group(s.inter);
+  l.in_pad = std::max({l.hid_pad, l.qd_pad, l.inter_pad});
+  l.rope_positions = s.max_ctx;
+  l.arena = arena;
+  l.threads = threads;
+  s.max_groups = l.in_pad / QN_GROUP;
+  s.max_row_bytes = std::max({row_bytes_for(s.hidden, q8), row_bytes_for(s.q_dim, q8),
+                              row_bytes_for(s.inter, q8)});
+  if (s.max_row_bytes * 2 > QN_WENTRY_BYTES) throw invalid_argument("model rows too wide for the BPF engine");
+
+  // Norm weights: per layer input, post-attention, q, k; then the final norm.
+  uint32_t off = 0;
+  for (int i = 0; i < c.num_hidden_layers; i++) {
+    NormOffsets n;
+    n.input = off;
+    off += l.hid_pad;
+    n.post = off;
+    off += l.hid_pad;
+    n.q = off;
+    off += hd;
+    n.k = off;
+    off += hd;
+    plan.norms.push_back(n);
+  }
+  plan.final_norm = off;
+  off += l.hid_pad;
+  s.norms_len = (off + 7) & ~7u;
+
+  // Weight matrices, in the order the forward pass reads them.
+  uint64_t cursor = 0;  // map path: entry index * WENTRY; arena path: bytes
+  auto add = [&](MatrixKind kind, int layer, uint32_t rows, uint32_t cols) {
+    MatrixPlan p;
+    p.kind = kind;
+    p.layer = layer;
+    p.rows = rows;
+    p.cols = cols;
+    p.m.rows = rows;
+    p.m.groups = pad_to_group(cols) / QN_GROUP;
+    p.m.row_bytes = row_bytes_for(cols, q8);
+    p.m.act_bits = QN_ACT_BITS_MAX;
+    if (arena) {
+      p.offset = cursor;
+      p.m.arena_off = cursor;  // the engine adds the arena's address after load
+      cursor += (uint64_t(rows) * p.m.row_bytes + 63) & ~uint64_t(63);
+    } else {
+      // Packed after the previous matrix, starting at a whole row slot of
+      // this matrix inside the current entry; rows never straddle entries.
+      uint32_t rpe = (QN_WENTRY_BYTES - s.max_row_bytes) / p.m.row_bytes + 1;
+      uint64_t entry = cursor / QN_WENTRY_BYTES;
+      uint64_t in_entry = cursor % QN_WENTRY_BYTES;
+      uint64_t skip = (in_entry + p.m.row_bytes - 1) / p.m.row_bytes;
+      if (skip >= rpe) {
+        entry++;
+        skip = 0;
+      }
+      p.m.rows_per_entry = rpe;
+      p.m.entry0 = static_cast<uint32_t>(entry);
+      p.m.row_skip = static_cast<uint32_t>(skip);
+      p.offset = p.row_offset(0);
+      uint64_t last = skip + rows - 1;
+      cursor = (entry + last / rpe) * QN_WENTRY_BYTES + (last % rpe + 1) * uint64_t(p.m.row_bytes);
+    }
+    plan.matrices.push_back(p);
+  };
+  for (int i = 0; i < c.num_hidden_layers; i++) {
+    add(MatrixKind::qkv, i, s.qkv_dim, s.hidden);
+    add(MatrixKind::o, i, s.hidden, s.q_dim);
+    add(MatrixKind::gate_up, i, 2 * s.inter, s.hidden);
+    add(MatrixKind::down, i, s.hidden, s.inter);
+  }
+  add(MatrixKind::embed, -1, s.vocab, s.hidden);
+  if (!plan.tied) add(MatrixKind::lm_head, -1, s.vocab, s.hidden);
+  if (arena) {
+    if (cursor > (uint64_t(1) << 32) - (uint64_t(1) << 20))
+      throw resource_exhausted("converted weights (" + std::to_string(cursor >> 20) +
+                               " MiB) exceed the 4 GiB BPF arena; use weight_path=map or q8");
+    l.weight_bytes = cursor;
+    l.weight_entries = 1;
+  } else {
+    l.weight_entries = static_cast<uint32_t>((cursor + QN_WENTRY_BYTES - 1) / QN_WENTRY_BYTES);
+    l.weight_bytes = uint64_t(l.weight_entries) * QN_WENTRY_BYTES;
+  }
+  plan.weight_bytes = cursor;
+  return plan;
+}
+
+}  // namespace qwen3::engine

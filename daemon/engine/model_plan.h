@@ -1,0 +1,50 @@
+// Where every converted tensor lives and how big every BPF buffer is, derived
+// from the model config alone (before any weight is read): the weight matrices
+// (their row layout, map entries or arena offsets), the norm weights, and the
+// ProgramLayout the BPF object is sized with.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/bpf_programs.h"
+#include "model/model_config.h"
+
+namespace qwen3::engine {
+
+enum class MatrixKind { qkv, o, gate_up, down, embed, lm_head };
+
+struct MatrixPlan {
+  MatrixKind kind;
+  int layer = -1;             // -1 for embed / lm_head
+  uint32_t rows = 0, cols = 0;
+  qn_matrix m{};              // act_bits filled by the conversion
+  uint64_t offset = 0;        // byte offset of row 0 in the weights region
+  uint64_t row_offset(uint32_t r) const;  // byte offset of row r in the weights region
+};
+
+struct NormOffsets {
+  uint32_t input = 0, post = 0, q = 0, k = 0;  // int32 element offsets in the norms map
+};
+
+struct ModelPlan {
+  ProgramLayout layout;
+  std::vector<MatrixPlan> matrices;   // per layer: qkv, o, gate_up, down; then embed, lm_head
+  std::vector<NormOffsets> norms;     // per layer
+  uint32_t final_norm = 0;
+  bool tied = false;                  // lm_head is the embed matrix
+  uint64_t weight_bytes = 0;          // bytes the converted weights occupy
+
+  const MatrixPlan& layer_matrix(int layer, MatrixKind kind) const;
+  const MatrixPlan& embed() const;
+  const MatrixPlan& lm_head() const;
+};
+
+uint32_t pad_to_group(uint32_t n);
+uint32_t row_bytes_for(uint32_t cols, bool q8);
+
+// max_ctx: longest KV cache any session may ask for (also RoPE table rows).
+ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t threads, uint32_t max_ctx);
+
+}  // namespace qwen3::engine

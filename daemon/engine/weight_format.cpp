@@ -1,0 +1,82 @@
+#include "engine/weight_format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+#include "numerics.h"
+
+namespace qwen3::engine {
+
+int32_t to_q24(float w, const char* what) {
+  double v = std::ldexp(static_cast<double>(w), QN_W24_FRAC);
+  if (!(std::fabs(v) < 2147483647.0))
+    throw invalid_argument(std::string("weight ") + std::to_string(w) + " in " + what +
+                           " is outside the fixed-point range (|w| < 128)");
+  return static_cast<int32_t>(std::llround(v));  // BF16 * 2^24 is exact: ties cannot occur
+}
+
+uint64_t convert_row(std::span<const float> w, bool q8, uint8_t* out, const char* what) {
+  const size_t cols = w.size();
+  const size_t groups = (cols + QN_GROUP - 1) / QN_GROUP;
+  uint64_t l1 = 0;
+  for (size_t g = 0; g < groups; g++) {
+    const size_t c0 = g * QN_GROUP;
+    const size_t n = std::min<size_t>(QN_GROUP, cols - c0);
+    if (!q8) {
+      int32_t vals[QN_GROUP] = {};
+      for (size_t k = 0; k < n; k++) {
+        vals[k] = to_q24(w[c0 + k], what);
+        l1 += static_cast<uint64_t>(std::llabs(vals[k]));
+      }
+      std::memcpy(out + g * 4 * QN_GROUP, vals, sizeof vals);
+      continue;
+    }
+    float mx = 0.0f;
+    for (size_t k = 0; k < n; k++) mx = std::max(mx, std::fabs(w[c0 + k]));
+    if (!(mx < 128.0f))
+      throw invalid_argument(std::string("weight magnitude ") + std::to_string(mx) + " in " + what +
+                             " is outside the fixed-point range (|w| < 128)");
+    int32_t scale = static_cast<int32_t>(std::llround(std::ldexp(static_cast<double>(mx) / 127.0, QN_W8_FRAC)));
+    int8_t q[QN_GROUP] = {};
+    uint64_t qsum = 0;
+    if (scale > 0) {
+      for (size_t k = 0; k < n; k++) {
+        long long v = std::llround(std::ldexp(static_cast<double>(w[c0 + k]), QN_W8_FRAC) / scale);
+        v = std::clamp(v, -127LL, 127LL);
+        q[k] = static_cast<int8_t>(v);
+        qsum += static_cast<uint64_t>(std::llabs(v));
+      }
+    }
+    uint8_t* gp = out + g * (4 + QN_GROUP);
+    std::memcpy(gp, &scale, 4);
+    std::memcpy(gp + 4, q, QN_GROUP);
+    l1 += qsum * static_cast<uint64_t>(scale);
+  }
+  return l1;
+}
+
+uint32_t act_bits_for(uint64_t max_l1) {
+  int b = qn_bits_u64(max_l1);
+  int a = 62 - b;
+  if (a > QN_ACT_BITS_MAX) a = QN_ACT_BITS_MAX;
+  if (a < 1) a = 1;
+  return static_cast<uint32_t>(a);
+}
+
+double dequant(const uint8_t* row, uint32_t c, bool q8) {
+  const uint32_t g = c / QN_GROUP, k = c % QN_GROUP;
+  if (!q8) {
+    int32_t v;
+    std::memcpy(&v, row + g * 4 * QN_GROUP + 4 * k, 4);
+    return std::ldexp(static_cast<double>(v), -QN_W24_FRAC);
+  }
+  int32_t scale;
+  std::memcpy(&scale, row + g * (4 + QN_GROUP), 4);
+  int8_t q = static_cast<int8_t>(row[g * (4 + QN_GROUP) + 4 + k]);
+  return std::ldexp(static_cast<double>(q) * scale, -QN_W8_FRAC);
+}
+
+}  // namespace qwen3::engine

@@ -1,0 +1,141 @@
+// Bit-exact user-space model of the BPF operators: the same numerics.h
+// helpers, the same order of integer operations, plain C++ loops. Every BPF
+// program's output must equal this model's exactly.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "numerics.h"
+#include "op_args.h"
+
+namespace qwen3::fixed_model {
+
+inline uint64_t max_abs(std::span<const int32_t> x) {
+  uint64_t m = 0;
+  for (int32_t v : x) m = std::max<uint64_t>(m, qn_abs64(v));
+  return m;
+}
+
+// RMSNorm of x (all of x is summed; n_true divides), weights Q24.
+inline std::vector<int32_t> rmsnorm(std::span<const int32_t> x, uint32_t n_true, std::span<const int32_t> w,
+                                    uint64_t eps_q32) {
+  int t = qn_rms_reduce_shift(max_abs(x));
+  uint64_t ss = 0;
+  for (int32_t v : x) {
+    int64_t s = static_cast<int64_t>(v) >> t;
+    ss += static_cast<uint64_t>(s * s);
+  }
+  int sh = 0;
+  int64_t r = qn_rms_factor(ss, n_true, t, eps_q32, &sh);
+  std::vector<int32_t> y(x.size());
+  for (size_t i = 0; i < x.size(); i++) y[i] = qn_rms_apply(x[i], r, sh, w[i]);
+  return y;
+}
+
+// Block-floating-point requantization of a matmul input; returns the shift.
+inline int requant(std::vector<int32_t>& x, int act_bits) {
+  int s = qn_input_shift(max_abs(x), act_bits);
+  for (auto& v : x) v = static_cast<int32_t>(qn_round_shift(v, s));
+  return s;
+}
+
+inline int64_t dot(const uint8_t* row, const int32_t* x, uint32_t groups, bool q8) {
+  int64_t acc = 0;
+  for (uint32_t g = 0; g < groups; g++) {
+    if (q8) {
+      const uint8_t* gp = row + g * (4 + QN_GROUP);
+      int32_t scale;
+      std::memcpy(&scale, gp, 4);
+      int64_t gs = 0;
+      for (int k = 0; k < QN_GROUP; k++) gs += int64_t(static_cast<int8_t>(gp[4 + k])) * x[g * QN_GROUP + k];
+      acc += gs * scale;
+    } else {
+      const uint8_t* gp = row + g * 4 * QN_GROUP;
+      for (int k = 0; k < QN_GROUP; k++) {
+        int32_t w;
+        std::memcpy(&w, gp + 4 * k, 4);
+        acc += int64_t(w) * x[g * QN_GROUP + k];
+      }
+    }
+  }
+  return acc;
+}
+
+inline int32_t matmul_row(const uint8_t* row, const std::vector<int32_t>& xq, int s, uint32_t groups, bool q8) {
+  return qn_matmul_out(dot(row, xq.data(), groups, q8), q8 ? QN_W8_FRAC : QN_W24_FRAC, s);
+}
+
+// Query/key head: RMSNorm then RoPE (rotate-half); cs = [half cos][half sin].
+inline std::vector<int32_t> head_norm_rope(std::span<const int32_t> x, std::span<const int32_t> w,
+                                           std::span<const int32_t> cs, uint64_t eps_q32) {
+  const size_t hd = x.size(), half = hd / 2;
+  std::vector<int32_t> n = rmsnorm(x, static_cast<uint32_t>(hd), w, eps_q32);
+  std::vector<int32_t> y(hd);
+  for (size_t d = 0; d < half; d++) {
+    y[d] = qn_rope_first(n[d], n[d + half], cs[d], cs[half + d]);
+    y[d + half] = qn_rope_second(n[d], n[d + half], cs[d], cs[half + d]);
+  }
+  return y;
+}
+
+struct QuantVec {
+  std::vector<int8_t> q;
+  int32_t max = 0;
+};
+
+inline QuantVec kv_quant(std::span<const int32_t> x) {
+  QuantVec r;
+  r.max = qn_sat32(static_cast<int64_t>(max_abs(x)));
+  for (int32_t v : x) r.q.push_back(qn_kv_quant(v, r.max));
+  return r;
+}
+
+// One query head over cached (K, V) of positions 0..n-1.
+inline std::vector<int32_t> attend(std::vector<int32_t> q, const std::vector<QuantVec>& k,
+                                   const std::vector<QuantVec>& v, uint32_t head_dim) {
+  int sq = qn_input_shift(max_abs(q), QN_Q_BITS);
+  for (auto& e : q) e = static_cast<int32_t>(qn_round_shift(e, sq));
+  int64_t c = qn_attn_scale_q24(head_dim);
+  std::vector<int64_t> scores(k.size());
+  int32_t smax = 0;
+  for (size_t j = 0; j < k.size(); j++) {
+    int64_t dot = 0;
+    for (uint32_t d = 0; d < head_dim; d++) dot += int64_t(q[d]) * k[j].q[d];
+    int32_t s = qn_attn_score(dot, k[j].max, sq, c);
+    scores[j] = s;
+    if (j == 0 || s > smax) smax = s;
+  }
+  uint64_t sum = 0;
+  for (auto& s : scores) {
+    s = qn_exp_neg_q30(s - smax);
+    sum += static_cast<uint64_t>(s);
+  }
+  std::vector<int64_t> acc(head_dim, 0);
+  for (size_t j = 0; j < k.size(); j++) {
+    int64_t w = qn_attn_vweight(qn_attn_prob(scores[j], sum), v[j].max);
+    if (w == 0) continue;
+    for (uint32_t d = 0; d < head_dim; d++) acc[d] += w * v[j].q[d];
+  }
+  std::vector<int32_t> out(head_dim);
+  for (uint32_t d = 0; d < head_dim; d++) out[d] = qn_attn_out(acc[d]);
+  return out;
+}
+
+inline int32_t embed_value(const uint8_t* row, uint32_t c, bool q8) {
+  const uint32_t g = c / QN_GROUP, k = c % QN_GROUP;
+  if (q8) {
+    int32_t scale;
+    std::memcpy(&scale, row + g * (4 + QN_GROUP), 4);
+    int64_t q = static_cast<int8_t>(row[g * (4 + QN_GROUP) + 4 + k]);
+    return qn_sat32(qn_round_shift(q * scale, QN_W8_FRAC - QN_ACT_FRAC));
+  }
+  int32_t w;
+  std::memcpy(&w, row + g * 4 * QN_GROUP + 4 * k, 4);
+  return qn_sat32(qn_round_shift(w, QN_W24_FRAC - QN_ACT_FRAC));
+}
+
+}  // namespace qwen3::fixed_model

@@ -1,0 +1,444 @@
+// Every forward-pass BPF program on a small synthetic shape (padding
+// included: hidden 200), both weight paths and both precisions:
+//   - exactly equal to the bit-exact C++ model (fixed_model.h),
+//   - close to float math on the same (dequantized) weights, with the stated
+//     bounds, including residual channels of +-1500 (outliers).
+#include <bpf/bpf.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+
+#include "common/error.h"
+#include "engine/bpf_kv_cache.h"
+#include "engine/bpf_programs.h"
+#include "engine/model_plan.h"
+#include "engine/rope_table.h"
+#include "engine/weight_format.h"
+#include "fixed_model.h"
+
+namespace qwen3::engine {
+namespace {
+
+namespace fm = qwen3::fixed_model;
+
+struct Param {
+  bool arena;
+  bool q8;
+};
+
+std::string param_name(const testing::TestParamInfo<Param>& i) {
+  return std::string(i.param.arena ? "arena" : "map") + (i.param.q8 ? "_q8" : "_q24");
+}
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.hidden_size = 200;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 64;
+  c.intermediate_size = 320;
+  c.vocab_size = 1000;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1000000.0;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+double q16(int32_t v) { return v / 65536.0; }
+
+class OpsTest : public testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    cfg_ = small_config();
+    plan_ = make_model_plan(cfg_, GetParam().q8, GetParam().arena, 2, 64);
+    progs_ = std::make_unique<BpfPrograms>(plan_.layout);
+    std::mt19937_64 rng(42);
+    std::normal_distribution<float> nd(0.0f, 0.08f);
+    for (size_t mi = 0; mi < plan_.matrices.size(); mi++) {
+      MatrixPlan& mp = plan_.matrices[mi];
+      std::vector<float> row(mp.cols);
+      uint64_t max_l1 = 0;
+      for (uint32_t r = 0; r < mp.rows; r++) {
+        for (auto& w : row) w = nd(rng);
+        if (r % 17 == 3) row[r % mp.cols] = 1.75f;  // a few large weights
+        uint64_t l1 = convert_row(row, GetParam().q8, progs_->weights() + mp.row_offset(r), "test");
+        max_l1 = std::max(max_l1, l1);
+      }
+      mp.m.act_bits = act_bits_for(max_l1);
+    }
+    std::uniform_real_distribution<float> ud(0.5f, 1.5f);
+    for (uint32_t i = 0; i < plan_.layout.shape.norms_len; i++)
+      progs_->norms()[i] = to_q24(ud(rng), "norm");
+    progs_->norms()[plan_.norms[0].input + 5] = to_q24(20.0f, "norm");
+    // padding columns of the hidden-size norms stay zero, as the engine writes them
+    for (auto& n : plan_.norms)
+      for (uint32_t i = cfg_.hidden_size; i < plan_.layout.hid_pad; i++) {
+        progs_->norms()[n.input + i] = 0;
+        progs_->norms()[n.post + i] = 0;
+      }
+    fill_rope_table(progs_->rope(), plan_.layout.rope_positions, cfg_.head_dim, cfg_.rope_theta);
+  }
+
+  qn_args args_for(const MatrixPlan& mp) {
+    qn_args a{};
+    a.mat = mp.m;
+    if (GetParam().arena) a.mat.arena_off = reinterpret_cast<uintptr_t>(progs_->weights()) + mp.offset;
+    return a;
+  }
+  const uint8_t* row(const MatrixPlan& mp, uint32_t r) { return progs_->weights() + mp.row_offset(r); }
+
+  // Random residual stream with two outlier channels of +-1500.
+  void fill_resid(uint32_t npos, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> nd;
+    const uint32_t hp = plan_.layout.hid_pad;
+    for (uint32_t p = 0; p < npos; p++)
+      for (uint32_t i = 0; i < hp; i++)
+        progs_->resid()[p * hp + i] =
+            i < uint32_t(cfg_.hidden_size) ? static_cast<int32_t>(std::llround(nd(rng) * 65536.0)) : 0;
+    for (uint32_t p = 0; p < npos; p++) {
+      progs_->resid()[p * hp + 3] = 1500 << 16;
+      progs_->resid()[p * hp + 77] = -(1400 << 16);
+    }
+  }
+
+  std::vector<int32_t> resid_row(uint32_t p) {
+    const uint32_t hp = plan_.layout.hid_pad;
+    return {progs_->resid() + p * hp, progs_->resid() + (p + 1) * hp};
+  }
+  std::span<const int32_t> norm_w(uint32_t off, uint32_t n) { return {progs_->norms() + off, n}; }
+
+  // Runs one matmul op split over 2 threads by rows.
+  void run_split(qn_args a, uint32_t rows) {
+    uint32_t half = rows / 2;
+    a.thread = 0;
+    a.row_begin = 0;
+    a.row_end = half;
+    progs_->matmul(a);
+    a.thread = 1;
+    a.row_begin = half;
+    a.row_end = rows;
+    progs_->matmul(a);
+  }
+
+  // Float reference of rmsnorm -> matmul on the dequantized weights.
+  double float_row(const MatrixPlan& mp, uint32_t r, const std::vector<double>& x) {
+    double acc = 0;
+    for (uint32_t c = 0; c < mp.cols; c++) acc += dequant(row(mp, r), c, GetParam().q8) * x[c];
+    return acc;
+  }
+  std::vector<double> float_norm(const std::vector<int32_t>& x, uint32_t n, std::span<const int32_t> w) {
+    double ss = 0;
+    for (uint32_t i = 0; i < n; i++) ss += q16(x[i]) * q16(x[i]);
+    double inv = 1.0 / std::sqrt(ss / n + cfg_.rms_norm_eps);
+    std::vector<double> y(n);
+    for (uint32_t i = 0; i < n; i++) y[i] = q16(x[i]) * inv * std::ldexp(double(w[i]), -24);
+    return y;
+  }
+
+  ModelConfig cfg_;
+  ModelPlan plan_;
+  std::unique_ptr<BpfPrograms> progs_;
+};
+
+TEST_P(OpsTest, QkvMatchesModelAndFloat) {
+  const uint32_t npos = 3;
+  fill_resid(npos, 1);
+  const MatrixPlan& mp = plan_.layer_matrix(0, MatrixKind::qkv);
+  qn_args a = args_for(mp);
+  a.op = QN_OP_QKV;
+  a.npos = npos;
+  a.norm_off = plan_.norms[0].input;
+  run_split(a, mp.rows);
+  double worst = 0, scale = 0;
+  for (uint32_t p = 0; p < npos; p++) {
+    auto x = resid_row(p);
+    auto n = fm::rmsnorm(x, cfg_.hidden_size, norm_w(a.norm_off, plan_.layout.hid_pad), plan_.layout.shape.eps_q32);
+    int s = fm::requant(n, mp.m.act_bits);
+    auto fx = float_norm(x, cfg_.hidden_size, norm_w(a.norm_off, cfg_.hidden_size));
+    for (uint32_t r = 0; r < mp.rows; r++) {
+      int32_t got = progs_->qkv()[p * plan_.layout.qkv_pad + r];
+      ASSERT_EQ(got, fm::matmul_row(row(mp, r), n, s, mp.m.groups, GetParam().q8)) << "p " << p << " row " << r;
+      double f = float_row(mp, r, fx);
+      worst = std::max(worst, std::fabs(q16(got) - f));
+      scale = std::max(scale, std::fabs(f));
+    }
+  }
+  std::printf("qkv: max |bpf - float| = %.3g (outputs up to %.3g)\n", worst, scale);
+  EXPECT_LT(worst, 2e-3 * scale);
+}
+
+TEST_P(OpsTest, GateUpSiluMatchesModelAndFloat) {
+  const uint32_t npos = 2;
+  fill_resid(npos, 2);
+  const MatrixPlan& mp = plan_.layer_matrix(1, MatrixKind::gate_up);
+  qn_args a = args_for(mp);
+  a.op = QN_OP_GATEUP;
+  a.npos = npos;
+  a.norm_off = plan_.norms[1].post;
+  run_split(a, mp.rows / 2);
+  double worst = 0, scale = 0;
+  for (uint32_t p = 0; p < npos; p++) {
+    auto x = resid_row(p);
+    auto n = fm::rmsnorm(x, cfg_.hidden_size, norm_w(a.norm_off, plan_.layout.hid_pad), plan_.layout.shape.eps_q32);
+    int s = fm::requant(n, mp.m.act_bits);
+    auto fx = float_norm(x, cfg_.hidden_size, norm_w(a.norm_off, cfg_.hidden_size));
+    for (uint32_t j = 0; j < mp.rows / 2; j++) {
+      int32_t g = fm::matmul_row(row(mp, 2 * j), n, s, mp.m.groups, GetParam().q8);
+      int32_t u = fm::matmul_row(row(mp, 2 * j + 1), n, s, mp.m.groups, GetParam().q8);
+      int32_t got = progs_->mlp()[p * plan_.layout.inter_pad + j];
+      ASSERT_EQ(got, qn_silu_mul(g, u)) << "p " << p << " j " << j;
+      double fg = float_row(mp, 2 * j, fx), fu = float_row(mp, 2 * j + 1, fx);
+      double f = fg / (1 + std::exp(-fg)) * fu;
+      worst = std::max(worst, std::fabs(q16(got) - f));
+      scale = std::max(scale, std::fabs(f));
+    }
+  }
+  std::printf("gate/up: max |bpf - float| = %.3g (outputs up to %.3g)\n", worst, scale);
+  EXPECT_LT(worst, 4e-3 * scale);
+}
+
+TEST_P(OpsTest, ProjectionsAddResidualExactly) {
+  const uint32_t npos = 2;
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> nd;
+  for (auto [kind, src, stride, len] :
+       {std::tuple{MatrixKind::o, progs_->attn(), plan_.layout.qd_pad, uint32_t(cfg_.q_dim())},
+        std::tuple{MatrixKind::down, progs_->mlp(), plan_.layout.inter_pad, uint32_t(cfg_.intermediate_size)}}) {
+    fill_resid(npos, 4);
+    for (uint32_t p = 0; p < npos; p++)
+      for (uint32_t i = 0; i < stride; i++)
+        src[p * stride + i] = i < len ? static_cast<int32_t>(std::llround(nd(rng) * 3 * 65536.0)) : 0;
+    src[5] = 900 << 16;  // an outlier in the input vector too
+    std::vector<std::vector<int32_t>> before;
+    for (uint32_t p = 0; p < npos; p++) before.push_back(resid_row(p));
+    const MatrixPlan& mp = plan_.layer_matrix(0, kind);
+    qn_args a = args_for(mp);
+    a.op = kind == MatrixKind::o ? QN_OP_O : QN_OP_DOWN;
+    a.npos = npos;
+    run_split(a, mp.rows);
+    double worst = 0, scale = 0;
+    for (uint32_t p = 0; p < npos; p++) {
+      std::vector<int32_t> x(src + p * stride, src + (p + 1) * stride);
+      std::vector<double> fx(len);
+      for (uint32_t i = 0; i < len; i++) fx[i] = q16(x[i]);
+      int s = fm::requant(x, mp.m.act_bits);
+      for (uint32_t r = 0; r < mp.rows; r++) {
+        int32_t y = fm::matmul_row(row(mp, r), x, s, mp.m.groups, GetParam().q8);
+        int32_t got = resid_row(p)[r];
+        ASSERT_EQ(got, qn_sat32(int64_t(before[p][r]) + y)) << "p " << p << " row " << r;
+        double f = float_row(mp, r, fx);
+        worst = std::max(worst, std::fabs(q16(got - before[p][r]) - f));
+        scale = std::max(scale, std::fabs(f));
+      }
+    }
+    std::printf("%s: max |bpf - float| = %.3g (outputs up to %.3g)\n", kind == MatrixKind::o ? "o_proj" : "down",
+                worst, scale);
+    EXPECT_LT(worst, 2e-3 * scale);
+  }
+}
+
+TEST_P(OpsTest, VocabLogitsArgmaxTopK) {
+  const uint32_t npos = 3;
+  fill_resid(npos, 5);
+  const MatrixPlan& mp = plan_.lm_head();
+  qn_args a = args_for(mp);
+  a.op = QN_OP_VOCAB;
+  a.npos = npos;
+  a.pos_mask = 0b101;  // positions 0 and 2 want logits
+  a.top_k = 20;
+  a.norm_off = plan_.final_norm;
+  run_split(a, mp.rows);
+  const uint32_t positions[] = {0, 2};
+  for (uint32_t c = 0; c < 2; c++) {
+    auto x = resid_row(positions[c]);
+    auto n = fm::rmsnorm(x, cfg_.hidden_size, norm_w(a.norm_off, plan_.layout.hid_pad), plan_.layout.shape.eps_q32);
+    int s = fm::requant(n, mp.m.act_bits);
+    std::vector<std::pair<int32_t, int32_t>> all;  // (-logit, id)
+    for (uint32_t r = 0; r < mp.rows; r++) {
+      int32_t want = fm::matmul_row(row(mp, r), n, s, mp.m.groups, GetParam().q8);
+      ASSERT_EQ(progs_->logits()[c * cfg_.vocab_size + r], want) << "c " << c << " row " << r;
+      all.push_back({-want, static_cast<int32_t>(r)});
+    }
+    std::sort(all.begin(), all.end());
+    // merge the two threads' lists the way the engine does
+    std::vector<std::pair<int32_t, int32_t>> merged;
+    int32_t best_id = -1, best = 0;
+    for (uint32_t t = 0; t < 2; t++) {
+      const qn_topk_slot* sl = progs_->topk(t, c);
+      ASSERT_EQ(sl->count, 20);
+      for (int i = 0; i < sl->count; i++) merged.push_back({-sl->e[i].logit, sl->e[i].id});
+      if (best_id < 0 || sl->argmax_logit > best) {
+        best_id = sl->argmax_id;
+        best = sl->argmax_logit;
+      }
+    }
+    std::sort(merged.begin(), merged.end());
+    for (int i = 0; i < 20; i++) EXPECT_EQ(merged[i], all[i]) << "rank " << i;
+    EXPECT_EQ(best_id, all[0].second);
+  }
+}
+
+TEST_P(OpsTest, EmbedDequantizesRows) {
+  const MatrixPlan& mp = plan_.embed();
+  qn_args a = args_for(mp);
+  a.npos = 4;
+  int32_t toks[] = {0, 999, 17, 17};
+  for (int i = 0; i < 4; i++) a.tokens[i] = toks[i];
+  progs_->embed(a);
+  for (uint32_t p = 0; p < 4; p++)
+    for (uint32_t c = 0; c < plan_.layout.hid_pad; c++)
+      ASSERT_EQ(resid_row(p)[c], fm::embed_value(row(mp, toks[p]), c, GetParam().q8)) << p << " " << c;
+  a.tokens[1] = 1000;  // out of vocabulary: the program refuses
+  EXPECT_THROW(progs_->embed(a), Error);
+}
+
+TEST_P(OpsTest, AttentionMatchesModelAndFloat) {
+  auto slots = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->kv_value_size());
+  BpfKvCache kv(slots, 16);
+  const ModelConfig& c = cfg_;
+  const uint32_t hd = c.head_dim, qp = plan_.layout.qkv_pad, layer = 1;
+  const NormOffsets& no = plan_.norms[layer];
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> nd;
+  // model state: per kv head, cached quantized K and V
+  std::vector<std::vector<fm::QuantVec>> mk(c.num_key_value_heads), mv(c.num_key_value_heads);
+  // float state: per kv head, float K (normed, rotated) and V
+  std::vector<std::vector<std::vector<double>>> fk(c.num_key_value_heads), fv(c.num_key_value_heads);
+  double worst = 0, scale = 0;
+  uint32_t pos = 0;
+  for (uint32_t npos : {5u, 1u, 1u, 3u}) {
+    for (uint32_t p = 0; p < npos; p++)
+      for (uint32_t i = 0; i < qp; i++)
+        progs_->qkv()[p * qp + i] = static_cast<int32_t>(std::llround(nd(rng) * (i % 9 == 0 ? 12 : 2) * 65536.0));
+    qn_args a{};
+    a.npos = npos;
+    a.pos0 = pos;
+    a.layer = layer;
+    a.kv_slot = kv.slot();
+    a.norm_off = no.q;
+    a.norm2_off = no.k;
+    for (uint32_t t = 0; t < 2; t++) {
+      a.thread = t;
+      a.head_begin = t;
+      a.head_end = t + 1;
+      progs_->attention(a);
+    }
+    for (uint32_t p = 0; p < npos; p++, pos++) {
+      const int32_t* row = progs_->qkv() + p * qp;
+      std::span<const int32_t> cs(progs_->rope() + pos * hd, hd);
+      for (int h = 0; h < c.num_key_value_heads; h++) {
+        std::span<const int32_t> kin(row + c.q_dim() + h * hd, hd), vin(row + c.q_dim() + c.kv_dim() + h * hd, hd);
+        mk[h].push_back(fm::kv_quant(fm::head_norm_rope(kin, norm_w(no.k, hd), cs, plan_.layout.shape.eps_q32)));
+        mv[h].push_back(fm::kv_quant(vin));
+        // float: same normalized+rotated K as doubles, V as given
+        auto kn = float_norm(std::vector<int32_t>(kin.begin(), kin.end()), hd, norm_w(no.k, hd));
+        std::vector<double> kr(hd), vf(hd);
+        for (uint32_t d = 0; d < hd / 2; d++) {
+          double co = std::cos(pos * std::pow(c.rope_theta, -2.0 * d / hd));
+          double si = std::sin(pos * std::pow(c.rope_theta, -2.0 * d / hd));
+          kr[d] = kn[d] * co - kn[d + hd / 2] * si;
+          kr[d + hd / 2] = kn[d + hd / 2] * co + kn[d] * si;
+        }
+        for (uint32_t d = 0; d < hd; d++) vf[d] = q16(vin[d]);
+        fk[h].push_back(kr);
+        fv[h].push_back(vf);
+      }
+      for (int qh = 0; qh < c.num_attention_heads; qh++) {
+        int h = qh / c.group_size();
+        std::span<const int32_t> qin(row + qh * hd, hd);
+        auto q = fm::head_norm_rope(qin, norm_w(no.q, hd), cs, plan_.layout.shape.eps_q32);
+        auto want = fm::attend(q, mk[h], mv[h], hd);
+        const int32_t* got = progs_->attn() + p * plan_.layout.qd_pad + qh * hd;
+        for (uint32_t d = 0; d < hd; d++) ASSERT_EQ(got[d], want[d]) << "pos " << pos << " head " << qh << " d " << d;
+        // float attention over the float cache
+        auto qn = float_norm(std::vector<int32_t>(qin.begin(), qin.end()), hd, norm_w(no.q, hd));
+        std::vector<double> qr(hd);
+        for (uint32_t d = 0; d < hd / 2; d++) {
+          double co = std::cos(pos * std::pow(c.rope_theta, -2.0 * d / hd));
+          double si = std::sin(pos * std::pow(c.rope_theta, -2.0 * d / hd));
+          qr[d] = qn[d] * co - qn[d + hd / 2] * si;
+          qr[d + hd / 2] = qn[d + hd / 2] * co + qn[d] * si;
+        }
+        std::vector<double> sc;
+        double mx = -1e300;
+        for (auto& k : fk[h]) {
+          double s = 0;
+          for (uint32_t d = 0; d < hd; d++) s += qr[d] * k[d];
+          sc.push_back(s / std::sqrt(double(hd)));
+          mx = std::max(mx, sc.back());
+        }
+        double sum = 0;
+        for (auto& s : sc) sum += (s = std::exp(s - mx));
+        for (uint32_t d = 0; d < hd; d++) {
+          double o = 0;
+          for (size_t j = 0; j < sc.size(); j++) o += sc[j] / sum * fv[h][j][d];
+          worst = std::max(worst, std::fabs(q16(got[d]) - o));
+          scale = std::max(scale, std::fabs(o));
+        }
+      }
+    }
+    // the cache holds exactly the model's int8 K/V
+    std::vector<uint8_t> entry(progs_->kv_value_size());
+    uint32_t key = pos - 1;
+    ASSERT_EQ(bpf_map_lookup_elem(kv.map_fd(), &key, entry.data()), 0);
+    const uint32_t lb = plan_.layout.shape.kv_layer_bytes;
+    for (int h = 0; h < c.num_key_value_heads; h++)
+      for (uint32_t d = 0; d < hd; d++) {
+        ASSERT_EQ(static_cast<int8_t>(entry[layer * lb + h * hd + d]), mk[h].back().q[d]);
+        ASSERT_EQ(static_cast<int8_t>(entry[layer * lb + (c.num_key_value_heads + h) * hd + d]), mv[h].back().q[d]);
+      }
+  }
+  std::printf("attention: max |bpf - float| = %.3g (outputs up to %.3g; int8 K/V)\n", worst, scale);
+  EXPECT_LT(worst, 0.03 * scale);
+}
+
+TEST_P(OpsTest, AttentionRejectsPositionsPastTheCache) {
+  auto slots = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->kv_value_size());
+  BpfKvCache kv(slots, 4);
+  qn_args a{};
+  a.npos = 2;
+  a.pos0 = 3;  // position 4 does not exist in a 4-position cache
+  a.kv_slot = kv.slot();
+  a.norm_off = plan_.norms[0].q;
+  a.norm2_off = plan_.norms[0].k;
+  a.head_end = 1;
+  EXPECT_THROW(progs_->attention(a), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, OpsTest,
+                         testing::Values(Param{false, false}, Param{false, true}, Param{true, false},
+                                         Param{true, true}),
+                         param_name);
+
+TEST(ProgramsVerify, AtThe06bShape) {
+  ModelConfig c;
+  c.hidden_size = 1024;
+  c.num_hidden_layers = 28;
+  c.num_attention_heads = 16;
+  c.num_key_value_heads = 8;
+  c.head_dim = 128;
+  c.intermediate_size = 3072;
+  c.vocab_size = 151936;
+  c.tie_word_embeddings = true;
+  for (bool q8 : {false, true}) {
+    ModelPlan plan = make_model_plan(c, q8, false, 2, 4096);
+    plan.layout.weight_entries = 1;  // verification only: no weights needed
+    BpfPrograms progs(plan.layout);
+    for (auto& st : progs.stats()) {
+      std::printf("%s %s: %u instructions processed by the verifier\n", q8 ? "q8" : "q24", st.name.c_str(),
+                  st.verified_insns);
+      EXPECT_GT(st.verified_insns, 0u);
+      EXPECT_LT(st.verified_insns, 1000000u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qwen3::engine
