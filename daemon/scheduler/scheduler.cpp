@@ -1,0 +1,210 @@
+#include "scheduler/scheduler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace qwen3 {
+
+struct Scheduler::Job {
+  KvCache* kv = nullptr;
+  std::vector<int32_t> tokens;
+  ForwardWants wants;
+  std::function<bool()> cancelled;
+  int start_positions = 0;  // where to roll back to
+  size_t fed = 0;           // tokens already fed
+  ForwardResult result;     // accumulated (all_positions) or last chunk's
+  ForwardResult chunk_result;
+  bool done = false;
+  std::exception_ptr error;
+  std::condition_variable cv;
+};
+
+Scheduler::Scheduler(Backend& backend, SchedulerOptions options) : backend_(backend), options_(options) {
+  if (options_.prefill_chunk < 1) options_.prefill_chunk = 1;
+  if (options_.max_batch_tokens < 1) options_.max_batch_tokens = 1;
+  engine_ = std::thread([this] { engine_loop(); });
+}
+
+Scheduler::~Scheduler() {
+  stop();
+  if (engine_.joinable()) engine_.join();
+}
+
+void Scheduler::stop() {
+  std::lock_guard lock(mu_);
+  stopping_ = true;
+  work_cv_.notify_all();
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard lock(mu_);
+  SchedulerStats s = stats_;
+  s.queued = static_cast<int>(queue_.size());
+  return s;
+}
+
+ForwardResult Scheduler::run(KvCache& kv, std::span<const int32_t> tokens, const ForwardWants& wants,
+                             const std::function<bool()>& cancelled) {
+  if (tokens.empty()) throw invalid_argument("nothing to feed: the token list is empty");
+  auto job = std::make_shared<Job>();
+  job->kv = &kv;
+  job->tokens.assign(tokens.begin(), tokens.end());
+  job->wants = wants;
+  job->cancelled = cancelled;
+  job->start_positions = kv.positions();
+  std::unique_lock lock(mu_);
+  if (stopping_) throw unavailable("the daemon is stopping");
+  queue_.push_back(job);
+  work_cv_.notify_all();
+  job->cv.wait(lock, [&] { return job->done; });
+  if (job->error) std::rethrow_exception(job->error);
+  return std::move(job->result);
+}
+
+void Scheduler::engine_loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (stopping_) {
+      for (auto& job : queue_) {
+        job->error = std::make_exception_ptr(unavailable("the daemon is stopping"));
+        job->done = true;
+        job->cv.notify_all();
+      }
+      queue_.clear();
+      return;
+    }
+    // Let the sessions of the previous step come back so they share this one.
+    if (queue_.size() < last_batch_size_ && options_.gather_wait.count() > 0) {
+      work_cv_.wait_for(lock, options_.gather_wait, [&] { return stopping_ || queue_.size() >= last_batch_size_; });
+      if (stopping_) continue;
+    }
+
+    // Drop cancelled jobs before spending work on them (the checks run unlocked:
+    // they call into gRPC).
+    {
+      std::vector<std::shared_ptr<Job>> waiting(queue_.begin(), queue_.end());
+      std::vector<char> cancel(waiting.size(), 0);
+      lock.unlock();
+      for (size_t i = 0; i < waiting.size(); ++i) cancel[i] = waiting[i]->cancelled && waiting[i]->cancelled();
+      lock.lock();
+      for (size_t i = 0; i < waiting.size(); ++i) {
+        if (!cancel[i]) continue;
+        auto& job = waiting[i];
+        job->kv->truncate(job->start_positions);
+        job->error = std::make_exception_ptr(unavailable("cancelled"));
+        job->done = true;
+        job->cv.notify_all();
+        queue_.erase(std::find(queue_.begin(), queue_.end(), job));
+      }
+    }
+    if (queue_.empty()) continue;
+
+    // Decode steps (one token left) first, then prefill chunks in round-robin turns.
+    std::vector<std::pair<std::shared_ptr<Job>, int>> picked;
+    int budget = options_.max_batch_tokens;
+    std::vector<std::shared_ptr<Job>> prefills;
+    for (auto& job : queue_) {
+      const size_t left = job->tokens.size() - job->fed;
+      if (left == 1 && budget > 0) {
+        picked.emplace_back(job, 1);
+        budget -= 1;
+      } else if (left > 1) {
+        prefills.push_back(job);
+      }
+    }
+    for (size_t i = 0; i < prefills.size(); ++i) {
+      auto& job = prefills[(prefill_turn_ + i) % prefills.size()];
+      if (budget <= 0 && !picked.empty()) break;
+      const int left = static_cast<int>(job->tokens.size() - job->fed);
+      const int n = std::max(1, std::min({left, options_.prefill_chunk, budget}));
+      picked.emplace_back(job, n);
+      budget -= n;
+    }
+    if (!prefills.empty()) prefill_turn_ = (prefill_turn_ + 1) % prefills.size();
+    last_batch_size_ = picked.size();
+
+    lock.unlock();
+    run_batch(picked);
+    lock.lock();
+
+    stats_.steps += 1;
+    stats_.items += picked.size();
+    stats_.max_batch = std::max(stats_.max_batch, static_cast<int>(picked.size()));
+    for (auto& [job, n] : picked) {
+      stats_.tokens += n;
+      if (job->done) {
+        queue_.erase(std::find(queue_.begin(), queue_.end(), job));
+        job->cv.notify_all();
+      }
+    }
+  }
+}
+
+// Runs one step for the picked jobs (outside the lock). Marks finished or failed jobs done.
+void Scheduler::run_batch(std::vector<std::pair<std::shared_ptr<Job>, int>>& picked) {
+  std::vector<BatchItem> items(picked.size());
+  std::vector<int> before(picked.size());
+  for (size_t i = 0; i < picked.size(); ++i) {
+    auto& [job, n] = picked[i];
+    const bool last_chunk = job->fed + n == job->tokens.size();
+    BatchItem& item = items[i];
+    item.kv = job->kv;
+    item.tokens = std::span<const int32_t>(job->tokens).subspan(job->fed, n);
+    if (last_chunk) {
+      item.wants = job->wants;
+    } else {
+      // Intermediate chunks only matter for their K/V, and for the argmax of every position.
+      item.wants = ForwardWants{};
+      item.wants.all_positions = job->wants.all_positions;
+    }
+    job->chunk_result = ForwardResult{};
+    item.result = &job->chunk_result;
+    before[i] = job->kv->positions();
+  }
+
+  auto absorb = [](Job& job, int n) {
+    job.fed += n;
+    auto& got = job.chunk_result.positions;
+    if (job.wants.all_positions) {
+      for (auto& p : got) job.result.positions.push_back(std::move(p));
+    } else {
+      job.result.positions = std::move(got);
+    }
+    if (job.fed == job.tokens.size()) job.done = true;
+  };
+  auto fail = [](Job& job, std::exception_ptr e) {
+    job.kv->truncate(job.start_positions);
+    job.error = e;
+    job.done = true;
+  };
+
+  try {
+    backend_.forward_batch(items);
+    for (size_t i = 0; i < picked.size(); ++i) absorb(*picked[i].first, picked[i].second);
+    return;
+  } catch (const std::exception& e) {
+    if (picked.size() == 1) {
+      fail(*picked[0].first, std::current_exception());
+      return;
+    }
+    spdlog::warn("batched step of {} sequences failed ({}); running them one by one to isolate the failure",
+                 picked.size(), e.what());
+  }
+  // Isolate: undo whatever the failed batch appended, then run each alone.
+  for (size_t i = 0; i < picked.size(); ++i) {
+    auto& [job, n] = picked[i];
+    if (job->kv->positions() > before[i]) job->kv->truncate(before[i]);
+    try {
+      job->chunk_result = backend_.forward(*job->kv, items[i].tokens, items[i].wants);
+      absorb(*job, n);
+    } catch (...) {
+      fail(*job, std::current_exception());
+    }
+  }
+}
+
+}  // namespace qwen3

@@ -1,0 +1,75 @@
+// The engine thread. Request handlers submit forward steps (a prompt to
+// prefill, or one decode token) for their session's KV cache and wait; every
+// iteration the engine thread gathers all waiting steps — one decode position
+// or one prefill chunk per session — into a single Backend::forward_batch, so
+// concurrent sessions share the passes over the weights. Long prefills are cut
+// into chunks so that decoding sessions keep moving (fairness); prefill chunks
+// take turns in round-robin order.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "engine/backend.h"
+
+namespace qwen3 {
+
+struct SchedulerOptions {
+  int prefill_chunk = 64;        // tokens of one session's prefill per step
+  int max_batch_tokens = 256;    // tokens of all sessions per step (at least one item always runs)
+  // When fewer steps are waiting than ran in the previous batch, wait this long
+  // for the others to come back (they are usually streaming their last token).
+  std::chrono::microseconds gather_wait{1000};
+};
+
+struct SchedulerStats {
+  uint64_t steps = 0;          // forward_batch calls
+  uint64_t items = 0;          // sequence-steps run
+  uint64_t tokens = 0;         // positions computed
+  int max_batch = 0;           // most sequences in one step
+  int queued = 0;              // waiting now
+};
+
+class Scheduler {
+ public:
+  Scheduler(Backend& backend, SchedulerOptions options = {});
+  ~Scheduler();  // stops the engine thread; waiting callers get unavailable
+
+  // Feeds `tokens` after what `kv` holds and returns the logits the caller asked
+  // for (for all_positions: every fed position, across chunks). Blocks until
+  // done. `cancelled` is polled between chunks; when it returns true the call
+  // throws Error(unavailable, "cancelled") and the cache is rolled back to
+  // where it was. On an error the cache is rolled back too.
+  ForwardResult run(KvCache& kv, std::span<const int32_t> tokens, const ForwardWants& wants,
+                    const std::function<bool()>& cancelled = {});
+
+  // Stops accepting work; queued and later calls throw unavailable.
+  void stop();
+  SchedulerStats stats() const;
+
+ private:
+  struct Job;
+  void engine_loop();
+  void run_batch(std::vector<std::pair<std::shared_ptr<Job>, int>>& picked);
+
+  Backend& backend_;
+  SchedulerOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool stopping_ = false;
+  size_t prefill_turn_ = 0;
+  size_t last_batch_size_ = 0;
+  SchedulerStats stats_;
+  std::thread engine_;
+};
+
+}  // namespace qwen3

@@ -1,0 +1,161 @@
+#include "service/config.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+
+#include "common/error.h"
+
+namespace qwen3 {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+int parse_int(const std::string& key, const std::string& value, const std::string& where, long lo, long hi) {
+  errno = 0;
+  char* end = nullptr;
+  const long v = std::strtol(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno == ERANGE)
+    throw invalid_argument(where + ": " + key + " must be an integer (got '" + value + "')");
+  if (v < lo || v > hi)
+    throw invalid_argument(where + ": " + key + " must be between " + std::to_string(lo) + " and " +
+                           std::to_string(hi) + " (got " + value + ")");
+  return static_cast<int>(v);
+}
+
+std::string one_of(const std::string& key, const std::string& value, const std::string& where,
+                   std::initializer_list<const char*> allowed) {
+  std::string list;
+  for (const char* a : allowed) {
+    if (value == a) return value;
+    list += (list.empty() ? "" : "|") + std::string(a);
+  }
+  throw invalid_argument(where + ": " + key + " must be one of " + list + " (got '" + value + "')");
+}
+
+std::string absolute_path(const std::string& key, const std::string& value, const std::string& where) {
+  if (value.empty() || value[0] != '/')
+    throw invalid_argument(where + ": " + key + " must be an absolute path (got '" + value + "')");
+  return value;
+}
+
+}  // namespace
+
+std::string DaemonConfig::effective_model_dir() const {
+  return model_dir.empty() ? state_dir + "/models/default" : model_dir;
+}
+
+void set_config_value(DaemonConfig& c, const std::string& key, const std::string& value, const std::string& where) {
+  if (key == "model_dir") {
+    c.model_dir = value.empty() ? "" : absolute_path(key, value, where);
+  } else if (key == "backend") {
+    c.backend = one_of(key, value, where, {"bpf", "reference"});
+  } else if (key == "weight_path") {
+    c.weight_path = one_of(key, value, where, {"map", "arena"});
+  } else if (key == "precision") {
+    c.precision = one_of(key, value, where, {"q24", "q8"});
+  } else if (key == "threads") {
+    c.threads = parse_int(key, value, where, 0, 1024);
+  } else if (key == "socket_path") {
+    c.socket_path = absolute_path(key, value, where);
+    if (value.size() >= 108) throw invalid_argument(where + ": socket_path is longer than a Unix socket path may be (107 bytes)");
+  } else if (key == "socket_group") {
+    c.socket_group = value;
+  } else if (key == "admin_group") {
+    c.admin_group = value;
+  } else if (key == "max_sessions") {
+    c.max_sessions = parse_int(key, value, where, 1, 100000);
+  } else if (key == "kv_budget_mib") {
+    c.kv_budget_mib = parse_int(key, value, where, 1, 1 << 24);
+  } else if (key == "session_ttl_seconds") {
+    c.session_ttl_seconds = parse_int(key, value, where, 0, INT_MAX);
+  } else if (key == "default_context") {
+    c.default_context = parse_int(key, value, where, 1, 1 << 20);
+  } else if (key == "max_context") {
+    c.max_context = parse_int(key, value, where, 1, 1 << 20);
+  } else if (key == "default_max_new_tokens") {
+    c.default_max_new_tokens = parse_int(key, value, where, 1, 1 << 20);
+  } else if (key == "prefill_chunk") {
+    c.prefill_chunk = parse_int(key, value, where, 1, 4096);
+  } else if (key == "log_level") {
+    c.log_level = one_of(key, value, where, {"trace", "debug", "info", "warn", "error", "critical", "off"});
+  } else if (key == "state_dir") {
+    c.state_dir = absolute_path(key, value, where);
+  } else {
+    throw invalid_argument(where + ": unknown key '" + key +
+                           "' (known: model_dir, backend, weight_path, precision, threads, socket_path, socket_group, "
+                           "admin_group, max_sessions, kv_budget_mib, session_ttl_seconds, default_context, max_context, "
+                           "default_max_new_tokens, prefill_chunk, log_level, state_dir)");
+  }
+}
+
+void load_config_file(const std::string& path, DaemonConfig& config, bool required) {
+  std::ifstream in(path);
+  if (!in) {
+    if (required) throw not_found("cannot read config file " + path + ": " + std::strerror(errno));
+    return;
+  }
+  config.config_file = path;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const std::string where = path + ":" + std::to_string(number);
+    const auto hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    line = trim(line);
+    if (line.empty()) continue;
+    const auto eq = line.find('=');
+    if (eq == std::string::npos)
+      throw invalid_argument(where + ": expected 'key = value' (got '" + line + "')");
+    const std::string key = trim(line.substr(0, eq));
+    std::string value = trim(line.substr(eq + 1));
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+    if (key.empty()) throw invalid_argument(where + ": missing key before '='");
+    set_config_value(config, key, value, where);
+  }
+}
+
+void validate_config(const DaemonConfig& c) {
+  const std::string where = c.config_file.empty() ? "configuration" : c.config_file;
+  if (c.default_context > c.max_context)
+    throw invalid_argument(where + ": default_context (" + std::to_string(c.default_context) +
+                           ") must not exceed max_context (" + std::to_string(c.max_context) + ")");
+  if (c.backend == "reference" && (c.weight_path != "map" || c.precision != "q24")) {
+    // Harmless, but say so: these options only shape the in-kernel engine.
+  }
+  if (c.state_dir.empty()) throw invalid_argument(where + ": state_dir must not be empty");
+}
+
+std::map<std::string, std::string> describe_config(const DaemonConfig& c) {
+  return {
+      {"model_dir", c.effective_model_dir() + (c.uses_default_model() ? " (default model)" : "")},
+      {"backend", c.backend},
+      {"weight_path", c.weight_path},
+      {"precision", c.precision},
+      {"threads", std::to_string(c.threads)},
+      {"socket_path", c.socket_path},
+      {"socket_group", c.socket_group},
+      {"admin_group", c.admin_group},
+      {"max_sessions", std::to_string(c.max_sessions)},
+      {"kv_budget_mib", std::to_string(c.kv_budget_mib)},
+      {"session_ttl_seconds", std::to_string(c.session_ttl_seconds)},
+      {"default_context", std::to_string(c.default_context)},
+      {"max_context", std::to_string(c.max_context)},
+      {"default_max_new_tokens", std::to_string(c.default_max_new_tokens)},
+      {"prefill_chunk", std::to_string(c.prefill_chunk)},
+      {"log_level", c.log_level},
+      {"state_dir", c.state_dir},
+  };
+}
+
+}  // namespace qwen3

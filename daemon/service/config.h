@@ -1,0 +1,47 @@
+// qwen3-bpfd's configuration: /etc/qwen3-bpfd/qwen3-bpfd.conf (`key = value`,
+// `#` comments), overridden by command-line flags. Every bad value is a
+// qwen3::Error naming the file, line and key.
+#pragma once
+
+#include <map>
+#include <string>
+
+namespace qwen3 {
+
+struct DaemonConfig {
+  std::string model_dir;            // empty: <state_dir>/models/default
+  std::string backend = "bpf";      // "bpf" (in-kernel) | "reference" (float, user space, debug only)
+  std::string weight_path = "map";  // "map" | "arena"
+  std::string precision = "q24";    // "q24" | "q8"
+  int threads = 0;                  // 0: one per online CPU
+  std::string socket_path = "/run/qwen3-bpfd/qwen3-bpfd.sock";
+  std::string socket_group = "qwen3-bpf";
+  std::string admin_group = "";     // VerifyProgram/GenerateVerified: root or members of this group
+  int max_sessions = 64;
+  int kv_budget_mib = 1024;
+  int session_ttl_seconds = 3600;   // 0: sessions never expire
+  int default_context = 2048;
+  int max_context = 8192;
+  int default_max_new_tokens = 256;
+  int prefill_chunk = 64;
+  std::string log_level = "info";   // trace|debug|info|warn|error|critical|off
+  std::string state_dir = "/var/lib/qwen3-bpfd";
+  std::string config_file;          // where it was read from ("" = built-in defaults)
+
+  // The model directory to serve and whether it is the generated default.
+  std::string effective_model_dir() const;
+  bool uses_default_model() const { return model_dir.empty(); }
+};
+
+// Reads `path` over `config` (keys not in the file keep their values).
+// A missing file is an error only when `required`.
+void load_config_file(const std::string& path, DaemonConfig& config, bool required);
+// Sets one key from text, as if it appeared in a config file at `where`.
+void set_config_value(DaemonConfig& config, const std::string& key, const std::string& value,
+                      const std::string& where);
+// Checks the combination (ranges, known names). Throws qwen3::Error.
+void validate_config(const DaemonConfig& config);
+// The keys and values, for logs and --check.
+std::map<std::string, std::string> describe_config(const DaemonConfig& config);
+
+}  // namespace qwen3

@@ -1,0 +1,80 @@
+// The Unix socket and its accept loop. gRPC 1.51 cannot take a listening fd,
+// so the daemon accepts connections itself: each peer is checked with
+// SO_PEERCRED (root, or a member of the socket group including supplementary
+// groups) and only then handed to gRPC with AddInsecureChannelFromFd. Refused
+// peers are logged and their connection closed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace grpc {
+class Server;
+}
+
+namespace qwen3 {
+
+struct PeerIdentity {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool admin = false;  // root or a member of the admin group
+};
+
+struct ListenerOptions {
+  std::string socket_path;
+  std::string socket_group;  // "" or missing: root only
+  std::string admin_group;   // "" : root only
+};
+
+class Listener {
+ public:
+  // Uses the socket systemd passed (socket activation) when there is one,
+  // otherwise creates `socket_path` (mode 0660, group socket_group).
+  explicit Listener(ListenerOptions options);
+  ~Listener();
+
+  // Starts accepting and handing connections to `server`.
+  void start(grpc::Server* server);
+  // Stops accepting (the listening socket stays open until destruction).
+  void stop();
+
+  // The identity of the peer behind a gRPC peer string ("fd:N"), if known.
+  std::optional<PeerIdentity> peer(const std::string& grpc_peer) const;
+  const std::string& path() const { return path_; }
+  bool activated() const { return activated_; }
+  uint64_t rejected() const { return rejected_; }
+  uint64_t accepted() const { return accepted_; }
+  // Re-reads group membership rules (SIGHUP).
+  void set_groups(const std::string& socket_group, const std::string& admin_group);
+
+ private:
+  void accept_loop();
+  bool member_of(uid_t uid, gid_t gid, const std::optional<gid_t>& group) const;
+
+  ListenerOptions options_;
+  int fd_ = -1;
+  int wake_[2] = {-1, -1};  // self-pipe to stop poll()
+  bool activated_ = false;
+  bool created_path_ = false;
+  std::string path_;
+  grpc::Server* server_ = nullptr;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> rejected_{0}, accepted_{0};
+  mutable std::mutex mu_;
+  std::optional<gid_t> socket_gid_, admin_gid_;
+  std::map<int, PeerIdentity> peers_;  // by connection fd
+};
+
+// The gid of a group name, if it exists.
+std::optional<gid_t> group_id(const std::string& name);
+
+}  // namespace qwen3

@@ -1,0 +1,274 @@
+// qwen3-bpfd: serves a Qwen3 model whose forward pass runs in verified eBPF
+// programs, over gRPC on a Unix socket. See docs/daemon.md.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "service/config.h"
+#include "service/grpc_service.h"
+#include "service/listener.h"
+#include "service/logging.h"
+#include "service/model_host.h"
+#include "service/notify.h"
+#include "service/self_check.h"
+
+namespace {
+
+using namespace qwen3;
+
+constexpr const char* kDefaultConfig = "/etc/qwen3-bpfd/qwen3-bpfd.conf";
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: qwen3-bpfd [options]\n"
+               "  --config FILE       configuration file (default %s; missing default is fine)\n"
+               "  --model DIR         model directory (default: <state_dir>/models/default)\n"
+               "  --socket PATH       Unix socket (default /run/qwen3-bpfd/qwen3-bpfd.sock; ignored when socket-activated)\n"
+               "  --backend NAME      bpf (in-kernel, default) | reference (float user space, debug only)\n"
+               "  --weights PATH      weight path of the bpf backend: map | arena\n"
+               "  --precision P       q24 | q8\n"
+               "  --threads N         worker threads (0 = one per CPU)\n"
+               "  --state-dir DIR     state directory (default /var/lib/qwen3-bpfd)\n"
+               "  --log-level LEVEL   trace|debug|info|warn|error|critical|off\n"
+               "  --foreground        accepted for compatibility; the daemon never forks\n"
+               "  --check             load everything, run a short self-test, exit 0 (ok) or 1\n"
+               "  --version, --help\n",
+               kDefaultConfig);
+}
+
+struct Flags {
+  std::string config_file;
+  bool config_given = false;
+  bool check = false;
+  std::vector<std::pair<std::string, std::string>> overrides;  // config key -> value
+};
+
+Flags parse_flags(int argc, char** argv) {
+  static const std::map<std::string, std::string> keyed = {
+      {"--model", "model_dir"},     {"--socket", "socket_path"},     {"--backend", "backend"},
+      {"--weights", "weight_path"}, {"--precision", "precision"},   {"--threads", "threads"},
+      {"--state-dir", "state_dir"}, {"--log-level", "log_level"},
+  };
+  Flags f;
+  f.config_file = kDefaultConfig;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    const auto eq = arg.find('=');
+    bool has_value = false;
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    auto need_value = [&]() -> std::string {
+      if (has_value) return value;
+      if (i + 1 >= argc) throw invalid_argument(arg + " needs a value (see --help)");
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      usage(stdout);
+      std::exit(0);
+    } else if (arg == "--version") {
+      std::printf("qwen3-bpfd %s\n", QWEN3_BPFD_VERSION);
+      std::exit(0);
+    } else if (arg == "--config") {
+      f.config_file = need_value();
+      f.config_given = true;
+    } else if (arg == "--foreground") {
+    } else if (arg == "--check") {
+      f.check = true;
+    } else if (auto it = keyed.find(arg); it != keyed.end()) {
+      f.overrides.emplace_back(it->second, need_value());
+    } else {
+      throw invalid_argument("unknown option '" + arg + "' (see --help)");
+    }
+  }
+  return f;
+}
+
+DaemonConfig read_config(const Flags& flags) {
+  DaemonConfig c;
+  load_config_file(flags.config_file, c, flags.config_given);
+  for (const auto& [key, value] : flags.overrides) set_config_value(c, key, value, "command line (" + key + ")");
+  validate_config(c);
+  return c;
+}
+
+std::string percent(float f) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.0f%%", f * 100.0);
+  return buf;
+}
+
+// SIGHUP: apply what can change while running and say what changed.
+void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener& listener, Qwen3BpfService& service) {
+  notify_reloading();
+  DaemonConfig next;
+  try {
+    next = read_config(flags);
+  } catch (const std::exception& e) {
+    spdlog::error("reload: configuration rejected, keeping the running one: {}", e.what());
+    notify_ready("reload failed: " + std::string(e.what()));
+    return;
+  }
+  std::vector<std::string> changed, ignored;
+  auto note = [&](const char* key, const std::string& a, const std::string& b, bool applies) {
+    if (a == b) return;
+    (applies ? changed : ignored).push_back(std::string(key) + " " + a + " -> " + b);
+  };
+  note("log_level", current.log_level, next.log_level, true);
+  note("max_sessions", std::to_string(current.max_sessions), std::to_string(next.max_sessions), true);
+  note("kv_budget_mib", std::to_string(current.kv_budget_mib), std::to_string(next.kv_budget_mib), true);
+  note("session_ttl_seconds", std::to_string(current.session_ttl_seconds), std::to_string(next.session_ttl_seconds), true);
+  note("default_context", std::to_string(current.default_context), std::to_string(next.default_context), true);
+  note("max_context", std::to_string(current.max_context), std::to_string(next.max_context), true);
+  note("default_max_new_tokens", std::to_string(current.default_max_new_tokens), std::to_string(next.default_max_new_tokens), true);
+  note("socket_group", current.socket_group, next.socket_group, true);
+  note("admin_group", current.admin_group, next.admin_group, true);
+  note("model_dir", current.effective_model_dir(), next.effective_model_dir(), false);
+  note("backend", current.backend, next.backend, false);
+  note("weight_path", current.weight_path, next.weight_path, false);
+  note("precision", current.precision, next.precision, false);
+  note("threads", std::to_string(current.threads), std::to_string(next.threads), false);
+  note("socket_path", current.socket_path, next.socket_path, false);
+  note("state_dir", current.state_dir, next.state_dir, false);
+
+  set_log_level(next.log_level);
+  if (Runtime* rt = host.runtime_if_ready()) rt->sessions->set_limits(session_limits_from(next, rt->backend->config()));
+  listener.set_groups(next.socket_group, next.admin_group);
+  service.set_default_max_new_tokens(next.default_max_new_tokens);
+  // Keys that need a restart keep their running values.
+  for (const char* key : {"model_dir", "backend", "weight_path", "precision", "threads", "socket_path", "state_dir"}) {
+    (void)key;
+  }
+  next.model_dir = current.model_dir;
+  next.backend = current.backend;
+  next.weight_path = current.weight_path;
+  next.precision = current.precision;
+  next.threads = current.threads;
+  next.socket_path = current.socket_path;
+  next.state_dir = current.state_dir;
+  current = next;
+
+  if (changed.empty() && ignored.empty()) spdlog::info("reload: configuration unchanged");
+  for (const auto& c : changed) spdlog::info("reload: {}", c);
+  for (const auto& c : ignored) spdlog::warn("reload: {} needs a restart (systemctl restart qwen3-bpfd); not applied", c);
+  const auto p = host.progress();
+  notify_ready(p.state == LoadState::ready ? p.text : p.text);
+}
+
+int serve(const Flags& flags, DaemonConfig config) {
+  // Signals are taken synchronously by the main thread; every other thread has them blocked.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  spdlog::info("qwen3-bpfd {} starting (config {})", QWEN3_BPFD_VERSION,
+               config.config_file.empty() ? "built-in defaults" : config.config_file);
+  if (config.uses_default_model())
+    spdlog::info("no model_dir configured: the default model {} will be served", config.effective_model_dir());
+  check_model_dir_exists(config);
+
+  ModelHost host(config);
+  Listener listener({config.socket_path, config.socket_group, config.admin_group});
+  Qwen3BpfService service(host, &listener);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(64 * 1024 * 1024);
+  builder.SetMaxSendMessageSize(64 * 1024 * 1024);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) throw Error("gRPC server failed to start");
+  auto* health = server->GetHealthCheckService();
+  health->SetServingStatus(false);
+  listener.start(server.get());
+
+  WatchdogPinger watchdog;
+  notify_status("loading " + config.effective_model_dir());
+  host.start_loading([&](const LoadProgress& p) {
+    if (p.state == LoadState::ready) {
+      health->SetServingStatus(true);
+      notify_ready(p.text);
+    } else if (p.state == LoadState::loading) {
+      notify_status("loading " + percent(p.fraction) + ": " + p.text);
+    } else {
+      notify_status("load failed: " + p.text);
+    }
+  });
+
+  int exit_code = 0;
+  auto last_sweep = std::chrono::steady_clock::now();
+  for (;;) {
+    timespec timeout{0, 200 * 1000 * 1000};
+    const int sig = sigtimedwait(&signals, nullptr, &timeout);
+    if (sig == SIGHUP) {
+      spdlog::info("SIGHUP: re-reading {}", flags.config_file);
+      reload(flags, config, host, listener, service);
+      continue;
+    }
+    if (sig == SIGTERM || sig == SIGINT) {
+      spdlog::info("{}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      break;
+    }
+    if (host.progress().state == LoadState::failed) {
+      spdlog::critical("cannot serve: {}", host.progress().text);
+      exit_code = 1;
+      break;
+    }
+    if (std::chrono::steady_clock::now() - last_sweep > std::chrono::seconds(5)) {
+      last_sweep = std::chrono::steady_clock::now();
+      if (Runtime* rt = host.runtime_if_ready()) rt->sessions->expire_idle();
+    }
+  }
+
+  notify_stopping();
+  health->SetServingStatus(false);
+  service.begin_shutdown();
+  listener.stop();
+  const int streams = service.counters().active_streams;
+  if (streams > 0) spdlog::info("finishing {} running stream(s) with finish_reason CANCELLED", streams);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Wait();
+  host.unload();
+  spdlog::info("stopped");
+  return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  DaemonConfig config;
+  try {
+    flags = parse_flags(argc, argv);
+    config = read_config(flags);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qwen3-bpfd: %s\n", e.what());
+    return 2;
+  }
+  try {
+    setup_logging(config.log_level);
+    if (flags.check) return run_self_check(config);
+    return serve(flags, config);
+  } catch (const std::exception& e) {
+    spdlog::critical("{}", e.what());
+    return 1;
+  }
+}

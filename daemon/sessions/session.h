@@ -1,0 +1,40 @@
+// One conversation's state in the daemon: its KV cache (kernel BPF maps for
+// the bpf backend) and the tokens it stands for. Sessions are the only owners
+// of KV memory.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+
+namespace qwen3 {
+
+using Clock = std::chrono::system_clock;
+
+struct Session {
+  std::string id;
+  bool ephemeral = false;            // one request only, never listed
+  std::unique_ptr<KvCache> kv;
+  // Tokens known to the session: the first kv->positions() of them are cached;
+  // at most one more (the last generated token, never fed) may follow.
+  std::vector<int32_t> history;
+  size_t kv_bytes = 0;               // kv->bytes() when created (what the budget counts)
+  Clock::time_point created;
+  Clock::time_point last_used;
+  bool busy = false;                 // guarded by the manager's mutex
+  bool removed = false;              // deleted while busy: freed when the request ends
+};
+
+// How many leading KV positions a request for `tokens` can reuse: the common
+// prefix of the session's history and the tokens, limited to what is cached,
+// and leaving at least one token to feed (the last position's logits are not
+// stored, so it must be computed again).
+int reusable_prefix(std::span<const int32_t> history, int cached_positions,
+                    std::span<const int32_t> tokens);
+
+}  // namespace qwen3

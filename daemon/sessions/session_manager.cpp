@@ -1,0 +1,302 @@
+#include "sessions/session_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <random>
+
+#include "common/error.h"
+
+namespace qwen3 {
+
+namespace {
+
+std::string mib(size_t bytes) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+SessionSnapshot snapshot_of(const Session& s) {
+  SessionSnapshot out;
+  out.id = s.id;
+  out.positions = s.kv ? s.kv->positions() : 0;
+  out.history_tokens = static_cast<int>(s.history.size());
+  out.max_context = s.kv ? s.kv->max_context() : 0;
+  out.bytes = s.kv_bytes;
+  out.created = s.created;
+  out.last_used = s.last_used;
+  out.busy = s.busy;
+  return out;
+}
+
+}  // namespace
+
+void validate_session_id(const std::string& id) {
+  if (id.empty() || id.size() > 64)
+    throw invalid_argument("session_id must be 1..64 characters (got " + std::to_string(id.size()) + ")");
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '-' || c == '.';
+    if (!ok) throw invalid_argument("session_id may contain only letters, digits, '_', '-' and '.'");
+  }
+}
+
+SessionLease& SessionLease::operator=(SessionLease&& o) noexcept {
+  if (this != &o) {
+    release();
+    manager_ = o.manager_;
+    session_ = std::move(o.session_);
+    o.manager_ = nullptr;
+  }
+  return *this;
+}
+
+void SessionLease::release() {
+  if (session_ && manager_) manager_->release(session_);
+  session_.reset();
+  manager_ = nullptr;
+}
+
+SessionManager::SessionManager(Backend& backend, SessionLimits limits) : backend_(backend), limits_(limits) {}
+
+SessionManager::~SessionManager() { clear(); }
+
+int SessionManager::clamp_context(int wanted) const {
+  std::lock_guard lock(mu_);
+  return std::min(wanted, limits_.max_context);
+}
+
+std::string SessionManager::generate_id_locked() const {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char* hex = "0123456789abcdef";
+  for (;;) {
+    std::string id = "s-";
+    uint64_t r = rng();
+    for (int i = 0; i < 12; ++i) id += hex[(r >> (4 * i)) & 15];
+    if (!sessions_.count(id)) return id;
+  }
+}
+
+std::shared_ptr<Session> SessionManager::make_session(int max_context, bool ephemeral) {
+  int cap;
+  {
+    std::lock_guard lock(mu_);
+    cap = limits_.max_context;
+    if (max_context == 0) max_context = std::min(limits_.default_context, cap);
+  }
+  if (max_context < 1)
+    throw invalid_argument("max_context must be >= 1 (got " + std::to_string(max_context) + ")");
+  if (max_context > cap)
+    throw invalid_argument("max_context " + std::to_string(max_context) + " exceeds the configured max_context " +
+                           std::to_string(cap) + " (raise max_context in qwen3-bpfd.conf)");
+  auto s = std::make_shared<Session>();
+  s->ephemeral = ephemeral;
+  // Created outside the lock: for the bpf backend this creates kernel maps.
+  s->kv = backend_.create_kv(max_context);
+  s->kv_bytes = s->kv->bytes();
+  s->created = s->last_used = Clock::now();
+  return s;
+}
+
+bool SessionManager::evict_until(const std::function<bool()>& fits) {
+  while (!fits()) {
+    std::shared_ptr<Session> victim;
+    for (auto& [id, s] : sessions_)
+      if (!s->busy && (!victim || s->last_used < victim->last_used)) victim = s;
+    if (!victim) return false;
+    spdlog::info("session {} evicted (least recently used) to make room: frees {}", victim->id, mib(victim->kv_bytes));
+    sessions_.erase(victim->id);
+    kv_bytes_ -= victim->kv_bytes;
+    ++evicted_;
+    victim->kv.reset();  // frees the kernel maps; no request holds it (not busy)
+  }
+  return true;
+}
+
+SessionSnapshot SessionManager::create(int max_context, const std::string& id) {
+  if (!id.empty()) validate_session_id(id);
+  {
+    std::lock_guard lock(mu_);
+    if (!id.empty() && sessions_.count(id)) throw Error("session " + id + " already exists", ErrorKind::failed_precondition);
+  }
+  auto s = make_session(max_context, false);
+  std::unique_ptr<KvCache> discard;
+  {
+    std::lock_guard lock(mu_);
+    if (!id.empty() && sessions_.count(id)) {
+      discard = std::move(s->kv);
+      throw Error("session " + id + " already exists", ErrorKind::failed_precondition);
+    }
+    if (s->kv_bytes > limits_.kv_budget_bytes) {
+      const int positions = s->kv->max_context();
+      discard = std::move(s->kv);
+      throw resource_exhausted("a session of " + std::to_string(positions) + " positions needs " +
+                               mib(s->kv_bytes) + " of KV, more than the whole kv_budget_mib (" +
+                               mib(limits_.kv_budget_bytes) + "); ask for a smaller max_context or raise kv_budget_mib");
+    }
+    const bool ok = evict_until([&] {
+      return static_cast<int>(sessions_.size()) < limits_.max_sessions &&
+             kv_bytes_ + s->kv_bytes <= limits_.kv_budget_bytes;
+    });
+    if (!ok) {
+      const int count = static_cast<int>(sessions_.size());
+      const size_t used = kv_bytes_;
+      const size_t need = s->kv_bytes;
+      discard = std::move(s->kv);
+      if (count >= limits_.max_sessions)
+        throw resource_exhausted("session limit reached: " + std::to_string(count) + " sessions (max_sessions " +
+                                 std::to_string(limits_.max_sessions) +
+                                 ") and none is idle to evict; delete a session or raise max_sessions");
+      throw resource_exhausted("KV memory budget exhausted: " + mib(used) + " in use + " + mib(need) +
+                               " needed > kv_budget_mib " + mib(limits_.kv_budget_bytes) +
+                               " and no idle session to evict; delete a session, use a smaller max_context or raise kv_budget_mib");
+    }
+    s->id = id.empty() ? generate_id_locked() : id;
+    sessions_[s->id] = s;
+    kv_bytes_ += s->kv_bytes;
+    spdlog::info("session {} created: {} positions, {} KV", s->id, s->kv->max_context(), mib(s->kv_bytes));
+    return snapshot_of(*s);
+  }
+}
+
+SessionLease SessionManager::create_ephemeral(int max_context) {
+  auto s = make_session(max_context, true);
+  std::unique_ptr<KvCache> discard;
+  std::lock_guard lock(mu_);
+  if (s->kv_bytes > limits_.kv_budget_bytes) {
+    discard = std::move(s->kv);
+    throw resource_exhausted("this request needs " + mib(s->kv_bytes) + " of KV, more than kv_budget_mib (" +
+                             mib(limits_.kv_budget_bytes) + "); use fewer tokens or raise kv_budget_mib");
+  }
+  const bool ok = evict_until([&] { return kv_bytes_ + s->kv_bytes <= limits_.kv_budget_bytes; });
+  if (!ok) {
+    const size_t used = kv_bytes_;
+    discard = std::move(s->kv);
+    throw resource_exhausted("KV memory budget exhausted: " + mib(used) + " in use by busy sessions + " +
+                             mib(s->kv_bytes) + " needed > kv_budget_mib " + mib(limits_.kv_budget_bytes) +
+                             "; retry later or raise kv_budget_mib");
+  }
+  s->id = "(ephemeral)";
+  s->busy = true;
+  kv_bytes_ += s->kv_bytes;
+  ++ephemeral_;
+  return SessionLease(this, s);
+}
+
+SessionLease SessionManager::acquire(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end())
+    throw not_found("unknown session '" + id + "' (it may have expired or been evicted; create it again)");
+  if (it->second->busy)
+    throw failed_precondition("session busy: session " + id +
+                              " is serving another request; wait for it to finish or use another session");
+  it->second->busy = true;
+  it->second->last_used = Clock::now();
+  return SessionLease(this, it->second);
+}
+
+void SessionManager::release(const std::shared_ptr<Session>& s) {
+  std::unique_ptr<KvCache> free_later;
+  std::lock_guard lock(mu_);
+  s->busy = false;
+  s->last_used = Clock::now();
+  if (s->ephemeral || s->removed) {
+    if (s->ephemeral) --ephemeral_;
+    kv_bytes_ -= s->kv_bytes;
+    free_later = std::move(s->kv);
+  }
+}
+
+SessionSnapshot SessionManager::get(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) throw not_found("unknown session '" + id + "'");
+  return snapshot_of(*it->second);
+}
+
+std::vector<SessionSnapshot> SessionManager::list() const {
+  std::lock_guard lock(mu_);
+  std::vector<SessionSnapshot> out;
+  for (auto& [id, s] : sessions_) out.push_back(snapshot_of(*s));
+  return out;
+}
+
+size_t SessionManager::remove(const std::string& id) {
+  std::unique_ptr<KvCache> free_now;
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) throw not_found("unknown session '" + id + "'");
+  auto s = it->second;
+  sessions_.erase(it);
+  const size_t bytes = s->kv_bytes;
+  if (s->busy) {
+    s->removed = true;  // its request still runs; the KV goes when the request ends
+    spdlog::info("session {} deleted while busy: its KV is freed when the running request ends", id);
+  } else {
+    kv_bytes_ -= bytes;
+    free_now = std::move(s->kv);
+    spdlog::info("session {} deleted: frees {}", id, mib(bytes));
+  }
+  return bytes;
+}
+
+int SessionManager::expire_idle() {
+  std::vector<std::unique_ptr<KvCache>> free_now;
+  std::lock_guard lock(mu_);
+  if (limits_.ttl.count() <= 0) return 0;
+  const auto now = Clock::now();
+  int n = 0;
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    auto& s = it->second;
+    if (!s->busy && now - s->last_used > limits_.ttl) {
+      spdlog::info("session {} expired after {} s idle: frees {}", s->id, limits_.ttl.count(), mib(s->kv_bytes));
+      kv_bytes_ -= s->kv_bytes;
+      free_now.push_back(std::move(s->kv));
+      it = sessions_.erase(it);
+      ++evicted_;
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  return n;
+}
+
+void SessionManager::clear() {
+  std::vector<std::unique_ptr<KvCache>> free_now;
+  std::lock_guard lock(mu_);
+  for (auto& [id, s] : sessions_) {
+    if (s->busy) {
+      s->removed = true;
+    } else {
+      kv_bytes_ -= s->kv_bytes;
+      free_now.push_back(std::move(s->kv));
+    }
+  }
+  sessions_.clear();
+}
+
+SessionTotals SessionManager::totals() const {
+  std::lock_guard lock(mu_);
+  SessionTotals t;
+  t.sessions = static_cast<int>(sessions_.size());
+  t.ephemeral = ephemeral_;
+  for (auto& [id, s] : sessions_) t.busy += s->busy ? 1 : 0;
+  t.kv_bytes = kv_bytes_;
+  t.evicted = evicted_;
+  return t;
+}
+
+SessionLimits SessionManager::limits() const {
+  std::lock_guard lock(mu_);
+  return limits_;
+}
+
+void SessionManager::set_limits(const SessionLimits& limits) {
+  std::lock_guard lock(mu_);
+  limits_ = limits;
+}
+
+}  // namespace qwen3

@@ -1,0 +1,122 @@
+// The table of sessions: creation under a session-count limit and a total KV
+// memory budget (least recently used idle sessions are evicted to make room),
+// idle TTL, and one request at a time per session (leases).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "sessions/session.h"
+
+namespace qwen3 {
+
+struct SessionLimits {
+  int max_sessions = 64;                  // named sessions (ephemeral ones are not counted)
+  size_t kv_budget_bytes = size_t{1} << 30;  // all KV caches together, ephemeral included
+  std::chrono::seconds ttl{3600};         // idle time before eviction (0: never)
+  int default_context = 2048;             // a session's positions when the request gives none
+  int max_context = 8192;                 // upper limit for any KV cache
+};
+
+struct SessionSnapshot {
+  std::string id;
+  int positions = 0;
+  int history_tokens = 0;
+  int max_context = 0;
+  size_t bytes = 0;
+  Clock::time_point created;
+  Clock::time_point last_used;
+  bool busy = false;
+};
+
+struct SessionTotals {
+  int sessions = 0;        // named
+  int ephemeral = 0;
+  int busy = 0;
+  size_t kv_bytes = 0;     // all KV caches
+  uint64_t evicted = 0;    // sessions evicted so far (TTL or pressure)
+};
+
+class SessionManager;
+
+// Exclusive use of a session for one request. Releasing it marks the session
+// idle again (or frees it, for an ephemeral or deleted session).
+class SessionLease {
+ public:
+  SessionLease() = default;
+  SessionLease(SessionManager* manager, std::shared_ptr<Session> session)
+      : manager_(manager), session_(std::move(session)) {}
+  SessionLease(SessionLease&& o) noexcept { *this = std::move(o); }
+  SessionLease& operator=(SessionLease&& o) noexcept;
+  SessionLease(const SessionLease&) = delete;
+  SessionLease& operator=(const SessionLease&) = delete;
+  ~SessionLease() { release(); }
+
+  Session* operator->() const { return session_.get(); }
+  Session& operator*() const { return *session_; }
+  explicit operator bool() const { return session_ != nullptr; }
+  void release();
+
+ private:
+  SessionManager* manager_ = nullptr;
+  std::shared_ptr<Session> session_;
+};
+
+class SessionManager {
+ public:
+  SessionManager(Backend& backend, SessionLimits limits);
+  ~SessionManager();
+
+  // A named session. max_context 0 = default. `id` empty = generated.
+  // Throws invalid_argument (bad id / context), resource_exhausted (limits).
+  SessionSnapshot create(int max_context, const std::string& id = "");
+  // A session for one request, freed when the lease ends.
+  SessionLease create_ephemeral(int max_context);
+  // Throws not_found, or failed_precondition when a request already runs on it.
+  SessionLease acquire(const std::string& id);
+  SessionSnapshot get(const std::string& id) const;
+  std::vector<SessionSnapshot> list() const;
+  // Frees the session's KV now (or when its running request ends). Returns the bytes freed.
+  size_t remove(const std::string& id);
+  // Evicts sessions idle longer than the TTL; returns how many.
+  int expire_idle();
+  // Deletes every named session (shutdown).
+  void clear();
+
+  SessionTotals totals() const;
+  SessionLimits limits() const;
+  // Run-time change (SIGHUP). Shrinking limits evicts idle sessions at the next creation or sweep.
+  void set_limits(const SessionLimits& limits);
+  // Lists the positions a given context needs, capped (used by the service for ephemeral sizing).
+  int clamp_context(int wanted) const;
+
+ private:
+  friend class SessionLease;
+  void release(const std::shared_ptr<Session>& s);
+  std::shared_ptr<Session> make_session(int max_context, bool ephemeral);
+  // Evicts idle named sessions, least recently used first, until `fits` holds. Caller holds mu_.
+  bool evict_until(const std::function<bool()>& fits);
+  std::string generate_id_locked() const;
+
+  Backend& backend_;
+  mutable std::mutex mu_;
+  SessionLimits limits_;
+  std::map<std::string, std::shared_ptr<Session>> sessions_;
+  size_t kv_bytes_ = 0;     // named + ephemeral + deleted-but-busy
+  int ephemeral_ = 0;
+  uint64_t evicted_ = 0;
+  uint64_t next_id_ = 1;
+};
+
+// Throws invalid_argument unless id is 1..64 of [A-Za-z0-9_.-].
+void validate_session_id(const std::string& id);
+
+}  // namespace qwen3
