@@ -14,6 +14,7 @@
 #include "model/dtype.h"
 #include "model/safetensors_writer.h"
 #include "model/tensor_layout.h"
+#include "calibrator.h"
 
 namespace qwen3::mkmodel {
 namespace fs = std::filesystem;
@@ -67,15 +68,6 @@ struct Scales {
   float act_rms = 0.6f;  // rms of silu(gate)*up for unit-rms gate and up
 };
 
-// Sizes the planted outliers: a constant embedding entry per channel plus large
-// down_proj rows in the first layers (real Qwen3 grows them in early MLPs).
-struct OutlierPlan {
-  std::vector<int> channels;
-  std::vector<float> embed_value;  // constant over the vocabulary
-  float down_rms = 250.0f;         // rms each early down_proj adds in the channel
-  int down_layers = 2;
-};
-
 }  // namespace
 
 ModelConfig preset_config(const std::string& preset) {
@@ -111,52 +103,39 @@ std::vector<int> outlier_channels(int h) {
 
 namespace {
 
-std::vector<Recipe> make_recipes(const ModelConfig& c, const GeneratorOptions& opt) {
-  const int H = c.hidden_size, M = c.intermediate_size, Q = c.q_dim(), L = c.num_hidden_layers;
-  Scales sc{4.0f / std::sqrt(static_cast<float>(H)), 1.0f};
-
+OutlierPlan make_outlier_plan(const ModelConfig& c, bool outliers) {
   OutlierPlan plan;
-  if (opt.outliers) {
-    plan.channels = outlier_channels(H);
-    const float base[] = {120.0f, -180.0f, 150.0f};
-    for (size_t i = 0; i < plan.channels.size(); ++i) plan.embed_value.push_back(base[i % 3]);
-    plan.down_layers = std::min(2, L);
+  if (!outliers) return plan;
+  plan.channels = outlier_channels(c.hidden_size);
+  const float base[] = {120.0f, -180.0f, 150.0f};
+  const float layer0[] = {300.0f, -400.0f, 250.0f};
+  const float layer1[] = {500.0f, -600.0f, 450.0f};
+  for (size_t k = 0; k < plan.channels.size(); ++k) plan.embed_value.push_back(base[k % 3]);
+  for (int l = 0; l < std::min(2, c.num_hidden_layers); ++l) {
+    plan.added.emplace_back();
+    for (size_t k = 0; k < plan.channels.size(); ++k) plan.added[l].push_back((l == 0 ? layer0 : layer1)[k % 3]);
   }
-  auto is_outlier = [channels = plan.channels](int64_t ch) {
-    return std::find(channels.begin(), channels.end(), ch) != channels.end();
-  };
+  return plan;
+}
 
-  // Expected mean square of the ordinary residual channels before block `b`
-  // (b = 2*layer for attention, 2*layer+1 for the MLP, 2*L for the final norm),
-  // and of the outlier channels, to size the norm weights: RMSNorm divides by the
-  // rms of the whole vector, which the outliers dominate, so the ordinary channels'
-  // weights grow by the same factor (as in real checkpoints).
-  auto norm_gain = [&](int block) -> float {
-    if (plan.channels.empty()) return 1.0f;
-    double normal_ms = sc.embed_std * sc.embed_std + block * sc.sublayer_out * sc.sublayer_out;
-    int downs_before = std::min(block / 2, plan.down_layers);
-    double outlier_sum = 0;
-    for (float v : plan.embed_value) outlier_sum += v * v + downs_before * plan.down_rms * plan.down_rms;
-    double total_ms = normal_ms * (H - plan.channels.size()) / H + outlier_sum / H;
-    return static_cast<float>(std::sqrt(total_ms / normal_ms));
-  };
+// Base random values; the Calibrator then sizes the norms and outlier neurons.
+std::vector<Recipe> make_recipes(const ModelConfig& c, const GeneratorOptions& opt, const OutlierPlan& plan) {
+  const int H = c.hidden_size, M = c.intermediate_size, Q = c.q_dim();
+  Scales sc{4.0f / std::sqrt(static_cast<float>(H)), 1.0f};
 
   auto matrix = [](float std) {
     return [a = std * kUniformToStd](float* out, int64_t, int64_t rows, int64_t cols, Rng& rng) {
       for (int64_t i = 0; i < rows * cols; ++i) out[i] = a * rng.symmetric();
     };
   };
-  auto norm = [&](int block) {
-    float gain = norm_gain(block);
-    return [gain, is_outlier](float* out, int64_t, int64_t rows, int64_t cols, Rng& rng) {
-      for (int64_t i = 0; i < rows * cols; ++i) {
-        float u = rng.unit();
-        out[i] = is_outlier(i) ? 0.02f + 0.04f * u : gain * (0.5f + u);
-      }
-    };
+  auto norm = [plan](float* out, int64_t, int64_t rows, int64_t cols, Rng& rng) {
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      float u = rng.unit();
+      out[i] = plan.is_outlier(i) ? plan.norm_weight : 0.5f + u;
+    }
   };
   auto head_norm = [](float* out, int64_t, int64_t rows, int64_t cols, Rng& rng) {
-    for (int64_t i = 0; i < rows * cols; ++i) out[i] = 0.5f + rng.unit();
+    for (int64_t i = 0; i < rows * cols; ++i) out[i] = 1.5f + 2.0f * rng.unit();
   };
 
   std::vector<Recipe> out;
@@ -164,8 +143,6 @@ std::vector<Recipe> make_recipes(const ModelConfig& c, const GeneratorOptions& o
     Recipe r{spec.name, spec.shape, {}};
     const std::string& n = spec.name;
     auto ends = [&](const char* s) { return n.size() >= strlen(s) && n.compare(n.size() - strlen(s), strlen(s), s) == 0; };
-    int layer = -1;
-    if (n.rfind("model.layers.", 0) == 0) layer = std::stoi(n.substr(13));
     if (n == "model.embed_tokens.weight") {
       r.fill = [a = sc.embed_std * kUniformToStd, plan](float* out, int64_t, int64_t rows, int64_t cols, Rng& rng) {
         for (int64_t i = 0; i < rows * cols; ++i) out[i] = a * rng.symmetric();
@@ -174,12 +151,8 @@ std::vector<Recipe> make_recipes(const ModelConfig& c, const GeneratorOptions& o
       };
     } else if (n == "lm_head.weight") {
       r.fill = matrix(sc.embed_std);
-    } else if (n == "model.norm.weight") {
-      r.fill = norm(2 * L);
-    } else if (ends("input_layernorm.weight")) {
-      r.fill = norm(2 * layer);
-    } else if (ends("post_attention_layernorm.weight")) {
-      r.fill = norm(2 * layer + 1);
+    } else if (ends("layernorm.weight") || n == "model.norm.weight") {
+      r.fill = norm;
     } else if (ends("q_norm.weight") || ends("k_norm.weight")) {
       r.fill = head_norm;
     } else if (ends("q_proj.weight") || ends("k_proj.weight") || ends("v_proj.weight") || ends("gate_proj.weight") ||
@@ -188,15 +161,7 @@ std::vector<Recipe> make_recipes(const ModelConfig& c, const GeneratorOptions& o
     } else if (ends("o_proj.weight")) {
       r.fill = matrix(sc.sublayer_out / std::sqrt(static_cast<float>(Q)));
     } else if (ends("down_proj.weight")) {
-      float std = sc.sublayer_out / (sc.act_rms * std::sqrt(static_cast<float>(M)));
-      float big = layer < plan.down_layers ? plan.down_rms / (sc.act_rms * std::sqrt(static_cast<float>(M))) : 0.0f;
-      r.fill = [a = std * kUniformToStd, b = big * kUniformToStd, is_outlier, layer, plan](
-                   float* out, int64_t first_row, int64_t rows, int64_t cols, Rng& rng) {
-        for (int64_t row = 0; row < rows; ++row) {
-          float s = (layer < plan.down_layers && is_outlier(first_row + row)) ? b : a;
-          for (int64_t j = 0; j < cols; ++j) out[row * cols + j] = s * rng.symmetric();
-        }
-      };
+      r.fill = matrix(sc.sublayer_out / (sc.act_rms * std::sqrt(static_cast<float>(M))));
     } else {
       throw Error("mkmodel: no recipe for tensor " + n);
     }
@@ -207,7 +172,8 @@ std::vector<Recipe> make_recipes(const ModelConfig& c, const GeneratorOptions& o
 
 // Streams all tensors into model.safetensors, generating row blocks on
 // `threads` threads and writing them in order.
-void write_weights(const std::string& path, const std::vector<Recipe>& recipes, uint64_t seed, int threads) {
+void write_weights(const std::string& path, const std::vector<Recipe>& recipes, uint64_t seed, int threads,
+                   Calibrator& calibrator) {
   std::vector<TensorDecl> decls;
   for (const auto& r : recipes) decls.push_back({r.name, DType::bf16, r.shape});
   SafetensorsWriter writer(path, decls, {{"format", "pt"}, {"generator", "qwen3-bpf-mkmodel"}});
@@ -231,11 +197,25 @@ void write_weights(const std::string& path, const std::vector<Recipe>& recipes, 
         hbuf[t].resize(n * cols);
         Rng rng(tensor_seed + static_cast<uint64_t>(first) * 0x2545f4914f6cdd1dull);
         r.fill(fbuf[t].data(), first, n, cols, rng);
-        for (int64_t i = 0; i < n * cols; ++i) hbuf[t][i] = float_to_bf16(fbuf[t][i]);
+      };
+      auto convert = [&](int t) {
+        int64_t first = row0 + t * rows_per_chunk;
+        int64_t n = std::min(rows_per_chunk, rows_eff - first);
+        for (int64_t i = 0; i < std::max<int64_t>(0, n) * cols; ++i) hbuf[t][i] = float_to_bf16(fbuf[t][i]);
       };
       std::vector<std::thread> pool;
       for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
       work(0);
+      for (auto& th : pool) th.join();
+      // Calibration runs in file order, so blocks are handed over one by one.
+      for (int t = 0; t < threads; ++t) {
+        int64_t first = row0 + t * rows_per_chunk;
+        int64_t n = std::min(rows_per_chunk, rows_eff - first);
+        if (n > 0) calibrator.process(r.name, r.shape, first, n, cols, fbuf[t].data());
+      }
+      pool.clear();
+      for (int t = 1; t < threads; ++t) pool.emplace_back(convert, t);
+      convert(0);
       for (auto& th : pool) th.join();
       for (int t = 0; t < threads; ++t) {
         int64_t first = row0 + t * rows_per_chunk;
@@ -277,7 +257,10 @@ void generate_model(const std::string& out_dir, const GeneratorOptions& opt) {
   fs::remove(fs::path(out_dir) / "config.json", ec);  // the completion marker goes last
 
   copy_tokenizer(opt.tokenizer_dir, out_dir);
-  write_weights((fs::path(out_dir) / "model.safetensors").string(), make_recipes(c, opt), opt.seed, opt.threads);
+  OutlierPlan plan = make_outlier_plan(c, opt.outliers);
+  Calibrator calibrator(c, plan, opt.seed, opt.threads);
+  write_weights((fs::path(out_dir) / "model.safetensors").string(), make_recipes(c, opt, plan), opt.seed, opt.threads,
+                calibrator);
 
   nlohmann::ordered_json gen = {{"bos_token_id", c.bos_token_id}, {"do_sample", true},
                                 {"eos_token_id", c.eos_token_ids}, {"pad_token_id", 151643},
