@@ -1,0 +1,232 @@
+// `qwen3-bpf verify PROG.c` and `qwen3-bpf xdp-gen "TASK"`: the XDP program
+// verification service, with its structured diagnostic printed readably.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli_error.h"
+#include "command.h"
+#include "json_output.h"
+
+namespace qwen3::cli {
+
+namespace v1 = qwen3bpf::v1;
+
+namespace {
+
+std::string read_file_or_stdin(const std::string& path, const char* what) {
+  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CliError(std::string("cannot read ") + what + " " + path, kExitFailed);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// TESTS.json: [{"name", "packet_hex", "expected_action", "expected_packet_hex"?}]
+// (or {"fixtures": [...]}).
+std::vector<v1::Fixture> load_fixtures(const std::string& path) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(read_file_or_stdin(path, "fixtures file"));
+  } catch (const nlohmann::json::exception& e) {
+    throw CliError("fixtures file " + path + " is not valid JSON: " + e.what(), kExitFailed);
+  }
+  if (doc.is_object() && doc.contains("fixtures")) doc = doc["fixtures"];
+  if (!doc.is_array()) throw CliError("fixtures file " + path + ": want a JSON array of fixtures", kExitFailed);
+  std::vector<v1::Fixture> out;
+  for (size_t i = 0; i < doc.size(); ++i) {
+    const auto& f = doc[i];
+    auto str = [&](const char* key, bool required) -> std::string {
+      if (!f.is_object() || !f.contains(key)) {
+        if (required)
+          throw CliError("fixtures file " + path + ": fixture #" + std::to_string(i) + " has no \"" + key + "\"",
+                         kExitFailed);
+        return "";
+      }
+      if (!f[key].is_string())
+        throw CliError("fixtures file " + path + ": fixture #" + std::to_string(i) + " \"" + key +
+                           "\" must be a string",
+                       kExitFailed);
+      return f[key].get<std::string>();
+    };
+    v1::Fixture fx;
+    fx.set_name(str("name", false).empty() ? "fixture-" + std::to_string(i) : str("name", false));
+    fx.set_packet_hex(str("packet_hex", true));
+    fx.set_expected_action(str("expected_action", true));
+    fx.set_expected_packet_hex(str("expected_packet_hex", false));
+    out.push_back(std::move(fx));
+  }
+  return out;
+}
+
+const char* decision_name(const v1::VerifyResult& r) {
+  switch (r.decision()) {
+    case v1::DECISION_PASS: return "pass";
+    case v1::DECISION_FAIL: return "fail";
+    case v1::DECISION_ERROR: return "error";
+    default: return "unknown";
+  }
+}
+
+const char* stage_name(v1::Stage s) {
+  switch (s) {
+    case v1::STAGE_POLICY: return "policy";
+    case v1::STAGE_COMPILE: return "compile";
+    case v1::STAGE_VERIFY: return "verify";
+    case v1::STAGE_BEHAVIOUR: return "behaviour";
+    case v1::STAGE_INFRASTRUCTURE: return "infrastructure";
+    default: return "none";
+  }
+}
+
+const char* verifier_class_name(v1::VerifierClass c) {
+  switch (c) {
+    case v1::VERIFIER_CLASS_PACKET_BOUNDS: return "packet_bounds";
+    case v1::VERIFIER_CLASS_NULL_CHECK_MISSING: return "null_check_missing";
+    case v1::VERIFIER_CLASS_UNINITIALIZED: return "uninitialized";
+    case v1::VERIFIER_CLASS_UNBOUNDED_LOOP: return "unbounded_loop";
+    case v1::VERIFIER_CLASS_INVALID_HELPER_ARGUMENT: return "invalid_helper_argument";
+    case v1::VERIFIER_CLASS_INVALID_CONTEXT_ACCESS: return "invalid_context_access";
+    case v1::VERIFIER_CLASS_OTHER: return "other";
+    default: return "none";
+  }
+}
+
+std::string indent(const std::string& text, const std::string& prefix) {
+  std::string out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) out += prefix + line + "\n";
+  return out;
+}
+
+// The readable form of one VerifyResult; `name` labels the program.
+void print_result(const v1::VerifyResult& r, const std::string& name) {
+  std::string decision = r.decision_name().empty() ? decision_name(r) : r.decision_name();
+  for (auto& c : decision) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::printf("%s: %s", name.c_str(), decision.c_str());
+  if (r.first_failed_stage() != v1::STAGE_NONE) std::printf(" at stage %s", stage_name(r.first_failed_stage()));
+  std::printf("\n");
+  if (!r.summary().empty()) std::printf("  %s\n", r.summary().c_str());
+  if (!r.compiler_diagnostics().empty()) {
+    std::printf("compiler:\n");
+    for (const auto& d : r.compiler_diagnostics()) {
+      std::string where = name;
+      if (d.line() > 0) where += ":" + std::to_string(d.line()) + (d.column() > 0 ? ":" + std::to_string(d.column()) : "");
+      std::string first = d.text().empty() ? d.stage_message() : d.text();
+      std::printf("  %s: %s", where.c_str(), indent(first, "").c_str());
+      if (first.empty() || first.back() != '\n') std::printf("\n");
+    }
+  }
+  if (r.verifier_class() != v1::VERIFIER_CLASS_NONE || !r.verifier_log_excerpt().empty()) {
+    std::string cls = r.verifier_class_name().empty() ? verifier_class_name(r.verifier_class()) : r.verifier_class_name();
+    std::printf("verifier: rejected (%s)", cls.c_str());
+    if (r.verifier_line() > 0) std::printf(" at line %d", r.verifier_line());
+    std::printf("\n");
+    if (!r.verifier_source_line().empty())
+      std::printf("  %5d | %s\n", r.verifier_line(), r.verifier_source_line().c_str());
+    if (!r.verifier_log_excerpt().empty()) std::printf("  log:\n%s", indent(r.verifier_log_excerpt(), "    ").c_str());
+  }
+  if (r.verified_insns() > 0) std::printf("verified instructions: %u\n", r.verified_insns());
+  if (!r.fixtures().empty()) {
+    int passed = 0;
+    for (const auto& f : r.fixtures()) passed += f.passed();
+    std::printf("fixtures: %d of %d passed\n", passed, r.fixtures_size());
+    for (const auto& f : r.fixtures()) {
+      if (f.passed()) {
+        std::printf("  ok    %s: %s\n", f.name().c_str(), f.got_action().c_str());
+        continue;
+      }
+      std::printf("  FAIL  %s: expected %s, got %s\n", f.name().c_str(), f.expected_action().c_str(),
+                  f.got_action().empty() ? "(nothing)" : f.got_action().c_str());
+      if (!f.expected_packet_hex().empty() && f.expected_packet_hex() != f.got_packet_hex()) {
+        std::printf("        expected packet %s\n", f.expected_packet_hex().c_str());
+        std::printf("        got packet      %s\n", f.got_packet_hex().c_str());
+      }
+      if (!f.note().empty()) std::printf("        note: %s\n", f.note().c_str());
+    }
+  }
+}
+
+}  // namespace
+
+int run_verify(const std::vector<std::string>& argv) {
+  CommandInfo info{
+      "verify", "verify PROG.c [--fixtures TESTS.json] [--json]",
+      "Compiles one XDP program (SEC(\"xdp\")), loads it through the kernel verifier and runs the\n"
+      "fixtures through BPF_PROG_TEST_RUN, in the daemon. Prints the decision, the failed stage,\n"
+      "compiler errors with line numbers, the verifier's rejection (class, log excerpt, source\n"
+      "line) and each fixture's expected/got. Exit 0 on pass, 1 otherwise. PROG.c '-' reads stdin.\n"
+      "TESTS.json: [{\"name\", \"packet_hex\", \"expected_action\", \"expected_packet_hex\"?}]",
+      {{"fixtures", true, false, "TESTS.json  packet fixtures to run"}}};
+  Command cmd(info, argv);
+  const Args& a = cmd.args();
+  if (a.positional().size() != 1) throw usage_error("usage: qwen3-bpf verify PROG.c [--fixtures TESTS.json]");
+  const std::string path = a.positional()[0];
+  v1::VerifyProgramRequest req;
+  req.set_source(read_file_or_stdin(path, "program"));
+  if (auto f = a.get("fixtures"))
+    for (auto& fx : load_fixtures(*f)) *req.add_fixtures() = std::move(fx);
+  v1::VerifyProgramResponse resp;
+  grpc::ClientContext ctx;
+  cmd.client().check(cmd.client().stub().VerifyProgram(&ctx, req, &resp), "verify");
+  if (cmd.json()) std::cout << to_json(resp) << "\n";
+  else print_result(resp.result(), path == "-" ? "<stdin>" : path);
+  return resp.result().decision() == v1::DECISION_PASS ? kExitOk : kExitFailed;
+}
+
+int run_xdp_gen(const std::vector<std::string>& argv) {
+  CommandInfo info{
+      "xdp-gen", "xdp-gen \"TASK\" [--fixtures F] [--attempts N] [--json]",
+      "Asks the loaded model for an XDP program doing TASK, verifies it, and on failure feeds the\n"
+      "diagnostic back for repair attempts. Prints every attempt (source and result).\n"
+      "Exit 0 if the last attempt passed, 1 otherwise.",
+      {
+          {"fixtures", true, false, "TESTS.json  packet fixtures the program must pass"},
+          {"attempts", true, false, "N  total attempts including repairs (default 2)"},
+          {"max-tokens", true, false, "N  tokens per attempt (default: the daemon's, 1024)"},
+          {"temperature", true, false, "T  sampling temperature (default 0: greedy)"},
+          {"seed", true, false, "N  sampling seed"},
+          {"show-completion", false, false, "print the model's whole answer, not only the extracted source"},
+      }};
+  Command cmd(info, argv);
+  const Args& a = cmd.args();
+  if (a.positional().empty()) throw usage_error("usage: qwen3-bpf xdp-gen \"TASK\"");
+  v1::GenerateVerifiedRequest req;
+  std::string task;
+  for (const auto& w : a.positional()) task += (task.empty() ? "" : " ") + w;
+  req.set_task(task);
+  if (auto f = a.get("fixtures"))
+    for (auto& fx : load_fixtures(*f)) *req.add_fixtures() = std::move(fx);
+  req.set_attempts(static_cast<int32_t>(a.get_int("attempts", 1, 10).value_or(2)));
+  if (auto n = a.get_int("max-tokens", 1, 1 << 20)) req.set_max_new_tokens(static_cast<int32_t>(*n));
+  if (auto t = a.get_double("temperature", 0, 100)) req.mutable_sampling()->set_temperature(static_cast<float>(*t));
+  if (auto s = a.get_int("seed", 0, INT64_MAX)) req.mutable_sampling()->set_seed(static_cast<uint64_t>(*s));
+  v1::GenerateVerifiedResponse resp;
+  grpc::ClientContext ctx;
+  cmd.client().check(cmd.client().stub().GenerateVerified(&ctx, req, &resp), "xdp-gen");
+  if (cmd.json()) {
+    std::cout << to_json(resp) << "\n";
+  } else {
+    int n = 0;
+    for (const auto& at : resp.attempts()) {
+      std::printf("== attempt %d of %d\n", ++n, resp.attempts_size());
+      if (a.has("show-completion") || at.source().empty()) {
+        std::printf("-- model answer%s:\n%s", at.source().empty() ? " (no C source found in it)" : "",
+                    indent(at.completion(), "   ").c_str());
+      }
+      if (!at.source().empty()) std::printf("-- source:\n%s", indent(at.source(), "   ").c_str());
+      std::printf("-- result:\n");
+      print_result(at.result(), "attempt-" + std::to_string(n) + ".c");
+    }
+    std::printf("== %s after %d attempt%s (%.0f ms)\n", resp.solved() ? "solved" : "not solved", resp.attempts_size(),
+                resp.attempts_size() == 1 ? "" : "s", resp.elapsed_ms());
+  }
+  return resp.solved() ? kExitOk : kExitFailed;
+}
+
+}  // namespace qwen3::cli

@@ -1,0 +1,16 @@
+// Exit codes of qwen3-bpf, documented in docs/cli.md. Scripts rely on them.
+#pragma once
+
+namespace qwen3::cli {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailed = 1,          // the request failed (error status, verify fail, load failed)
+  kExitUsage = 2,           // bad command line
+  kExitNoDaemon = 3,        // qwen3-bpfd is not running / unreachable
+  kExitPermission = 4,      // not root and not in group qwen3-bpf (or admin-only RPC)
+  kExitUnavailable = 5,     // the daemon runs but is not serving yet (loading) or stopping
+  kExitInterrupted = 130,   // Ctrl-C (the running request was cancelled)
+};
+
+}  // namespace qwen3::cli

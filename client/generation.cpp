@@ -1,0 +1,101 @@
+#include "generation.h"
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "cli_error.h"
+#include "interrupt.h"
+#include "json_output.h"
+
+namespace qwen3::cli {
+
+namespace v1 = qwen3bpf::v1;
+
+std::vector<OptionSpec> generation_options() {
+  return {
+      {"max-tokens", true, false, "N  tokens to generate at most (default: the daemon's, 256)"},
+      {"temperature", true, false, "T  sampling temperature; 0 = greedy (default 0)"},
+      {"top-k", true, false, "K  sample among the K most likely tokens (0 = off)"},
+      {"top-p", true, false, "P  nucleus sampling cut (0 or 1 = off)"},
+      {"min-p", true, false, "P  drop tokens below P x the best probability (0 = off)"},
+      {"repetition-penalty", true, false, "R  penalise tokens already in the context (1 = off)"},
+      {"seed", true, false, "N  sampling seed (0 = random; the seed used is reported)"},
+      {"stop", true, true, "TEXT  stop when TEXT appears (not printed); repeatable"},
+      {"ignore-eos", false, false, "keep generating past end-of-sequence tokens"},
+      {"logprobs", true, false, "N  report the chosen token's logprob and the top N (with --json)"},
+      {"stats", false, false, "print finish reason, token counts and timings to stderr"},
+  };
+}
+
+void apply_generation_options(const Args& args, v1::GenerateRequest& request) {
+  auto* sampling = request.mutable_sampling();
+  auto* stopping = request.mutable_stopping();
+  if (auto v = args.get_int("max-tokens", 1, 1 << 20)) stopping->set_max_new_tokens(static_cast<int32_t>(*v));
+  if (auto v = args.get_double("temperature", 0, 100)) sampling->set_temperature(static_cast<float>(*v));
+  if (auto v = args.get_int("top-k", 0, 1 << 24)) sampling->set_top_k(static_cast<int32_t>(*v));
+  if (auto v = args.get_double("top-p", 0, 1)) sampling->set_top_p(static_cast<float>(*v));
+  if (auto v = args.get_double("min-p", 0, 1)) sampling->set_min_p(static_cast<float>(*v));
+  if (auto v = args.get_double("repetition-penalty", 0, 100)) sampling->set_repetition_penalty(static_cast<float>(*v));
+  if (auto v = args.get_int("seed", 0, INT64_MAX)) sampling->set_seed(static_cast<uint64_t>(*v));
+  for (const auto& s : args.all("stop")) {
+    if (s.empty()) throw usage_error("--stop wants a non-empty string");
+    stopping->add_stop(s);
+  }
+  if (args.has("ignore-eos")) stopping->set_ignore_eos(true);
+  if (auto v = args.get_int("logprobs", 0, 100)) request.set_logprobs(static_cast<int32_t>(*v));
+}
+
+StreamOutcome stream_generate(DaemonClient& client, const v1::GenerateRequest& request, StreamOutput output) {
+  StreamOutcome out;
+  grpc::ClientContext ctx;
+  CancelOnInterrupt guard([&ctx] { ctx.TryCancel(); });
+  auto reader = client.stub().Generate(&ctx, request);
+  v1::GenerateResponse message;
+  while (reader->Read(&message)) {
+    if (output == StreamOutput::json_lines) {
+      std::cout << to_json(message) << "\n" << std::flush;
+    } else if (output == StreamOutput::text && !message.text().empty()) {
+      std::fwrite(message.text().data(), 1, message.text().size(), stdout);
+      std::fflush(stdout);
+    }
+    out.text += message.text();
+    if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) out.final_message = message;
+  }
+  grpc::Status status = reader->Finish();
+  out.interrupted = guard.interrupted();
+  if (out.interrupted) {
+    out.final_message.set_finish_reason(v1::FINISH_REASON_CANCELLED);
+    return out;
+  }
+  client.check(status, "generate");
+  return out;
+}
+
+std::string finish_reason_name(v1::FinishReason reason) {
+  switch (reason) {
+    case v1::FINISH_REASON_LENGTH: return "length";
+    case v1::FINISH_REASON_EOS: return "eos";
+    case v1::FINISH_REASON_STOP_SEQUENCE: return "stop";
+    case v1::FINISH_REASON_CANCELLED: return "cancelled";
+    default: return "unknown";
+  }
+}
+
+std::string describe_final(const v1::GenerateResponse& m) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(1);
+  s << "[finish: " << finish_reason_name(m.finish_reason());
+  if (!m.stop_sequence().empty()) s << " (\"" << m.stop_sequence() << "\")";
+  s << "; prompt " << m.usage().prompt_tokens() << " tokens (" << m.usage().cached_tokens() << " cached)"
+    << ", completion " << m.usage().completion_tokens() << " tokens"
+    << "; queue " << m.timings().queue_ms() << " ms, prefill " << m.timings().prefill_ms() << " ms, decode "
+    << m.timings().decode_ms() << " ms (" << m.timings().decode_tokens_per_second() << " tok/s)";
+  if (m.seed() != 0) s << "; seed " << m.seed();
+  if (!m.session_id().empty()) s << "; session " << m.session_id();
+  s << "]";
+  return s.str();
+}
+
+}  // namespace qwen3::cli

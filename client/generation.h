@@ -1,0 +1,42 @@
+// Streaming generation shared by `generate` and `chat`: sampling and stopping
+// flags, and one Generate call that prints text as it arrives and can be
+// cancelled with Ctrl-C.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "daemon_client.h"
+
+namespace qwen3::cli {
+
+// --max-tokens, --temperature, --top-k, --top-p, --min-p, --repetition-penalty,
+// --seed, --stop (repeatable), --ignore-eos, --logprobs, --stats.
+std::vector<OptionSpec> generation_options();
+// Copies those flags into the request (validating ranges: usage errors).
+void apply_generation_options(const Args& args, qwen3bpf::v1::GenerateRequest& request);
+
+struct StreamOutcome {
+  std::string text;                              // everything streamed
+  qwen3bpf::v1::GenerateResponse final_message;  // finish_reason, usage, timings
+  bool interrupted = false;                      // Ctrl-C cancelled it
+};
+
+enum class StreamOutput {
+  text,        // text deltas to stdout as they arrive
+  json_lines,  // one JSON line per stream message
+  silent,      // nothing (the caller prints the outcome)
+};
+
+// Runs Generate, printing as `output` says. Throws CliError on failure (but
+// not on a Ctrl-C cancel: that is reported in the outcome).
+StreamOutcome stream_generate(DaemonClient& client, const qwen3bpf::v1::GenerateRequest& request,
+                              StreamOutput output);
+
+// "length", "eos", "stop", "cancelled"
+std::string finish_reason_name(qwen3bpf::v1::FinishReason reason);
+// One line: finish reason, usage and timings (for --stats, on stderr).
+std::string describe_final(const qwen3bpf::v1::GenerateResponse& final_message);
+
+}  // namespace qwen3::cli
