@@ -43,6 +43,10 @@ void watch(sigset_t set) {
 }  // namespace
 
 void install_interrupt_watcher() {
+  // A shell starts background jobs with SIGINT ignored; an ignored signal is
+  // discarded instead of queued, so sigwait would never see it.
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);

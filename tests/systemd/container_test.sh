@@ -119,6 +119,11 @@ install -m 0755 "$probe" "$stage/usr/libexec/qwen3-bpf-test/qwen3-bpf-feature-pr
 # ---------------------------------------------------------------- rootfs packages
 # Every shared library the installed binaries use, mapped to its Debian package.
 declare -A pkgs=([systemd]=1 [systemd-sysv]=1 [dbus]=1 [passwd]=1)
+# The XDP verify pipeline runs clang-19 on libbpf's and the kernel's uapi
+# headers and dumps vmlinux.h with bpftool: the daemon's tools, not libraries.
+if ((!harness_only)); then
+  for p in clang-19 libbpf-dev bpftool linux-libc-dev; do pkgs[$p]=1; done
+fi
 backports=()
 while IFS= read -r elf; do
   while IFS= read -r lib; do

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# qwen3-bpf against a real qwen3-bpfd on a temporary socket (tiny test model):
+# status/health, tokenize, streaming generate and its JSON, sessions with
+# cached tokens, forward, piped chat, Ctrl-C cancellation, error exit codes,
+# access refused for an unprivileged user, verify and xdp-gen output.
+# usage: cli_daemon_test.sh QWEN3_BPF QWEN3_BPFD MODEL_DIR
+set -euo pipefail
+cli=$1
+daemon=$2
+model=$3
+[[ -f $model/config.json ]] || { echo "FAIL: no model at $model" >&2; exit 1; }
+tmp=$(mktemp -d)
+chmod 755 "$tmp"
+sock=$tmp/qwen3-bpfd.sock
+daemon_pid=
+cleanup() {
+  if [[ -n $daemon_pid ]] && kill -0 "$daemon_pid" 2>/dev/null; then
+    kill -TERM "$daemon_pid"
+    for _ in $(seq 100); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$daemon_pid" 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+source "$(dirname "$0")/test_lib.sh"
+export QWEN3_BPF_SOCKET=$sock
+pyjson() { /usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1]); $1" "$2"; }
+
+: >"$tmp/empty.conf"
+"$daemon" --foreground --config "$tmp/empty.conf" --model "$model" --socket "$sock" \
+  --state-dir "$tmp/state" --threads 2 >"$tmp/daemon.log" 2>&1 &
+daemon_pid=$!
+for _ in $(seq 300); do [[ -S $sock ]] && break; kill -0 $daemon_pid || { cat "$tmp/daemon.log"; fail "daemon exited"; }; sleep 0.1; done
+
+# ---- status / health
+expect_exit 0 "status --wait" -- "$cli" status --wait --timeout 300
+expect_contains "$out" ": ready" "status after --wait"
+expect_contains "$out" "$model" "status names the model"
+expect_exit 0 "status --json" -- "$cli" status --json
+pyjson 'assert d["load_state"] == "LOAD_STATE_READY" and d["socket_path"], d' "$out" || fail "status --json: $out"
+expect_exit 0 "health" -- "$cli" health
+[[ $out == SERVING ]] || fail "health printed '$out'"
+pass "status --wait / --json, health SERVING"
+
+# ---- tokenize through the daemon = offline with the model's tokenizer files
+text="Hello, world! 你好 <|im_start|>"
+expect_exit 0 "tokenize via daemon" -- "$cli" tokenize -- "$text"
+daemon_ids=$out
+expect_exit 0 "tokenize offline" -- "$cli" tokenize --model "$model" -- "$text"
+[[ $daemon_ids == "$out" ]] || fail "daemon tokenize '$daemon_ids' != offline '$out'"
+expect_exit 0 "detokenize via daemon" -- "$cli" detokenize $daemon_ids
+[[ $out == "$text" ]] || fail "detokenize via daemon gave '$out'"
+printf '{"text": "a"}\n{"text": "b c"}\n' | "$cli" tokenize --jsonl >"$tmp/jsonl" || fail "tokenize --jsonl via daemon"
+[[ $(wc -l <"$tmp/jsonl") -eq 2 ]] || fail "tokenize --jsonl via daemon: $(cat "$tmp/jsonl")"
+pass "tokenize/detokenize/--jsonl through the daemon match the offline tokenizer"
+
+# ---- generate: streaming text equals the JSON stream's deltas (greedy is deterministic)
+expect_exit 0 "generate --json" -- "$cli" generate --json --max-tokens 6 --ignore-eos "The kernel"
+json_stream=$out
+/usr/bin/python3 - "$json_stream" <<'PY' || fail "generate --json stream: $json_stream"
+import json, sys
+msgs = [json.loads(l) for l in sys.argv[1].splitlines()]
+tokens, final = msgs[:-1], msgs[-1]
+assert len(tokens) == 6, len(tokens)
+assert [m["index"] for m in tokens] == list(range(6)), [m["index"] for m in tokens]
+assert all(m["finish_reason"] == "FINISH_REASON_UNSPECIFIED" for m in tokens)
+assert final["finish_reason"] == "FINISH_REASON_LENGTH", final
+assert final["usage"]["completion_tokens"] == 6 and final["usage"]["prompt_tokens"] >= 2, final
+PY
+deltas=$(/usr/bin/python3 -c 'import json,sys; print("".join(json.loads(l)["text"] for l in sys.argv[1].splitlines()), end="")' "$json_stream")
+expect_exit 0 "generate text" -- "$cli" generate --max-tokens 6 --ignore-eos "The kernel"
+[[ $out == "$deltas" ]] || fail "text output '$out' differs from the JSON deltas '$deltas'"
+expect_exit 0 "generate --chat --stats" -- "$cli" generate --chat --no-think --max-tokens 3 --ignore-eos --stats "Hi"
+expect_contains "$err" "[finish: length; prompt" "--stats line"
+expect_exit 0 "generate with sampling flags" -- "$cli" generate --max-tokens 4 --temperature 0.8 --top-k 40 \
+  --top-p 0.9 --min-p 0.05 --repetition-penalty 1.1 --seed 42 --stop "zzzz" --json "Once"
+tail -n1 <<<"$out" | grep -q '"seed":"42"' || fail "the final message does not report seed 42: $(tail -n1 <<<"$out")"
+pass "generate: JSON stream order and usage, text = deltas, --chat, --stats, sampling flags"
+
+# ---- sessions: the second request reuses the cached positions
+expect_exit 0 "sessions create" -- "$cli" sessions create --max-context 256
+sid=$out
+[[ -n $sid && $sid != *" "* ]] || fail "sessions create printed '$sid'"
+expect_exit 0 "generate in session" -- "$cli" generate --json --session "$sid" --max-tokens 3 --ignore-eos "Once upon a time"
+pyjson 'assert d["usage"]["cached_tokens"] == 0, d' "$(tail -n1 <<<"$out")" || fail "first turn: $(tail -n1 <<<"$out")"
+expect_exit 0 "continue session" -- "$cli" generate --json --session "$sid" --append --max-tokens 3 --ignore-eos " there"
+pyjson 'assert d["usage"]["cached_tokens"] > 0, d' "$(tail -n1 <<<"$out")" || fail "continued turn did not reuse the cache: $(tail -n1 <<<"$out")"
+expect_exit 0 "sessions list" -- "$cli" sessions list
+expect_contains "$out" "$sid" "sessions list shows the session"
+expect_exit 0 "sessions show" -- "$cli" sessions show "$sid" --json
+pyjson 'assert d["session"]["positions"] > 0 and d["session"]["max_context"] == 256, d' "$out" || fail "sessions show: $out"
+expect_exit 0 "sessions rm" -- "$cli" sessions rm "$sid"
+expect_contains "$out" "deleted $sid" "sessions rm output"
+expect_exit 1 "show deleted session" -- "$cli" sessions show "$sid"
+expect_contains "$err" "NOT_FOUND" "unknown session error"
+expect_exit 1 "generate in unknown session" -- "$cli" generate --session nosuchsession hi
+pass "sessions create/list/show/rm; continued session reports cached_tokens; unknown session exit 1"
+
+# ---- forward
+expect_exit 0 "forward" -- "$cli" forward --top-k 3 "Hello"
+[[ $(grep -cE '^ +[0-9]+ +[0-9]+ ' <<<"$out") -eq 3 ]] || fail "forward --top-k 3 printed: $out"
+expect_exit 0 "forward --json" -- "$cli" forward --top-k 3 --json "Hello"
+pyjson 'assert len(d["top"]) == 3 and d["top"][0]["logprob"] >= d["top"][2]["logprob"], d' "$out" || fail "forward --json: $out"
+pass "forward --top-k table and JSON"
+
+# ---- chat with piped stdin: two turns in one session, deleted afterwards
+expect_exit 0 "chat" -- sh -c "printf 'Hi there\nTell me more\n' | '$cli' chat --json --no-think --max-tokens 3 --ignore-eos"
+[[ $(wc -l <<<"$out") -eq 2 ]] || fail "chat --json printed $(wc -l <<<"$out") lines for 2 turns: $out"
+pyjson 'assert d["user"] == "Tell me more" and d["usage"]["cached_tokens"] > 0, d' "$(tail -n1 <<<"$out")" ||
+  fail "second chat turn did not reuse the session: $(tail -n1 <<<"$out")"
+expect_exit 0 "sessions list after chat" -- "$cli" sessions list --json
+pyjson 'assert not d.get("sessions"), d' "$out" || fail "chat left its session behind: $out"
+pass "chat: piped turns share a session (cached tokens), session deleted at the end"
+
+# ---- Ctrl-C cancels a running generation
+"$cli" generate --max-tokens 100000 --ignore-eos "Count" >"$tmp/long.out" 2>"$tmp/long.err" &
+gen_pid=$!
+for _ in $(seq 300); do [[ -s $tmp/long.out ]] && break; sleep 0.1; done
+[[ -s $tmp/long.out ]] || fail "the long generation printed nothing in 30 s"
+kill -INT $gen_pid
+rc=0
+for _ in $(seq 100); do kill -0 $gen_pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $gen_pid 2>/dev/null && fail "generate still runs 10 s after Ctrl-C"
+wait $gen_pid || rc=$?
+[[ $rc -eq 130 ]] || fail "generate after Ctrl-C exited $rc, want 130; stderr: $(cat "$tmp/long.err")"
+grep -q "finish: cancelled" "$tmp/long.err" || fail "no cancel note on stderr: $(cat "$tmp/long.err")"
+expect_exit 0 "status after cancel" -- "$cli" status --json
+pyjson 'assert int(d["requests"]["cancelled"]) >= 1 and d["active_streams"] == 0, d["requests"]' "$out" ||
+  fail "the daemon did not count/finish the cancelled stream: $out"
+pass "Ctrl-C cancels the stream (exit 130), the daemon counts it and ends the stream"
+
+# ---- errors from the daemon
+expect_exit 1 "bad token id" -- "$cli" detokenize 999999999
+expect_contains "$err" "INVALID_ARGUMENT" "bad id error code"
+expect_exit 1 "empty ids generate" -- "$cli" generate --ids "99999999"
+pass "daemon errors: exit 1 with the status code name"
+
+# ---- an unprivileged user is refused
+expect_exit 4 "nobody" -- setpriv --reuid=nobody --regid=nogroup --clear-groups "$cli" status
+expect_contains "$err" "permission denied" "nobody's message"
+pass "user nobody: permission denied, exit 4"
+
+# ---- verify: pass, compile error with line, verifier class, wrong verdict
+cat >"$tmp/good.c" <<'C'
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+SEC("xdp")
+int drop_arp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return XDP_PASS;
+	return eth->h_proto == bpf_htons(ETH_P_ARP) ? XDP_DROP : XDP_PASS;
+}
+
+char LICENSE[] SEC("license") = "GPL";
+C
+cat >"$tmp/fixtures.json" <<'J'
+[{"name": "arp", "packet_hex": "020000000002020000000001080600010800060400010200000000010000000000000000000000000000", "expected_action": "XDP_DROP"},
+ {"name": "ipv4", "packet_hex": "020000000002020000000001080045000028123400004006549a0a0000010a0000029c40005000000001000000005002ffff00000000", "expected_action": "XDP_PASS"}]
+J
+sed 's/XDP_DROP/XDP_PASS/; s/"expected_action": "XDP_PASS"}]/"expected_action": "XDP_DROP"}]/' "$tmp/fixtures.json" >"$tmp/wrong.json"
+sed '13s/.*/\t\treturn XDP_PASS +;/' "$tmp/good.c" >"$tmp/compile_error.c"
+sed 's/if ((void \*)(eth + 1) > data_end)/if ((void *)eth > data_end)/' "$tmp/good.c" >"$tmp/bounds.c"
+expect_exit 0 "verify good" -- "$cli" verify "$tmp/good.c" --fixtures "$tmp/fixtures.json"
+expect_contains "$out" "good.c: PASS" "verify pass line"
+expect_contains "$out" "fixtures: 2 of 2 passed" "verify fixtures line"
+expect_exit 1 "verify compile error" -- "$cli" verify "$tmp/compile_error.c"
+expect_contains "$out" "FAIL at stage compile" "compile failure"
+grep -qE "compile_error\.c:1[3-5](:[0-9]+)?: " <<<"$out" || fail "compile error without its line number: $out"
+expect_exit 1 "verify bounds" -- "$cli" verify "$tmp/bounds.c" --fixtures "$tmp/fixtures.json"
+expect_contains "$out" "FAIL at stage verify" "verifier failure"
+expect_contains "$out" "verifier: rejected (packet_bounds)" "verifier class"
+expect_exit 1 "verify wrong verdicts" -- "$cli" verify "$tmp/good.c" --fixtures "$tmp/wrong.json"
+expect_contains "$out" "FAIL at stage behaviour" "behaviour failure"
+expect_contains "$out" "FAIL  arp: expected XDP_PASS, got XDP_DROP" "fixture expected/got"
+expect_exit 1 "verify --json" -- "$cli" verify "$tmp/bounds.c" --json
+pyjson 'r = d["result"]; assert r["decision_name"] == "fail" and r["stage_name"] == "verify", r' "$out" || fail "verify --json: $out"
+expect_exit 1 "verify missing file" -- "$cli" verify "$tmp/nonexistent.c"
+pass "verify: pass (exit 0), compile error with line, verifier class, fixture expected/got, --json (exit 1)"
+
+# ---- xdp-gen with a random model: a clean 'not solved'
+expect_exit 1 "xdp-gen" -- "$cli" xdp-gen "drop all ARP packets" --attempts 1 --max-tokens 16 --fixtures "$tmp/fixtures.json"
+expect_contains "$out" "== attempt 1 of 1" "xdp-gen attempt header"
+expect_contains "$out" "== not solved after 1 attempt" "xdp-gen verdict"
+pass "xdp-gen reports each attempt and 'not solved' (exit 1)"
+
+# ---- the daemon stops cleanly on SIGTERM
+kill -TERM $daemon_pid
+rc=0
+for _ in $(seq 150); do kill -0 $daemon_pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $daemon_pid 2>/dev/null && fail "daemon still running 15 s after SIGTERM"
+wait $daemon_pid || rc=$?
+daemon_pid=
+[[ $rc -eq 0 ]] || fail "daemon exited $rc after SIGTERM: $(tail -n 20 "$tmp/daemon.log")"
+expect_exit 3 "after stop" -- "$cli" status
+pass "daemon stopped on SIGTERM; the CLI then says it is not running (exit 3)"
+echo "all CLI daemon tests passed"
