@@ -1,6 +1,7 @@
 // qwen3-bpf-mkmodel OUT --preset tiny|small|0.6b [--seed N] [--outliers]
 //                   [--untied] [--tokenizer-dir DIR]
 // Writes a Qwen3-architecture model directory with seeded random weights.
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
       std::string v = value();
       char* end = nullptr;
       opt.seed = std::strtoull(v.c_str(), &end, 10);
-      if (v.empty() || *end) {
+      if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0])) || *end) {
         std::fprintf(stderr, "qwen3-bpf-mkmodel: --seed wants a non-negative integer, got '%s'\n", v.c_str());
         return 2;
       }
