@@ -31,7 +31,8 @@ class BpeModel {
   ~BpeModel();
   BpeModel(BpeModel&&) noexcept;
 
-  // Appends the ids of one pre-tokenized word (raw bytes). Thread-safe.
+  // Appends the ids of one pre-tokenized word (raw bytes). Thread-safe (the
+  // word cache is per thread).
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
 
   // Same without the word cache (for tests and the benchmark).
@@ -41,7 +42,14 @@ class BpeModel {
   class MergeTable;
   class WordCache;
   std::array<int32_t, 256> byte_ids_;
+  struct PairValue {
+    uint32_t rank;
+    int32_t result;
+  };
+  static constexpr uint32_t no_merge = 0xFFFFFFFFu;
   std::unique_ptr<MergeTable> merges_;
+  std::vector<PairValue> byte_pairs_;  // [first byte * 256 + second byte]
+  bool unique_results_ = true;         // no merge result comes from two different pairs
   std::unique_ptr<WordCache> cache_;
   bool ignore_merges_;
   std::unordered_map<std::string, int32_t> whole_word_ids_;
