@@ -200,6 +200,8 @@ TEST(PreTokenizer, WhitespaceClassIsUnicodeWhiteSpace) {
             (std::vector<std::string>{"a", "\xE1\xA0\x8E\xE1\xA0\x8E", "b"}));
   EXPECT_EQ(split("I'LL  go\n\n"), (std::vector<std::string>{"I", "'LL", " ", " go", "\n\n"}));
   EXPECT_EQ(split("x 123"), (std::vector<std::string>{"x", " ", "1", "2", "3"}));
+  // (?i:'s|...) folds case the Unicode way, so the long s (U+017F) counts as 's.
+  EXPECT_EQ(split("x'\xC5\xBF"), (std::vector<std::string>{"x", "'\xC5\xBF"}));
   EXPECT_EQ(PreTokenizer::translate_pattern("\\s+(?!\\S)|[^\\s\\p{L}]"),
             "[\\x{09}-\\x{0D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}"
             "\\x{205F}\\x{3000}]+(?![^\\x{09}-\\x{0D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}"
