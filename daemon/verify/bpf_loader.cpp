@@ -49,10 +49,11 @@ std::string tail(const char* buf, size_t cap) {
   return s;
 }
 
-bool drop_to_bpf_capabilities() {
+bool drop_to_bpf_capabilities(bool with_perfmon) {
   struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2] = {};
-  const uint64_t keep = (uint64_t{1} << CAP_BPF) | (uint64_t{1} << CAP_NET_ADMIN);
+  uint64_t keep = (uint64_t{1} << CAP_BPF) | (uint64_t{1} << CAP_NET_ADMIN);
+  if (with_perfmon) keep |= uint64_t{1} << CAP_PERFMON;
   data[0].effective = data[0].permitted = static_cast<uint32_t>(keep);
   data[1].effective = data[1].permitted = static_cast<uint32_t>(keep >> 32);
   return syscall(SYS_capset, &header, data) == 0;
@@ -82,6 +83,8 @@ bool map_type_allowed(enum bpf_map_type t) {
   }
 }
 
+std::string check_calls(const struct bpf_program* prog);
+
 // Opens the ELF and checks what the object would create. Returns null with
 // report.reject_reason set when it must not be loaded.
 struct bpf_object* open_checked(const std::string& object, const LoaderConfig& cfg, LoadReport& report,
@@ -110,6 +113,11 @@ struct bpf_object* open_checked(const std::string& object, const LoaderConfig& c
     bpf_program__set_expected_attach_type(prog, BPF_XDP);
   }
   report.program_name = bpf_program__name(prog);
+  if (std::string why = check_calls(prog); !why.empty()) {
+    report.reject_reason = why;
+    bpf_object__close(obj);
+    return nullptr;
+  }
   size_t total = 0;
   const size_t cpus = static_cast<size_t>(std::max(1, libbpf_num_possible_cpus()));
   struct bpf_map* m;
@@ -143,6 +151,52 @@ struct bpf_object* open_checked(const std::string& object, const LoaderConfig& c
   return obj;
 }
 
+// Helpers that would let a program copy kernel or user memory (or kernel
+// addresses) into the packet the caller gets back. The verifier offers them
+// to XDP once CAP_PERFMON is held, so they are refused here, by instruction.
+const char* forbidden_helper(int32_t id) {
+  switch (id) {
+    case BPF_FUNC_probe_read: return "bpf_probe_read";
+    case BPF_FUNC_probe_read_str: return "bpf_probe_read_str";
+    case BPF_FUNC_probe_read_kernel: return "bpf_probe_read_kernel";
+    case BPF_FUNC_probe_read_kernel_str: return "bpf_probe_read_kernel_str";
+    case BPF_FUNC_probe_read_user: return "bpf_probe_read_user";
+    case BPF_FUNC_probe_read_user_str: return "bpf_probe_read_user_str";
+    case BPF_FUNC_copy_from_user: return "bpf_copy_from_user";
+    case BPF_FUNC_copy_from_user_task: return "bpf_copy_from_user_task";
+    case BPF_FUNC_get_current_task: return "bpf_get_current_task";
+    case BPF_FUNC_get_current_task_btf: return "bpf_get_current_task_btf";
+    case BPF_FUNC_task_pt_regs: return "bpf_task_pt_regs";
+    case BPF_FUNC_per_cpu_ptr: return "bpf_per_cpu_ptr";
+    case BPF_FUNC_this_cpu_ptr: return "bpf_this_cpu_ptr";
+    case BPF_FUNC_snprintf_btf: return "bpf_snprintf_btf";
+    case BPF_FUNC_trace_printk: return "bpf_trace_printk";
+    case BPF_FUNC_trace_vprintk: return "bpf_trace_vprintk";
+    case BPF_FUNC_send_signal: return "bpf_send_signal";
+    case BPF_FUNC_send_signal_thread: return "bpf_send_signal_thread";
+    default: return nullptr;
+  }
+}
+
+// Empty if every call is to an allowed helper or a BPF subprogram.
+std::string check_calls(const struct bpf_program* prog) {
+  const struct bpf_insn* insns = bpf_program__insns(prog);
+  size_t n = bpf_program__insn_cnt(prog);
+  for (size_t i = 0; i < n; ++i) {
+    const struct bpf_insn& in = insns[i];
+    if (in.code != (BPF_JMP | BPF_CALL)) continue;
+    if (in.src_reg == BPF_PSEUDO_KFUNC_CALL)
+      return "instruction " + std::to_string(i) + " calls a kernel function (kfunc); kfuncs are not allowed";
+    if (in.src_reg == 0) {
+      if (const char* name = forbidden_helper(in.imm))
+        return "instruction " + std::to_string(i) + " calls " + name +
+               ", which reads kernel/user memory, signals the loader or prints to the trace buffer; "
+               "it is not allowed in the verification service";
+    }
+  }
+  return "";
+}
+
 bool mentions_complexity_limit(const std::string& log) {
   return log.find("program is too large") != std::string::npos || log.find("too complex") != std::string::npos;
 }
@@ -151,9 +205,10 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
   LoadReport report;
   json out;
   libbpf_set_print(capture_libbpf_print);
-  if (cfg.minimal_capabilities && !drop_to_bpf_capabilities()) {
-    out["reject_reason"] = std::string("cannot drop to CAP_BPF+CAP_NET_ADMIN: ") + strerror(errno) +
-                           " (the daemon needs both capabilities)";
+  if (!drop_to_bpf_capabilities(!cfg.minimal_capabilities)) {
+    out["reject_reason"] = std::string("cannot switch the loader to CAP_BPF+CAP_NET_ADMIN") +
+                           (cfg.minimal_capabilities ? "" : "+CAP_PERFMON") + ": " + strerror(errno) +
+                           " (the daemon needs these capabilities)";
     out["infrastructure"] = true;
     return out;
   }

@@ -15,7 +15,9 @@ namespace qwen3::verify {
 struct LoaderConfig {
   int timeout_ms = 30000;
   size_t max_map_bytes = size_t{64} << 20;
-  bool minimal_capabilities = true;  // keep only CAP_BPF + CAP_NET_ADMIN in the child
+  // The child keeps CAP_BPF + CAP_NET_ADMIN + CAP_PERFMON; with this set, only
+  // CAP_BPF + CAP_NET_ADMIN (see PipelineOptions::minimal_loader_capabilities).
+  bool minimal_capabilities = false;
 };
 
 struct PacketInput {

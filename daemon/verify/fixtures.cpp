@@ -60,6 +60,9 @@ std::string encode_hex(const std::string& bytes) {
 std::string xdp_action_name(uint32_t action) {
   static const char* names[] = {"XDP_ABORTED", "XDP_DROP", "XDP_PASS", "XDP_TX", "XDP_REDIRECT"};
   if (action < 5) return names[action];
+  // Large values are usually (part of) a kernel pointer a root-verified
+  // program may return: not worth echoing to the caller.
+  if (action > 0xffff) return "UNKNOWN(>0xffff)";
   return "UNKNOWN(" + std::to_string(action) + ")";
 }
 

@@ -227,7 +227,7 @@ VerifyResult Pipeline::verify(const VerifyRequest& request) const {
   if (!load.reject_reason.empty()) {
     r.verifier_class = VerifierClass::other;
     r.verifier_message = load.reject_reason;
-    r.verifier_log_excerpt = libbpf_gist(load.libbpf_messages);
+    r.verifier_log_excerpt = load.reject_reason + "\n" + libbpf_gist(load.libbpf_messages);
     return fail(std::move(r), Decision::fail, Stage::verify, "verify: " + load.reject_reason);
   }
   if (!load.loaded) {

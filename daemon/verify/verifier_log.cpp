@@ -11,10 +11,12 @@ bool has(const std::string& s, const char* needle) { return s.find(needle) != st
 
 bool is_noise(const std::string& line) {
   // Precision-tracking chatter and state dumps at log level 2 are not the error.
-  static const std::regex state(R"(^\d+: (R\d|frame\d)|^from \d+ to \d+:|^\s*$)");
+  static const std::regex state(R"(^\d+: (R\d|frame\d)|^from \d+ to \d+|^\s*$)");
+  static const std::regex safe(R"(^\d+: safe$)");
   return line.rfind("mark_precise", 0) == 0 || line.rfind("last_idx", 0) == 0 || line.rfind("regs=", 0) == 0 ||
          line.rfind("parent didn't have", 0) == 0 || line.rfind("; ", 0) == 0 || line == ";" ||
-         line.rfind("func#", 0) == 0 || line.rfind("Validating ", 0) == 0 || line.rfind("btf_vmlinux", 0) == 0 ||
+         line.rfind("func#", 0) == 0 || line.rfind("cur state:", 0) == 0 || line.rfind("old state:", 0) == 0 ||
+         line.rfind("Live regs", 0) == 0 || std::regex_search(line, safe) || line.rfind("Validating ", 0) == 0 || line.rfind("btf_vmlinux", 0) == 0 ||
          std::regex_search(line, state);
 }
 
@@ -38,13 +40,16 @@ VerifierClass classify_verifier_error(const std::string& message, const std::str
       has(m, "pkt pointer") || has(m, "packet pointer") || has(m, "invalid variable-offset access to packet"))
     return VerifierClass::packet_bounds;
   if (has(m, "bpf_context access") || has(m, "modified ctx ptr") || has(m, "ctx ptr") ||
-      has(m, "invalid mem access 'ctx'") || has(m, "context access"))
+      has(m, "invalid mem access 'ctx'") || has(m, "context access") || has(m, "into ctx"))
     return VerifierClass::invalid_context_access;
   if (has(m, "back-edge") || has(m, "infinite loop") || has(m, "program is too large") ||
       has(m, "too complex") || has(m, "loop is not bounded") || has(m, "unbounded loop"))
     return VerifierClass::unbounded_loop;
+  // A helper that does not exist or is not offered to XDP is not an argument problem.
+  if (has(m, "unknown func") || has(m, "invalid func") || has(m, "cannot use helper") || has(m, "cannot call"))
+    return VerifierClass::other;
   static const std::regex call_insn(R"(^\(85\) call )");
-  if (std::regex_search(insn_text, call_insn) || has(m, "expected=") || has(m, "unknown func") ||
+  if (std::regex_search(insn_text, call_insn) || has(m, "expected=") ||
       has(m, "arg#") || has(m, "helper") || has(m, "min value is negative") || has(m, "zero-sized read") ||
       has(m, "invalid indirect access") || has(m, "cannot pass map_type") || has(m, "is not a known constant"))
     return VerifierClass::invalid_helper_argument;

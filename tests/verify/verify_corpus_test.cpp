@@ -1,0 +1,226 @@
+// Runs every program of tests/verify/corpus through Pipeline::verify and checks
+// the classification each <name>.json expects, that no byte of a secret file
+// (or /etc/shadow) shows up in any result, and that nothing stays loaded.
+#include <gtest/gtest.h>
+#include <linux/bpf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "bpf_object_census.h"
+#include "verify/fixtures.h"
+#include "verify/pipeline.h"
+#include "verify/result_json.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace qwen3::verify;
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Case {
+  std::string name;
+  std::string source;
+  json spec;
+  VerifyResult result;
+  double seconds = 0;
+};
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t");
+  size_t e = s.find_last_not_of(" \t\r");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+std::string line_of(const std::string& source, int n) {
+  std::stringstream ss(source);
+  std::string l;
+  for (int i = 1; std::getline(ss, l); ++i)
+    if (i == n) return l;
+  return "";
+}
+
+// Secret material that must never appear in a result: a marker file the test
+// writes (world-readable, so only the sandbox keeps it from the compiler) and
+// the lines of /etc/shadow and /etc/passwd.
+struct Secrets {
+  std::string path;
+  std::vector<std::string> needles;
+  Secrets() {
+    std::random_device rd;
+    std::ostringstream marker;
+    marker << "QWEN3-VERIFY-SECRET-" << std::hex << rd() << rd() << rd();
+    char tmpl[] = "/tmp/qwen3-verify-secret-XXXXXX";
+    int fd = mkstemp(tmpl);
+    path = tmpl;
+    std::string content = "int leaked = 1; /* " + marker.str() + " */\n" + marker.str() + "\n";
+    EXPECT_EQ(write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+    fchmod(fd, 0644);
+    close(fd);
+    needles.push_back(marker.str());
+    for (const char* f : {"/etc/shadow", "/etc/passwd"}) {
+      std::stringstream ss(read_file(f));
+      std::string l;
+      while (std::getline(ss, l))
+        if (l.size() >= 8) needles.push_back(l);
+    }
+  }
+  ~Secrets() { unlink(path.c_str()); }
+};
+
+}  // namespace
+
+TEST(VerifyCorpus, ClassifiesEveryProgramAsExpectedAndLeavesNothingBehind) {
+  ASSERT_EQ(geteuid(), 0u) << "the verification pipeline needs root (CAP_BPF, CAP_SYS_ADMIN for the sandbox)";
+  Secrets secrets;
+  std::vector<Case> cases;
+  for (const auto& entry : fs::directory_iterator(QWEN3_VERIFY_CORPUS_DIR)) {
+    if (entry.path().extension() != ".c") continue;
+    Case c;
+    c.name = entry.path().stem().string();
+    c.source = read_file(entry.path());
+    fs::path spec_path = entry.path();
+    spec_path.replace_extension(".json");
+    ASSERT_TRUE(fs::exists(spec_path)) << c.name << " has no .json";
+    c.spec = json::parse(read_file(spec_path));
+    for (size_t p; (p = c.source.find("@SECRET@")) != std::string::npos;) c.source.replace(p, 8, secrets.path);
+    if (c.spec.contains("pad_to_bytes")) {
+      size_t target = c.spec["pad_to_bytes"].get<size_t>();
+      c.source += "/*";
+      while (c.source.size() + 3 < target) c.source += std::string(std::min<size_t>(79, target - c.source.size() - 3), 'x') + "\n";
+      c.source += "*/\n";
+    }
+    cases.push_back(std::move(c));
+  }
+  ASSERT_GE(cases.size(), 40u) << "the corpus must hold at least 40 programs";
+
+  PipelineOptions options;
+  options.data_dir = QWEN3_VERIFY_TEST_DATA_DIR;
+  options.compile_timeout_ms = 4000;  // the compile bomb must hit it; normal programs take ~0.1 s
+  options.max_concurrent = 2;
+  Pipeline pipeline(options);
+  // Cases with "options": {"minimal_loader_capabilities": true} load as a CAP_BPF-only loader.
+  PipelineOptions minimal_options = options;
+  minimal_options.minimal_loader_capabilities = true;
+  minimal_options.max_concurrent = 1;
+  Pipeline minimal_pipeline(minimal_options);
+
+  const auto census_before = qwen3::verify::testing::take_bpf_census();
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next++) < cases.size();) {
+      Case& c = cases[i];
+      VerifyRequest req;
+      req.source = c.source;
+      req.fixtures = parse_fixtures_json(c.spec["fixtures"].dump());
+      auto t0 = std::chrono::steady_clock::now();
+      const bool minimal = c.spec.contains("options") && c.spec["options"].value("minimal_loader_capabilities", false);
+      c.result = (minimal ? minimal_pipeline : pipeline).verify(req);
+      c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  };
+  std::thread a(worker), b(worker);
+  a.join();
+  b.join();
+
+  std::map<std::string, int> per_stage;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name + ": " + c.result.summary);
+    const json& e = c.spec["expect"];
+    const VerifyResult& r = c.result;
+    per_stage[std::string(to_string(r.decision)) + "/" + to_string(r.first_failed_stage)]++;
+    EXPECT_EQ(to_string(r.decision), e["decision"].get<std::string>());
+    EXPECT_EQ(to_string(r.first_failed_stage), e["stage"].get<std::string>());
+    EXPECT_EQ(to_string(r.verifier_class), e["class"].get<std::string>());
+    EXPECT_FALSE(r.summary.empty());
+    if (e.contains("summary_contains"))
+      EXPECT_NE(r.summary.find(e["summary_contains"].get<std::string>()), std::string::npos);
+    if (e.contains("behaviour_checked")) EXPECT_EQ(r.behaviour_checked, e["behaviour_checked"].get<bool>());
+
+    if (r.decision == Decision::pass) {
+      EXPECT_GT(r.verified_insns, 0u);
+      EXPECT_EQ(r.fixtures.size(), c.spec["fixtures"].size());
+      for (const auto& f : r.fixtures) EXPECT_TRUE(f.passed) << f.name << ": " << f.note;
+      EXPECT_EQ(r.behaviour_checked, !r.fixtures.empty());
+    }
+    if (r.first_failed_stage == Stage::policy || r.first_failed_stage == Stage::compile)
+      EXPECT_FALSE(r.compiler_diagnostics.empty());
+    if (e["stage"] == "compile" && e.contains("line")) {
+      int first_error_line = 0;
+      for (const auto& d : r.compiler_diagnostics)
+        if (d.text.rfind("error", 0) == 0 || d.text.rfind("fatal", 0) == 0) {
+          first_error_line = d.line;
+          break;
+        }
+      EXPECT_EQ(first_error_line, e["line"].get<int>());
+    }
+    if (e["stage"] == "verify") {
+      EXPECT_FALSE(r.verifier_message.empty());
+      EXPECT_FALSE(r.verifier_log_excerpt.empty());
+      if (e.contains("line")) {
+        EXPECT_EQ(r.verifier_line, e["line"].get<int>()) << r.verifier_log_excerpt;
+        EXPECT_EQ(trim(r.verifier_source_line), trim(line_of(c.source, e["line"].get<int>())));
+      }
+    }
+    if (e.contains("failing_fixtures")) {
+      std::set<std::string> failing, expected;
+      for (const auto& f : r.fixtures)
+        if (!f.passed) failing.insert(f.name);
+      for (const auto& n : e["failing_fixtures"]) expected.insert(n.get<std::string>());
+      EXPECT_EQ(failing, expected);
+      for (const auto& f : r.fixtures) {
+        EXPECT_FALSE(f.got_action.empty());
+        if (!f.passed) EXPECT_FALSE(f.note.empty());
+      }
+    }
+    const std::string text = to_json_text(r);
+    for (const auto& needle : secrets.needles)
+      EXPECT_EQ(text.find(needle), std::string::npos) << "secret material leaked into the result";
+  }
+
+  // Nothing stays loaded: every program and map the pipeline created is gone.
+  // (Other tests may load their own objects meanwhile; only XDP programs and
+  // maps named like the corpus's count as ours.)
+  const std::set<std::string> our_maps = {"ethertype_count", "counters", "verdicts", "bytes",
+                                          "table", "flows", "pinned"};
+  std::vector<std::string> leaked;
+  for (int attempt = 0; attempt < 30; ++attempt) {
+    leaked.clear();
+    const auto after = qwen3::verify::testing::take_bpf_census();
+    for (const auto& [id, info] : after.programs)
+      if (!census_before.programs.count(id) && info.type == BPF_PROG_TYPE_XDP)
+        leaked.push_back("program " + std::to_string(id) + " " + info.name);
+    for (const auto& [id, info] : after.maps)
+      if (!census_before.maps.count(id) && (our_maps.count(info.name) || info.name.rfind("prog.", 0) == 0))
+        leaked.push_back("map " + std::to_string(id) + " " + info.name);
+    if (leaked.empty()) {
+      std::cout << "bpf objects: programs " << census_before.programs.size() << " -> " << after.programs.size()
+                << ", maps " << census_before.maps.size() << " -> " << after.maps.size() << "\n";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(leaked.empty()) << "left loaded: " << leaked.front();
+
+  double total = 0;
+  for (const Case& c : cases) total += c.seconds;
+  std::cout << cases.size() << " programs, " << total << " s of pipeline time;";
+  for (const auto& [k, n] : per_stage) std::cout << " " << k << "=" << n;
+  std::cout << "\n";
+}

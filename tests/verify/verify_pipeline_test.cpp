@@ -1,0 +1,386 @@
+// Unit tests of the pipeline's parts: policy rules, hex/fixtures, the
+// compiler sandbox on its own (policy bypassed: defense in depth), verifier
+// log reading, and the generate-verify-repair loop with a scripted model.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "common/error.h"
+#include "verify/fixtures.h"
+#include "verify/generate.h"
+#include "verify/include_tree.h"
+#include "verify/pipeline.h"
+#include "verify/policy.h"
+#include "verify/result_json.h"
+#include "verify/sandbox_compiler.h"
+#include "verify/verifier_log.h"
+
+using namespace qwen3::verify;
+
+namespace {
+
+const char* kGoodProgram = R"(#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+SEC("xdp")
+int drop_arp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return XDP_DROP;
+	if (eth->h_proto == bpf_htons(ETH_P_ARP))
+		return XDP_DROP;
+	return XDP_PASS;
+}
+
+char LICENSE[] SEC("license") = "GPL";
+)";
+
+// The same program without the bounds check: the verifier rejects line 12.
+const char* kBrokenProgram = R"(#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+SEC("xdp")
+int drop_arp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if (eth->h_proto == bpf_htons(ETH_P_ARP))
+		return XDP_DROP;
+	return data_end ? XDP_PASS : XDP_DROP;
+}
+
+char LICENSE[] SEC("license") = "GPL";
+)";
+
+std::vector<Fixture> arp_fixtures() {
+  const std::string macs = "020000000002020000000001";
+  return {{"arp", macs + "0806" + std::string(56, '0'), "XDP_DROP", ""},
+          {"ipv4", macs + "0800" + "4500001c000000004011" + std::string(36, '0'), "XDP_PASS", ""}};
+}
+
+PipelineOptions test_options() {
+  PipelineOptions o;
+  o.data_dir = QWEN3_VERIFY_TEST_DATA_DIR;
+  o.compile_timeout_ms = 10000;
+  return o;
+}
+
+SandboxConfig sandbox_config() {
+  SandboxConfig c;
+  c.include_dir = prepare_include_tree(QWEN3_VERIFY_TEST_DATA_DIR);
+  c.timeout_ms = 10000;
+  return c;
+}
+
+struct SecretFile {
+  std::string path, marker;
+  SecretFile() {
+    std::random_device rd;
+    std::ostringstream m;
+    m << "SANDBOX-SECRET-" << std::hex << rd() << rd();
+    marker = m.str();
+    char tmpl[] = "/tmp/qwen3-sandbox-secret-XXXXXX";
+    int fd = mkstemp(tmpl);
+    path = tmpl;
+    std::string content = "int x = 1; // " + marker + "\n";
+    EXPECT_EQ(write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+    fchmod(fd, 0644);  // world-readable: only the sandbox can hide it
+    close(fd);
+  }
+  ~SecretFile() { unlink(path.c_str()); }
+};
+
+std::string program_with(const std::string& extra) {
+  return "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n" + extra +
+         "\nSEC(\"xdp\") int p(struct xdp_md *ctx) { return XDP_PASS; }\nchar LICENSE[] SEC(\"license\") = \"GPL\";\n";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- policy
+
+TEST(VerifyPolicy, AcceptsAllowedHeadersOnly) {
+  EXPECT_TRUE(is_allowed_header("linux/bpf.h"));
+  EXPECT_TRUE(is_allowed_header("linux/netfilter/nf_tables.h"));
+  EXPECT_TRUE(is_allowed_header("bpf/bpf_helpers.h"));
+  EXPECT_TRUE(is_allowed_header("vmlinux.h"));
+  EXPECT_FALSE(is_allowed_header("stdio.h"));
+  EXPECT_FALSE(is_allowed_header("/etc/shadow"));
+  EXPECT_FALSE(is_allowed_header("linux/../../etc/shadow"));
+  EXPECT_FALSE(is_allowed_header("bpf/sub/dir.h"));
+  EXPECT_FALSE(is_allowed_header("asm/types.h"));
+}
+
+TEST(VerifyPolicy, GoodProgramHasNoViolations) {
+  EXPECT_TRUE(check_policy(kGoodProgram, {}).empty());
+}
+
+TEST(VerifyPolicy, ReportsTheLineOfEachViolation) {
+  auto v = check_policy(program_with("#include <stdlib.h>\n#pragma GCC poison x"), {});
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].line, 3);
+  EXPECT_EQ(v[1].line, 4);
+}
+
+TEST(VerifyPolicy, CommentsAndStringsDoNotTrigger) {
+  // Forbidden words inside comments and ordinary strings are harmless.
+  auto v = check_policy(program_with("// asm(\".incbin\") #include \"/etc/shadow\"\nconst char s[] = \"asm section\";"), {});
+  EXPECT_TRUE(v.empty()) << v[0].text;
+}
+
+TEST(VerifyPolicy, CountsXdpSections) {
+  EXPECT_FALSE(check_policy("int x;", {}).empty());
+  auto two = check_policy(program_with("SEC(\"xdp/second\") int q(struct xdp_md *c) { return 2; }"), {});
+  ASSERT_EQ(two.size(), 1u);
+  EXPECT_NE(two[0].text.find("exactly one"), std::string::npos);
+}
+
+TEST(VerifyPolicy, SizeLimit) {
+  PolicyLimits limits;
+  limits.max_source_bytes = 100;
+  auto v = check_policy(std::string(kGoodProgram), limits);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_NE(v[0].text.find("limit is 100"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- fixtures
+
+TEST(VerifyFixtures, HexRoundTripAndErrors) {
+  std::string err;
+  auto bytes = decode_hex("0x00ff 10:ab", &err);
+  ASSERT_TRUE(bytes);
+  EXPECT_EQ(encode_hex(*bytes), "00ff10ab");
+  EXPECT_FALSE(decode_hex("0g", &err));
+  EXPECT_NE(err.find("'g'"), std::string::npos);
+  EXPECT_FALSE(decode_hex("abc", &err));
+  EXPECT_NE(err.find("odd"), std::string::npos);
+}
+
+TEST(VerifyFixtures, ActionsAndJson) {
+  EXPECT_EQ(parse_xdp_action("xdp_tx").value(), 3u);
+  EXPECT_EQ(parse_xdp_action("DROP").value(), 1u);
+  EXPECT_FALSE(parse_xdp_action("XDP_FOO"));
+  EXPECT_EQ(xdp_action_name(9), "UNKNOWN(9)");
+  auto f = parse_fixtures_json(R"([{"name":"a","packet_hex":"00","expected_action":"XDP_PASS"}])");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].expected_action, "XDP_PASS");
+  EXPECT_THROW(parse_fixtures_json(R"([{"name":"a"}])"), qwen3::Error);
+  EXPECT_THROW(parse_fixtures_json("{"), qwen3::Error);
+}
+
+// ---------------------------------------------------------------- sandbox (policy bypassed)
+
+TEST(VerifySandbox, CompilesAnAllowedProgram) {
+  auto out = compile_in_sandbox(kGoodProgram, sandbox_config());
+  ASSERT_EQ(out.status, CompileStatus::ok) << out.message << "\n" << out.diagnostics;
+  EXPECT_EQ(out.object.substr(0, 4), "\x7f" "ELF");
+}
+
+TEST(VerifySandbox, HostFilesAreInvisibleEvenWithoutThePolicy) {
+  SecretFile secret;
+  const std::vector<std::string> attacks = {
+      "#include \"" + secret.path + "\"",
+      "#include \"/etc/shadow\"",
+      "#include \"../../../../../../" + secret.path + "\"",
+      "#include </proc/self/environ>",
+      "asm(\".incbin \\\"" + secret.path + "\\\"\");",
+      "static const char e[] = {\n#embed \"" + secret.path + "\"\n};",
+  };
+  for (const auto& attack : attacks) {
+    SCOPED_TRACE(attack);
+    auto out = compile_in_sandbox(program_with(attack), sandbox_config());
+    EXPECT_EQ(out.status, CompileStatus::compile_error) << out.message;
+    EXPECT_TRUE(out.object.empty());
+    EXPECT_EQ(out.diagnostics.find(secret.marker), std::string::npos);
+    EXPECT_EQ(out.diagnostics.find("root:"), std::string::npos);
+    EXPECT_FALSE(out.parsed.empty());
+  }
+}
+
+TEST(VerifySandbox, HasIncludeSeesNothingOutside) {
+  SecretFile secret;
+  // The program compiles only if neither file is visible from inside.
+  auto out = compile_in_sandbox(
+      program_with("#if __has_include(\"" + secret.path + "\") || __has_include(\"/etc/passwd\")\n#error visible\n#endif\n"
+                   "#if !__has_include(<linux/bpf.h>)\n#error allowed header missing\n#endif"),
+      sandbox_config());
+  EXPECT_EQ(out.status, CompileStatus::ok) << out.diagnostics;
+}
+
+TEST(VerifySandbox, DiagnosticsCarryLinesAndNoSandboxPaths) {
+  auto out = compile_in_sandbox(program_with("int broken(void) { return nope; }"), sandbox_config());
+  ASSERT_EQ(out.status, CompileStatus::compile_error);
+  ASSERT_FALSE(out.parsed.empty());
+  EXPECT_EQ(out.parsed[0].line, 3);
+  EXPECT_NE(out.parsed[0].text.find("nope"), std::string::npos);
+  EXPECT_EQ(out.diagnostics.find("/src/"), std::string::npos);
+  EXPECT_EQ(out.diagnostics.find("/inc/"), std::string::npos);
+}
+
+TEST(VerifySandbox, MemoryLimitStopsTheCompiler) {
+  SandboxConfig c = sandbox_config();
+  c.memory_bytes = size_t{48} << 20;  // far too little for clang
+  auto out = compile_in_sandbox(kGoodProgram, c);
+  EXPECT_NE(out.status, CompileStatus::ok);
+  EXPECT_NE(out.status, CompileStatus::infrastructure) << out.message;
+}
+
+// ---------------------------------------------------------------- verifier log reading
+
+TEST(VerifyLog, ClassifiesMessages) {
+  EXPECT_EQ(classify_verifier_error("R2 !read_ok", ""), VerifierClass::uninitialized);
+  EXPECT_EQ(classify_verifier_error("R0 invalid mem access 'map_value_or_null'", ""), VerifierClass::null_check_missing);
+  EXPECT_EQ(classify_verifier_error("invalid access to packet, off=12 size=1, R1(id=0,off=12,r=0)", ""),
+            VerifierClass::packet_bounds);
+  EXPECT_EQ(classify_verifier_error("invalid bpf_context access off=64 size=4", ""), VerifierClass::invalid_context_access);
+  EXPECT_EQ(classify_verifier_error("infinite loop detected at insn 3", ""), VerifierClass::unbounded_loop);
+  EXPECT_EQ(classify_verifier_error("R2 type=scalar expected=fp", "(85) call bpf_map_lookup_elem#1"),
+            VerifierClass::invalid_helper_argument);
+  EXPECT_EQ(classify_verifier_error("At program exit the register R0 has unknown scalar value", "(95) exit"),
+            VerifierClass::other);
+}
+
+TEST(VerifyLog, FindsInstructionLineAndMessage) {
+  const std::string log =
+      "0: R1=ctx() R10=fp0\n"
+      "; void *data = (void *)(long)ctx->data; @ prog.c:5\n"
+      "0: (61) r1 = *(u32 *)(r1 +0)          ; R1=pkt(r=0)\n"
+      "; if (eth->h_proto == 0x0008) return XDP_PASS; @ prog.c:8\n"
+      "1: (71) r2 = *(u8 *)(r1 +12)\n"
+      "invalid access to packet, off=12 size=1, R1(id=0,off=12,r=0)\n"
+      "R1 offset is outside of the packet\n"
+      "processed 2 insns (limit 1000000) max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0\n";
+  auto a = analyze_verifier_log(log, "/src/prog.c");
+  EXPECT_EQ(a.insn, 1);
+  EXPECT_EQ(a.insn_text, "(71) r2 = *(u8 *)(r1 +12)");
+  EXPECT_EQ(a.line, 8);
+  EXPECT_EQ(a.processed_insns, 2u);
+  EXPECT_EQ(a.verifier_class, VerifierClass::packet_bounds);
+  EXPECT_NE(a.message.find("outside of the packet"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- pipeline
+
+TEST(VerifyPipeline, PassWithoutFixturesSaysBehaviourWasNotChecked) {
+  Pipeline p(test_options());
+  auto r = p.verify({kGoodProgram, {}});
+  EXPECT_EQ(r.decision, Decision::pass) << r.summary;
+  EXPECT_FALSE(r.behaviour_checked);
+  EXPECT_NE(r.summary.find("NOT checked"), std::string::npos);
+}
+
+TEST(VerifyPipeline, TooManyFixturesIsAnError) {
+  PipelineOptions o = test_options();
+  o.max_fixtures = 1;
+  Pipeline p(o);
+  auto r = p.verify({kGoodProgram, arp_fixtures()});
+  EXPECT_EQ(r.decision, Decision::error);
+  EXPECT_EQ(r.first_failed_stage, Stage::behaviour);
+}
+
+TEST(VerifyPipeline, BrokenSandboxIsAnInfrastructureError) {
+  PipelineOptions o = test_options();
+  o.clang = "/nonexistent/clang-19";
+  Pipeline p(o);
+  auto r = p.verify({kGoodProgram, arp_fixtures()});
+  EXPECT_EQ(r.decision, Decision::error);
+  EXPECT_EQ(r.first_failed_stage, Stage::infrastructure);
+  EXPECT_NE(r.summary.find("not found"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- generate-verify-repair
+
+TEST(VerifyGenerate, ExtractsSource) {
+  EXPECT_EQ(extract_c_source("Here:\n```c\nint a;\n```\nbye"), "int a;\n");
+  EXPECT_EQ(extract_c_source("<think>```c\nwrong\n```</think>```C\nright\n```"), "right\n");
+  EXPECT_EQ(extract_c_source("```\n#include <linux/bpf.h>\nint f() { return 1; }\n```"),
+            "#include <linux/bpf.h>\nint f() { return 1; }\n");
+  EXPECT_EQ(extract_c_source(kGoodProgram), kGoodProgram);
+  EXPECT_EQ(extract_c_source("just words, no code"), "");
+}
+
+TEST(VerifyGenerate, RepairsABrokenFirstAnswer) {
+  Pipeline p(test_options());
+  int calls = 0;
+  std::vector<std::vector<qwen3::ChatMessage>> seen;
+  GenerateFn model = [&](const std::vector<qwen3::ChatMessage>& messages) {
+    seen.push_back(messages);
+    return std::string(++calls == 1 ? "Sure:\n```c\n" + std::string(kBrokenProgram) + "```\n"
+                                    : "Fixed:\n```c\n" + std::string(kGoodProgram) + "```\n");
+  };
+  auto attempts = generate_verified("drop ARP, pass everything else", arp_fixtures(), 3, model, p);
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(attempts[0].result.decision, Decision::fail);
+  EXPECT_EQ(attempts[0].result.first_failed_stage, Stage::verify);
+  EXPECT_EQ(attempts[0].result.verifier_class, VerifierClass::packet_bounds);
+  EXPECT_EQ(attempts[0].result.verifier_line, 12);
+  EXPECT_EQ(attempts[1].result.decision, Decision::pass) << attempts[1].result.summary;
+  EXPECT_EQ(attempts[1].source, kGoodProgram);
+  // The first prompt: system + task with fixtures; the second adds the answer and the diagnostic.
+  ASSERT_EQ(seen[0].size(), 2u);
+  EXPECT_EQ(seen[0][0].role, "system");
+  EXPECT_NE(seen[0][0].content.find("```c"), std::string::npos);
+  EXPECT_NE(seen[0][1].content.find("drop ARP"), std::string::npos);
+  EXPECT_NE(seen[0][1].content.find("XDP_DROP"), std::string::npos);
+  ASSERT_EQ(seen[1].size(), 4u);
+  EXPECT_EQ(seen[1][2].role, "assistant");
+  EXPECT_EQ(seen[1][2].content, attempts[0].completion);
+  EXPECT_EQ(seen[1][3].role, "user");
+  EXPECT_NE(seen[1][3].content.find("packet_bounds"), std::string::npos);
+  EXPECT_NE(seen[1][3].content.find("line 12"), std::string::npos);
+  EXPECT_EQ(attempts[1].messages.size(), 4u);
+}
+
+TEST(VerifyGenerate, GarbageFailsCleanlyOnEveryAttempt) {
+  Pipeline p(test_options());
+  std::mt19937 rng(7);
+  GenerateFn model = [&](const std::vector<qwen3::ChatMessage>&) {
+    std::string s;
+    for (int i = 0; i < 200; ++i) s.push_back(static_cast<char>(' ' + rng() % 90));
+    return s;
+  };
+  auto attempts = generate_verified("pass everything", {}, 2, model, p);
+  ASSERT_EQ(attempts.size(), 2u);
+  for (const auto& a : attempts) {
+    EXPECT_EQ(a.result.decision, Decision::fail);
+    EXPECT_NE(a.result.first_failed_stage, Stage::none);
+    EXPECT_FALSE(a.result.summary.empty());
+  }
+  if (attempts[0].source.empty()) EXPECT_NE(attempts[0].result.summary.find("no C source"), std::string::npos);
+  EXPECT_NE(attempts[1].messages.back().content.find("did not pass"), std::string::npos);
+}
+
+TEST(VerifyGenerate, CompileErrorsAreFedBackWithLines) {
+  Pipeline p(test_options());
+  int calls = 0;
+  GenerateFn model = [&](const std::vector<qwen3::ChatMessage>&) {
+    ++calls;
+    return "```c\n" + program_with("int f(void) { return undefined_thing; }") + "```";
+  };
+  auto attempts = generate_verified("anything", {}, 2, model, p);
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].result.first_failed_stage, Stage::compile);
+  const std::string& repair = attempts[1].messages.back().content;
+  EXPECT_NE(repair.find("line 3"), std::string::npos) << repair;
+  EXPECT_NE(repair.find("undefined_thing"), std::string::npos);
+}
+
+TEST(VerifyGenerate, RejectsBadArguments) {
+  Pipeline p(test_options());
+  GenerateFn model = [](const std::vector<qwen3::ChatMessage>&) { return std::string(); };
+  EXPECT_THROW(generate_verified("x", {}, 0, model, p), qwen3::Error);
+  EXPECT_THROW(generate_verified("", {}, 1, model, p), qwen3::Error);
+}
