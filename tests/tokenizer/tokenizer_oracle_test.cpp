@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
@@ -54,7 +55,7 @@ TEST(TokenizerOracle, CorpusIsAtLeastOneMegabyte) {
   }
   EXPECT_GE(bytes, 1u << 20) << "corpus too small";
   // Every generator kind is present (file samples, lines, mixes, random Unicode, ...).
-  for (const char* k : {"file", "line", "mix", "unic", "cont", "nfd", "whit", "long", "line"}) {
+  for (const char* k : {"file", "line", "mix", "unic", "cont", "nfd", "whit", "long"}) {
     EXPECT_TRUE(kinds.count(k)) << "no documents of kind " << k;
   }
 }

@@ -3,7 +3,10 @@
 // flags (on a small synthetic tokenizer.json), and loader error messages.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
