@@ -1,6 +1,6 @@
 // y[t][r] = sum_i x[t][i] * w[r][i]: the matrix products of the reference,
 // for weights kept as BF16 (straight from the mmapped checkpoint) or float.
-// The summation order is fixed (16 partial sums, then the tail), so every
+// The summation order is fixed (8 partial sums, then the tail), so every
 // build and every CPU gives the same bits.
 #pragma once
 
