@@ -178,6 +178,12 @@ VerifyResult Pipeline::verify(const VerifyRequest& request) const {
     return fail(std::move(r), Decision::error, Stage::infrastructure, std::string("infrastructure: ") + e.what());
   }
   SandboxConfig sc;
+  if (options_.compiler_sandbox == "namespaces") sc.mode = SandboxMode::namespaces;
+  else if (options_.compiler_sandbox == "landlock") sc.mode = SandboxMode::landlock;
+  else if (options_.compiler_sandbox != "auto" && !options_.compiler_sandbox.empty())
+    return fail(std::move(r), Decision::error, Stage::infrastructure,
+                "infrastructure: unknown compiler_sandbox \"" + options_.compiler_sandbox +
+                    "\" (use auto, namespaces or landlock)");
   sc.clang = options_.clang;
   sc.include_dir = include_dir;
   sc.work_dir = options_.work_dir;

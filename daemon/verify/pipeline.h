@@ -33,6 +33,9 @@ struct PipelineOptions {
   // Where the private include tree (libbpf bpf/*.h, uapi linux/*.h + asm,
   // vmlinux.h generated from /sys/kernel/btf/vmlinux) is prepared once.
   std::string data_dir = "/var/lib/qwen3-bpfd/verify";
+  // How the compiler is confined: "auto" (mount namespaces + chroot + nobody
+  // when permitted, else Landlock), "namespaces" or "landlock". See sandbox_compiler.h.
+  std::string compiler_sandbox = "auto";
   int max_concurrent = 2;          // compiles/verifications running at once; others queue
   int request_timeout_ms = 120000; // whole request incl. queueing; 0 = no limit
   int verify_timeout_ms = 30000;   // kernel load (all log levels) + all fixture runs

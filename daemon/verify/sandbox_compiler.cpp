@@ -1,5 +1,8 @@
 #include "verify/sandbox_compiler.h"
 
+#include <linux/capability.h>
+#include <sys/syscall.h>
+
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -21,8 +24,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <regex>
 #include <sstream>
+
+#include "verify/landlock.h"
 
 namespace qwen3::verify {
 namespace fs = std::filesystem;
@@ -68,6 +75,12 @@ void get_nobody(uid_t& uid, gid_t& gid) {
 
 // Everything the child needs, computed before fork: the child only makes syscalls.
 struct SandboxPlan {
+  SandboxMode mode = SandboxMode::namespaces;
+  std::vector<std::string> landlock_paths;
+  std::vector<LandlockRule> landlock_rules;  // point into landlock_paths
+  bool landlock_required = false;
+  size_t executable_dirs = 0;
+  std::string cwd;                        // landlock mode: the request dir
   std::string root;                       // tmpfs mount point on the host
   std::vector<std::string> mkdirs;        // absolute paths under root, parents first
   std::vector<std::pair<std::string, std::string>> binds;     // host dir -> path under root
@@ -150,7 +163,59 @@ std::string build_plan(SandboxPlan& plan, const SandboxConfig& cfg, const std::s
                "-o",
                "-"};
   plan.env = {"PATH=/usr/bin:/bin", "LC_ALL=C", "TMPDIR=/tmp", "HOME=/tmp"};
+  // Landlock on top, in the chroot's view (best effort in this mode).
+  for (const auto& [src, dst] : plan.binds) plan.landlock_paths.push_back(dst.substr(plan.root.size()));
+  plan.executable_dirs = plan.landlock_paths.size() - 1;  // all binds but /inc
+  plan.landlock_paths.push_back("/src");
+  plan.landlock_paths.push_back("/tmp");
   return "";
+}
+
+// Landlock-only plan: host paths, the request dir holds prog.c and scratch space.
+std::string build_landlock_plan(SandboxPlan& plan, const SandboxConfig& cfg, const std::string& clang_real,
+                                const std::string& request_dir) {
+  plan.mode = SandboxMode::landlock;
+  plan.landlock_required = true;
+  plan.cwd = request_dir;
+  fs::path prefix = fs::path(clang_real).parent_path().parent_path();
+  if (prefix.empty() || prefix == "/") return "compiler " + clang_real + " is not under a <prefix>/bin directory";
+  struct utsname u {};
+  uname(&u);
+  const std::string multiarch = std::string(u.machine) + "-linux-gnu";
+  plan.landlock_paths = {prefix.string()};
+  for (const std::string& d : {"/usr/lib/" + multiarch, std::string("/usr/lib64"), "/lib/" + multiarch,
+                               std::string("/lib64")}) {
+    char buf[PATH_MAX];
+    if (realpath(d.c_str(), buf) && fs::is_directory(buf)) plan.landlock_paths.push_back(buf);
+  }
+  plan.executable_dirs = plan.landlock_paths.size();
+  plan.landlock_paths.push_back(cfg.include_dir);
+  plan.landlock_paths.push_back(request_dir);
+  plan.exe = clang_real;
+  plan.args = {clang_real, "--no-default-config", "-O2", "-g", "-target", "bpf", "-Wall", "-c", "-nostdinc",
+               "-isystem", cfg.include_dir, "-fno-color-diagnostics", "-fno-crash-diagnostics", "-fno-trigraphs",
+               "-ferror-limit=20", "-fmacro-backtrace-limit=4", "-x", "c", request_dir + "/prog.c", "-o", "-"};
+  plan.env = {"PATH=/usr/bin:/bin", "LC_ALL=C", "TMPDIR=" + request_dir + "/tmp", "HOME=" + request_dir};
+  return "";
+}
+
+// Paths are ordered: compiler prefix and library dirs (read+execute), then
+// the include tree and source (read), then the scratch dir (read+write).
+void finish_landlock_rules(SandboxPlan& plan, size_t executable_dirs) {
+  plan.landlock_rules.clear();
+  const size_t n = plan.landlock_paths.size();
+  for (size_t i = 0; i < n; ++i) {
+    LandlockAccess a = i < executable_dirs ? LandlockAccess::read_execute
+                       : i + 1 == n        ? LandlockAccess::read_write
+                                           : LandlockAccess::read;
+    plan.landlock_rules.push_back({plan.landlock_paths[i].c_str(), a});
+  }
+}
+
+bool drop_all_capabilities() {
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2] = {};
+  return syscall(SYS_capset, &header, data) == 0;
 }
 
 [[noreturn]] void child_fail(int code, const char* what) {
@@ -177,6 +242,9 @@ std::string build_plan(SandboxPlan& plan, const SandboxConfig& cfg, const std::s
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
 
+  if (plan.mode == SandboxMode::landlock) {
+    if (chdir(plan.cwd.c_str()) != 0) child_fail(kSetupFailed, "chdir");
+  } else {
   if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) != 0) child_fail(kSetupFailed, "unshare");
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) child_fail(kSetupFailed, "make mounts private");
   if (mount("tmpfs", plan.root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=8m,nr_inodes=4096,mode=0755") != 0)
@@ -212,6 +280,7 @@ std::string build_plan(SandboxPlan& plan, const SandboxConfig& cfg, const std::s
     close(fd);
   }
   if (chdir(plan.root.c_str()) != 0 || chroot(".") != 0 || chdir("/tmp") != 0) child_fail(kSetupFailed, "chroot");
+  }
 
   const rlim_t cpu = static_cast<rlim_t>((cfg.timeout_ms + 999) / 1000);
   struct rlimit r;
@@ -226,10 +295,20 @@ std::string build_plan(SandboxPlan& plan, const SandboxConfig& cfg, const std::s
   r = {0, 0};
   setrlimit(RLIMIT_CORE, &r);
 
-  if (setgroups(0, nullptr) != 0) child_fail(kSetupFailed, "setgroups");
-  if (setresgid(gid, gid, gid) != 0) child_fail(kSetupFailed, "setresgid");
-  if (setresuid(uid, uid, uid) != 0) child_fail(kSetupFailed, "setresuid");
+  if (plan.mode == SandboxMode::landlock) {
+    // Still uid 0 but without any capability; no_new_privs keeps execve from
+    // handing them back, Landlock keeps root-owned files out of reach.
+    if (!drop_all_capabilities()) child_fail(kSetupFailed, "drop capabilities");
+  } else {
+    if (setgroups(0, nullptr) != 0) child_fail(kSetupFailed, "setgroups");
+    if (setresgid(gid, gid, gid) != 0) child_fail(kSetupFailed, "setresgid");
+    if (setresuid(uid, uid, uid) != 0) child_fail(kSetupFailed, "setresuid");
+  }
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(kSetupFailed, "no_new_privs");
+  if (int e = landlock_confine(plan.landlock_rules.data(), plan.landlock_rules.size()); e != 0) {
+    errno = e;
+    if (plan.landlock_required) child_fail(kSetupFailed, "landlock");
+  }
   execve(plan.exe.c_str(), argv, envp);
   child_fail(kExecFailed, "exec compiler");
 }
@@ -238,6 +317,37 @@ bool contains_any(const std::string& s, std::initializer_list<const char*> needl
   for (const char* n : needles)
     if (s.find(n) != std::string::npos) return true;
   return false;
+}
+
+// Can this process build the namespace sandbox? Tried once, for real, in a child.
+bool namespaces_work(const std::string& work_dir) {
+  static std::once_flag once;
+  static bool works = false;
+  std::call_once(once, [&] {
+    std::string dir = work_dir + "/qwen3-verify-probe-XXXXXX";
+    if (!mkdtemp(dir.data())) return;
+    uid_t uid;
+    gid_t gid;
+    get_nobody(uid, gid);
+    pid_t pid = fork();
+    if (pid == 0) {
+      int devnull = open("/dev/null", O_WRONLY);
+      if (devnull >= 0) dup2(devnull, STDERR_FILENO);
+      bool ok = unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) == 0 &&
+                mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+                mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k") == 0 &&
+                chdir(dir.c_str()) == 0 && chroot(".") == 0 && setgroups(0, nullptr) == 0 &&
+                setresgid(gid, gid, gid) == 0 && setresuid(uid, uid, uid) == 0;
+      _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    if (pid > 0)
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    rmdir(dir.c_str());
+    works = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  });
+  return works;
 }
 
 }  // namespace
@@ -327,6 +437,16 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
   if (cfg.include_dir.empty() || !fs::is_directory(cfg.include_dir))
     return finish(CompileStatus::infrastructure, "include tree '" + cfg.include_dir + "' is missing");
 
+  SandboxMode mode = cfg.mode;
+  if (mode == SandboxMode::automatic) {
+    if (namespaces_work(cfg.work_dir)) mode = SandboxMode::namespaces;
+    else if (landlock_abi() >= 1) mode = SandboxMode::landlock;
+    else
+      return finish(CompileStatus::infrastructure,
+                    "no compiler sandbox is available: mount namespaces are not permitted (needs CAP_SYS_ADMIN, "
+                    "CAP_SYS_CHROOT, CAP_SETUID, CAP_SETGID, mount/unshare) and Landlock is disabled or filtered");
+  }
+
   std::string tmpl = cfg.work_dir + "/qwen3-verify-XXXXXX";
   if (!mkdtemp(tmpl.data()))
     return finish(CompileStatus::infrastructure, "cannot create a sandbox dir in " + cfg.work_dir + ": " + strerror(errno));
@@ -334,10 +454,26 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
   plan.root = tmpl;
   struct RemoveDir {
     std::string path;
-    ~RemoveDir() { rmdir(path.c_str()); }
+    ~RemoveDir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);  // never follows symlinks
+    }
   } remove_dir{tmpl};
-  if (std::string why = build_plan(plan, cfg, clang_real); !why.empty())
-    return finish(CompileStatus::infrastructure, why);
+  std::string why;
+  if (mode == SandboxMode::landlock) {
+    // The source is written here by the daemon; the compiler may read it and use tmp/.
+    std::error_code ec;
+    fs::create_directories(tmpl + "/tmp", ec);
+    std::ofstream(tmpl + "/prog.c", std::ios::binary) << source;
+    chmod(tmpl.c_str(), 0755);
+    why = build_landlock_plan(plan, cfg, clang_real, tmpl);
+    result.sandbox = "landlock";
+  } else {
+    why = build_plan(plan, cfg, clang_real);
+    result.sandbox = landlock_abi() >= 1 ? "namespaces+landlock" : "namespaces";
+  }
+  if (!why.empty()) return finish(CompileStatus::infrastructure, why);
+  finish_landlock_rules(plan, plan.executable_dirs);
 
   std::vector<char*> argv, envp;
   for (auto& a : plan.args) argv.push_back(a.data());
@@ -374,10 +510,10 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
 
   int in_fd = in_pair[0], out_fd = out_pipe[0], err_fd = err_pipe[0];
   fcntl(in_fd, F_SETFL, O_NONBLOCK);
+  // In namespace mode the child reads the source from stdin into its tmpfs.
+  const std::string& to_send = mode == SandboxMode::landlock ? std::string() : source;
   size_t written = 0;
-  if (source.empty()) {
-    shutdown(in_fd, SHUT_WR);
-  }
+  if (to_send.empty()) shutdown(in_fd, SHUT_WR);
   std::string raw_err;
   bool timed_out = false, too_big = false;
   const auto deadline = start + std::chrono::milliseconds(cfg.timeout_ms);
@@ -391,7 +527,7 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
     struct pollfd pfd[3];
     int n = 0;
     int in_idx = -1, out_idx = -1, err_idx = -1;
-    if (in_fd >= 0 && written < source.size()) {
+    if (in_fd >= 0 && written < to_send.size()) {
       pfd[n] = {in_fd, POLLOUT, 0};
       in_idx = n++;
     }
@@ -407,10 +543,10 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
     if (rc < 0 && errno != EINTR) break;
     if (rc <= 0) continue;
     if (in_idx >= 0 && pfd[in_idx].revents) {
-      ssize_t w = send(in_fd, source.data() + written, source.size() - written, MSG_NOSIGNAL | MSG_DONTWAIT);
+      ssize_t w = send(in_fd, to_send.data() + written, to_send.size() - written, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w > 0) written += static_cast<size_t>(w);
-      if (w < 0 && errno != EAGAIN && errno != EINTR) written = source.size();  // reader gone
-      if (written >= source.size()) shutdown(in_fd, SHUT_WR);
+      if (w < 0 && errno != EAGAIN && errno != EINTR) written = to_send.size();  // reader gone
+      if (written >= to_send.size()) shutdown(in_fd, SHUT_WR);
     }
     if (out_idx >= 0 && pfd[out_idx].revents) {
       ssize_t r = read(out_fd, buf, sizeof buf);
@@ -460,6 +596,12 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
   for (int fd : {in_fd, out_fd, err_fd})
     if (fd >= 0) close(fd);
 
+  // Landlock mode compiles at host paths: show them like the namespace mode does.
+  if (mode == SandboxMode::landlock) {
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{tmpl + "/prog.c", "/src/prog.c"},
+                                   std::pair<std::string, std::string>{cfg.include_dir + "/", "/inc/"}})
+      for (size_t p; (p = raw_err.find(from)) != std::string::npos;) raw_err.replace(p, from.size(), to);
+  }
   result.diagnostics = scrub_compiler_output(raw_err);
   result.parsed = parse_clang_diagnostics(result.diagnostics);
   const std::string limits_text = "(limits: " + std::to_string(cfg.timeout_ms) + " ms, " +

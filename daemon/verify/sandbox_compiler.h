@@ -14,7 +14,21 @@
 
 namespace qwen3::verify {
 
+// How the compiler is confined:
+// - namespaces: fresh mount/net/IPC/UTS namespaces, chroot into an empty tmpfs
+//   with read-only binds of the compiler and the include tree, user nobody,
+//   plus Landlock on top when the kernel has it. Needs CAP_SYS_ADMIN,
+//   CAP_SYS_CHROOT, CAP_SETUID/SETGID and mount(2).
+// - landlock: no privileges needed: all capabilities dropped, no_new_privs,
+//   Landlock lets the compiler open only the compiler's own directories, the
+//   include tree and the request's temp dir, and no TCP.
+// - automatic: namespaces if they work here (probed once), else landlock.
+// Either way CPU/memory/file-size/time limits apply; if neither works the
+// compile is refused (never run unconfined).
+enum class SandboxMode { automatic, namespaces, landlock };
+
 struct SandboxConfig {
+  SandboxMode mode = SandboxMode::automatic;
   std::string clang = "clang-19";     // name in PATH or absolute path
   std::string include_dir;            // the private include tree (prepare_include_tree)
   std::string work_dir = "/tmp";      // parent of the per-compile sandbox dir
@@ -37,6 +51,7 @@ struct CompileOutcome {
   std::string diagnostics;         // clang's stderr, sandbox paths scrubbed, crash dumps dropped
   std::vector<Diagnostic> parsed;  // errors/warnings with main-file line numbers
   std::string message;             // one-line summary
+  std::string sandbox;             // how it was confined, e.g. "namespaces+landlock"
   double seconds = 0;
 };
 

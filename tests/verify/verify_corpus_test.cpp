@@ -114,6 +114,8 @@ TEST(VerifyCorpus, ClassifiesEveryProgramAsExpectedAndLeavesNothingBehind) {
   options.data_dir = QWEN3_VERIFY_TEST_DATA_DIR;
   options.compile_timeout_ms = 4000;  // the compile bomb must hit it; normal programs take ~0.1 s
   options.max_concurrent = 2;
+  if (const char* mode = getenv("QWEN3_VERIFY_SANDBOX")) options.compiler_sandbox = mode;
+  std::cout << "compiler sandbox: " << options.compiler_sandbox << "\n";
   Pipeline pipeline(options);
   // Cases with "options": {"minimal_loader_capabilities": true} load as a CAP_BPF-only loader.
   PipelineOptions minimal_options = options;
