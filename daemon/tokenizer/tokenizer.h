@@ -26,7 +26,10 @@ class Tokenizer {
   ~Tokenizer();
 
   // Throws qwen3::Error(invalid_argument) on invalid UTF-8.
-  // parse_special=false treats "<|im_start|>" and friends as plain text.
+  // parse_special=false treats "<|im_start|>" and the other tokens flagged
+  // special as plain text; non-special added tokens (<think>, <tool_call>, ...)
+  // are still recognised, as HF does with split_special_tokens=True.
+  // Thread-safe: concurrent calls on one Tokenizer are fine.
   std::vector<int32_t> encode(std::string_view text, bool parse_special = true) const;
   // Ids out of range are an error (invalid_argument). Invalid UTF-8 produced by
   // a partial byte sequence is replaced with U+FFFD, as HF does.

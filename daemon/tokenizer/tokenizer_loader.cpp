@@ -214,8 +214,12 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
     auto raw = byte_level::decode(piece);
     return raw ? *raw : piece;
   };
+  // The model's own vocabulary (merges resolve against it, not added tokens).
+  std::unordered_map<std::string, int32_t> model_ids;
+  model_ids.reserve(vocab.size());
   for (const auto& [piece, id_json] : vocab.items()) {
     auto id = static_cast<int32_t>(id_json.get<int64_t>());
+    model_ids.emplace(piece, id);
     if (impl->kinds[id] != Tokenizer::Impl::IdKind::unused) {
       f.fail("model.vocab[\"" + piece + "\"]", "id " + std::to_string(id) + " is used twice");
     }
@@ -235,13 +239,13 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
   std::array<int32_t, 256> byte_ids{};
   for (unsigned b = 0; b < 256; ++b) {
     std::string piece = byte_level::encode(std::string(1, static_cast<char>(b)));
-    auto it = vocab.find(piece);
-    if (it == vocab.end()) {
+    auto it = model_ids.find(piece);
+    if (it == model_ids.end()) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02X", b);
       f.fail("model.vocab", "lacks the byte-level token '" + piece + "' for byte " + hex);
     }
-    byte_ids[b] = static_cast<int32_t>(it->get<int64_t>());
+    byte_ids[b] = it->second;
   }
 
   // --- merges ---
@@ -250,9 +254,9 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
   std::vector<BpeModel::Merge> merges;
   merges.reserve(merges_json.size());
   auto vocab_id = [&](const std::string& piece, const std::string& key) {
-    auto it = vocab.find(piece);
-    if (it == vocab.end()) f.fail(key, "'" + piece + "' is not in model.vocab");
-    return static_cast<int32_t>(it->get<int64_t>());
+    auto it = model_ids.find(piece);
+    if (it == model_ids.end()) f.fail(key, "'" + piece + "' is not in model.vocab");
+    return it->second;
   };
   for (size_t i = 0; i < merges_json.size(); ++i) {
     const json& m = merges_json[i];

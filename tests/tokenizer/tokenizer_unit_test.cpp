@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -185,6 +186,33 @@ TEST(Tokenizer, LongInputsDoNotBlowUp) {
     EXPECT_LT(ids.size(), s.size());
     EXPECT_EQ(tok->decode(ids), s);
   }
+}
+
+TEST(Tokenizer, ConcurrentEncodesAgreeWithSerialOnes) {
+  auto tok = test::qwen3_tokenizer();
+  ASSERT_TRUE(tok);
+  std::vector<std::string> docs;
+  for (int i = 0; i < 200; ++i) {
+    docs.push_back("Doc " + std::to_string(i * 7919) + ": the quick brown fox, \xE4\xBD\xA0\xE5\xA5\xBD " +
+                   std::string(static_cast<size_t>(i % 13), ' ') + "it'LL jump <|im_end|>\n" +
+                   std::to_string(i * i));
+  }
+  std::vector<std::vector<int32_t>> serial;
+  for (const auto& d : docs) serial.push_back(tok->encode(d));
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 5; ++round) {
+        for (size_t i = 0; i < docs.size(); ++i) {
+          size_t k = (i * (t + 1) + round) % docs.size();
+          if (tok->encode(docs[k]) != serial[k]) ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
 }
 
 // The Split regex keeps Oniguruma's meaning of \s (Unicode White_Space), which
