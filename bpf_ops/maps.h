@@ -46,6 +46,45 @@ QN_DEFINE_BUFFER(mlp_buf, 1);
 QN_DEFINE_BUFFER(xq_buf, QN_THREADS_MAX);
 /* Per worker: attention scratch: scores [max_ctx] s32, acc [hd] s64, tmp [2][hd] s32. */
 QN_DEFINE_BUFFER(att_buf, QN_THREADS_MAX);
+/* Per worker: accumulators of loops run by bpf_loop. Kept in map memory, not
+ * on the stack, so the verifier sees the same state on every iteration and
+ * verifies each callback once instead of once per possible value. */
+struct qn_acc {
+  __u64 max_abs;
+  __u64 ss;
+  __s64 smax;
+  __u64 sum;
+  __u32 err; /* first failed check (source line); also kept off the stack */
+  __u32 row; /* matmul: row of the current nested position loop */
+  /* attention: the query head being computed */
+  __u32 p, pos, h, qh;
+  __s32 sq;
+  __u32 pad;
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(key_size, 4);
+  __uint(value_size, sizeof(struct qn_acc));
+  __uint(max_entries, QN_THREADS_MAX);
+} acc_buf SEC(".maps");
+static __always_inline struct qn_acc *acc_of(u32 thread) {
+  return bpf_map_lookup_elem(&acc_buf, &thread);
+}
+/* Records a failed check of a bpf_loop callback and stops the loop. */
+static __always_inline long qn_fail(u32 thread, u32 line) {
+  struct qn_acc *a = acc_of(thread);
+  if (a && !a->err) a->err = line;
+  return 1;
+}
+static __always_inline u32 qn_err(u32 thread) {
+  struct qn_acc *a = acc_of(thread);
+  return a ? a->err : __LINE__;
+}
+static __always_inline void qn_clear_err(u32 thread) {
+  struct qn_acc *a = acc_of(thread);
+  if (a) a->err = 0;
+}
+
 /* Logits of positions that asked for them: [QN_PMAX][vocab] int32 Q16. */
 QN_DEFINE_BUFFER(logits_buf, 1);
 /* Per worker and logit position: argmax and top-k (struct qn_topk_slot). */

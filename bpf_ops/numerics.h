@@ -17,6 +17,7 @@ typedef uint32_t qn_u32;
 typedef int64_t qn_s64;
 typedef uint64_t qn_u64;
 #define QN_INLINE static inline
+#define QN_OPAQUE(v) (void)0
 #else
 #include <linux/types.h>
 typedef __s8 qn_s8;
@@ -25,6 +26,9 @@ typedef __u32 qn_u32;
 typedef __s64 qn_s64;
 typedef __u64 qn_u64;
 #define QN_INLINE static __attribute__((always_inline)) inline
+/* Hides a value from clang's pattern matching so branch-free code stays
+ * branch-free (clang would turn min/max/abs back into jumps). */
+#define QN_OPAQUE(v) asm volatile("" : "+r"(v))
 #endif
 
 /* ---- formats ------------------------------------------------------------ */
@@ -54,24 +58,45 @@ QN_INLINE int qn_bits_u64(qn_u64 v) {
   return n + (int)v;
 }
 
-QN_INLINE qn_u64 qn_abs64(qn_s64 v) { return v < 0 ? (qn_u64)(-v) : (qn_u64)v; }
+/* Per-element helpers are branch-free: BPF has no conditional move, and
+ * branches inside unrolled loops multiply the states the verifier explores.
+ * Selections multiply by a 0/1 sign bit instead of masking with 0/-1: this
+ * kernel's verifier forks its state on AND with a [-1, 0] operand, which
+ * would be exponential over an unrolled loop.
+ * Arguments stay within +-2^62 so the differences below cannot overflow. */
+QN_INLINE qn_s64 qn_sign_bit(qn_s64 v) {
+  qn_s64 b = (qn_s64)((qn_u64)v >> 63);
+  QN_OPAQUE(b);
+  return b;
+}
+QN_INLINE qn_s64 qn_min64(qn_s64 a, qn_s64 b) {
+  qn_s64 d = a - b;
+  return b + d * qn_sign_bit(d);
+}
+QN_INLINE qn_s64 qn_max64(qn_s64 a, qn_s64 b) {
+  qn_s64 d = a - b;
+  return a - d * qn_sign_bit(d);
+}
+QN_INLINE qn_u64 qn_abs64(qn_s64 v) {
+  return (qn_u64)(v * (1 - 2 * qn_sign_bit(v)));
+}
 
 /* Rounds v / 2^sh to nearest (ties toward +inf); sh in [0, 62]. */
 QN_INLINE qn_s64 qn_round_shift(qn_s64 v, int sh) {
-  if (sh <= 0) return v;
-  return (v + (1LL << (sh - 1))) >> sh;
+  return (v + ((1LL << sh) >> 1)) >> sh;
 }
 
+/* Clamps to +-(2^31 - 1). */
 QN_INLINE qn_s32 qn_sat32(qn_s64 v) {
-  if (v > 2147483647LL) return 2147483647;
-  if (v < -2147483647LL) return -2147483647;
-  return (qn_s32)v;
+  return (qn_s32)qn_max64(qn_min64(v, 2147483647LL), -2147483647LL);
 }
 
 /* Rounded signed division, ties away from zero; d > 0. */
 QN_INLINE qn_s64 qn_div_round(qn_s64 n, qn_s64 d) {
-  if (n >= 0) return (n + d / 2) / d;
-  return -((-n + d / 2) / d);
+  qn_s64 sg = 1 - 2 * qn_sign_bit(n);
+  qn_u64 a = (qn_u64)(n * sg);
+  qn_s64 q = (qn_s64)((a + (qn_u64)d / 2) / (qn_u64)d);
+  return q * sg;
 }
 
 /* ---- matmul input requantization (block floating point) ------------------
@@ -79,8 +104,7 @@ QN_INLINE qn_s64 qn_div_round(qn_s64 n, qn_s64 d) {
  * 2^act_bits; act_bits is fixed per matrix at load so that
  * sum_j |w_j| * 2^act_bits < 2^62 for every row (see docs/numerics.md). */
 QN_INLINE int qn_input_shift(qn_u64 max_abs, int act_bits) {
-  int s = qn_bits_u64(max_abs) - act_bits;
-  return s > 0 ? s : 0;
+  return (int)qn_max64(qn_bits_u64(max_abs) - act_bits, 0);
 }
 
 /* Output of a matmul row: acc is y * 2^(wfrac + 16 - s); returns y in Q16. */
@@ -142,34 +166,38 @@ QN_INLINE qn_s64 qn_exp2_frac_factor(int k) {
 }
 
 QN_INLINE qn_s64 qn_exp2_neg_q30(qn_u64 t_q16) {
-  qn_u64 n = t_q16 >> 16;
-  if (n >= 31) return 0;
+  qn_s64 n = (qn_s64)qn_min64((qn_s64)(t_q16 >> 16), 40); /* 2^-40 rounds to 0 in Q30 */
   qn_s64 r = QN_ONE_Q30;
 #ifndef __cplusplus
 #pragma unroll
 #endif
   for (int k = 1; k <= 16; k++) {
-    if (t_q16 & (1u << (16 - k))) r = (r * qn_exp2_frac_factor(k) + (1LL << 29)) >> 30;
+    /* factor 2^-(2^-k) when fraction bit k is set, else exactly 1.0 (r unchanged) */
+    qn_s64 bit = (qn_s64)((t_q16 >> (16 - k)) & 1);
+    QN_OPAQUE(bit);
+    qn_s64 f = QN_ONE_Q30 + (qn_exp2_frac_factor(k) - QN_ONE_Q30) * bit;
+    r = (r * f + (1LL << 29)) >> 30;
   }
   return qn_round_shift(r, (int)n);
 }
 
-/* exp(d) in Q30 for d <= 0 given in Q16. */
+/* exp(d) in Q30 for d <= 0 given in Q16 (d > 0 is treated as 0). */
 QN_INLINE qn_s64 qn_exp_neg_q30(qn_s64 d_q16) {
-  if (d_q16 >= 0) return QN_ONE_Q30;
-  qn_u64 a = (qn_u64)(-d_q16);
-  if (a > (1ULL << 24)) return 0; /* exp(-256) is below Q30 resolution */
+  /* |d| beyond 2^26 (exp(-1024)) is clamped: the result is 0 either way */
+  qn_u64 a = (qn_u64)qn_min64(qn_max64(-d_q16, 0), 1LL << 26);
   qn_u64 t = (a * (qn_u64)QN_LOG2E_Q30 + (1ULL << 29)) >> 30;
   return qn_exp2_neg_q30(t);
 }
 
-/* sigmoid(g) in Q30 for g in Q16 (one exponential, one division). */
+/* sigmoid(g) in Q30 for g in Q16 (one exponential, one division):
+ * g >= 0: 1 / (1 + e), g < 0: e / (1 + e), with e = exp(-|g|). */
 QN_INLINE qn_s64 qn_sigmoid_q30(qn_s32 g_q16) {
   qn_s64 g = g_q16;
-  qn_s64 e = qn_exp_neg_q30(g >= 0 ? -g : g); /* exp(-|g|) */
+  qn_s64 neg = qn_sign_bit(g); /* 1 when g < 0 */
+  qn_s64 e = qn_exp_neg_q30(-(qn_s64)qn_abs64(g));
   qn_u64 den = (qn_u64)(QN_ONE_Q30 + e);
-  if (g >= 0) return (qn_s64)(((1ULL << 60) + den / 2) / den);
-  return (qn_s64)((((qn_u64)e << 30) + den / 2) / den);
+  qn_u64 num = (qn_u64)((1LL << 60) * (1 - neg) + (e << 30) * neg);
+  return (qn_s64)((num + den / 2) / den);
 }
 
 /* silu(g) * u in Q16, saturated to int32. */
@@ -185,8 +213,7 @@ QN_INLINE qn_s32 qn_silu_mul(qn_s32 g_q16, qn_s32 u_q16) {
  *   qn_rms_factor(ss, n, t, eps_q32, &sh) -> r: x * r >> sh is x / rms in Q16
  *   y  = qn_rms_apply(x, r, sh, w_q24)       (x / rms) * w, Q16, saturated */
 QN_INLINE int qn_rms_reduce_shift(qn_u64 max_abs) {
-  int t = qn_bits_u64(max_abs) - QN_RMS_BITS;
-  return t > 0 ? t : 0;
+  return (int)qn_max64(qn_bits_u64(max_abs) - QN_RMS_BITS, 0);
 }
 
 QN_INLINE qn_s64 qn_rms_factor(qn_u64 ss, qn_u32 n, int t, qn_u64 eps_q32, int *sh) {
@@ -217,11 +244,9 @@ QN_INLINE qn_s32 qn_rope_second(qn_s32 x1, qn_s32 x2, qn_s32 c, qn_s32 s) {
  * One scale per (position, layer, kv head, K|V): the vector's max |x| in Q16.
  * q = round(x * 127 / max), value ~= q * max / 127. */
 QN_INLINE qn_s8 qn_kv_quant(qn_s32 x, qn_s32 max_abs) {
-  if (max_abs <= 0) return 0;
-  qn_s64 q = qn_div_round((qn_s64)x * QN_KV_LEVELS, max_abs);
-  if (q > 127) q = 127;
-  if (q < -127) q = -127;
-  return (qn_s8)q;
+  qn_s64 d = qn_max64(max_abs, 1); /* an all-zero vector quantizes to zeros */
+  qn_s64 q = qn_div_round((qn_s64)x * QN_KV_LEVELS, d);
+  return (qn_s8)qn_max64(qn_min64(q, 127), -127);
 }
 
 /* ---- attention ------------------------------------------------------------------

@@ -12,13 +12,12 @@
 
 #include "maps.h"
 
+/* Constant for the whole call: callbacks read it and never write it, so the
+ * verifier sees one state per loop. What changes per query head (position,
+ * heads, query shift) lives in the per-worker acc map. */
 struct att_state {
-  u32 thread, npos, pos0, layer, slot, qnorm_off, knorm_off, hb, he, group;
-  u32 p, pos, h, qh;
+  u32 thread, npos, pos0, layer, slot, qnorm_off, knorm_off, hb, nh, group;
   s64 c_q24;
-  s32 sq, smax;
-  u64 sum;
-  u32 err;
 };
 
 static __always_inline u8 *att_scratch(u32 thread) { return buf_lookup(&att_buf, thread); }
@@ -67,8 +66,7 @@ static __always_inline s64 head_norm_rope(u8 *b, u32 p, u32 off, u32 norm_off, u
   for (u32 d = 0; d < SHAPE.head_dim; d++) {
     s32 v = src[d];
     t0[d] = v;
-    u64 a = qn_abs64(v);
-    if (a > mx) mx = a;
+    mx = (u64)qn_max64((s64)mx, (s64)qn_abs64(v));
   }
   int t = qn_rms_reduce_shift(mx);
   u64 ss = 0;
@@ -88,95 +86,95 @@ static __always_inline s64 head_norm_rope(u8 *b, u32 p, u32 off, u32 norm_off, u
     s32 z = qn_rope_second(t0[d], t0[d + half], c, s);
     t1[d] = a;
     t1[d + half] = z;
-    u64 aa = qn_abs64(a), az = qn_abs64(z);
-    if (aa > mx) mx = aa;
-    if (az > mx) mx = az;
+    mx = (u64)qn_max64(qn_max64((s64)mx, (s64)qn_abs64(a)), (s64)qn_abs64(z));
   }
   return (s64)mx;
 }
 
 static long att_score_cb(u64 j, void *ctx) {
-  struct att_state *st = ctx;
+  const struct att_state *st = ctx;
   u8 *b = att_scratch(st->thread);
   u8 *e = kv_entry(st->slot, (u32)j);
-  if (!b || !e || j >= SHAPE.max_ctx) { st->err = __LINE__; return 1; }
-  u32 ko = kv_k_off(st->layer, st->h), mo = kv_kmax_off(st->layer, st->h);
-  if (ko > SHAPE.kv_pos_bytes - SHAPE.head_dim || mo > SHAPE.kv_pos_bytes - 4) { st->err = __LINE__; return 1; }
+  struct qn_acc *acc = acc_of(st->thread);
+  if (!b || !e || !acc || j >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
+  u32 ko = kv_k_off(st->layer, acc->h), mo = kv_kmax_off(st->layer, acc->h);
+  if (ko > SHAPE.kv_pos_bytes - SHAPE.head_dim || mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
   const s8 *kq = (const s8 *)(e + ko);
   const s32 *q = att_tmp1(b);
   s64 dot = 0;
   for (u32 d = 0; d < SHAPE.head_dim; d++) dot += (s64)q[d] * kq[d];
   s32 kmax = *(const s32 *)(e + mo);
-  s32 score = qn_attn_score(dot, kmax, st->sq, st->c_q24);
+  s32 score = qn_attn_score(dot, kmax, acc->sq, st->c_q24);
   att_scores(b)[j] = score;
-  if (j == 0 || score > st->smax) st->smax = score;
+  acc->smax = qn_max64(acc->smax, score);
   return 0;
 }
 
 static long att_exp_cb(u64 j, void *ctx) {
-  struct att_state *st = ctx;
+  const struct att_state *st = ctx;
   u8 *b = att_scratch(st->thread);
-  if (!b || j >= SHAPE.max_ctx) { st->err = __LINE__; return 1; }
+  struct qn_acc *acc = acc_of(st->thread);
+  if (!b || !acc || j >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
   s32 *sc = att_scores(b);
-  s64 e = qn_exp_neg_q30((s64)sc[j] - st->smax);
+  s64 e = qn_exp_neg_q30((s64)sc[j] - acc->smax);
   sc[j] = (s32)e;
-  st->sum += (u64)e;
+  acc->sum += (u64)e;
   return 0;
 }
 
 static long att_acc_cb(u64 j, void *ctx) {
-  struct att_state *st = ctx;
+  const struct att_state *st = ctx;
   u8 *b = att_scratch(st->thread);
   u8 *e = kv_entry(st->slot, (u32)j);
-  if (!b || !e || j >= SHAPE.max_ctx) { st->err = __LINE__; return 1; }
-  u32 vo = kv_v_off(st->layer, st->h), mo = kv_vmax_off(st->layer, st->h);
-  if (vo > SHAPE.kv_pos_bytes - SHAPE.head_dim || mo > SHAPE.kv_pos_bytes - 4) { st->err = __LINE__; return 1; }
+  struct qn_acc *acc = acc_of(st->thread);
+  if (!b || !e || !acc || j >= SHAPE.max_ctx || acc->sum == 0) return qn_fail(st->thread, __LINE__);
+  u32 vo = kv_v_off(st->layer, acc->h), mo = kv_vmax_off(st->layer, acc->h);
+  if (vo > SHAPE.kv_pos_bytes - SHAPE.head_dim || mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
   s32 vmax = *(const s32 *)(e + mo);
-  s64 w = qn_attn_vweight(qn_attn_prob(att_scores(b)[j], st->sum), vmax);
-  if (w == 0) return 0;
+  s64 w = qn_attn_vweight(qn_attn_prob(att_scores(b)[j], acc->sum), vmax);
   const s8 *vq = (const s8 *)(e + vo);
-  s64 *acc = att_acc(b);
-  for (u32 d = 0; d < SHAPE.head_dim; d++) acc[d] += w * vq[d];
+  s64 *accv = att_acc(b);
+  for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] += w * vq[d];
   return 0;
 }
 
-static long att_qhead_cb(u64 j, void *ctx) {
-  struct att_state *st = ctx;
-  u8 *b = att_scratch(st->thread);
-  if (!b) { st->err = __LINE__; return 1; }
-  st->qh = st->h * st->group + (u32)j;
-  if (st->qh >= SHAPE.n_heads) { st->err = __LINE__; return 1; }
-  s64 mx = head_norm_rope(b, st->p, st->qh * SHAPE.head_dim, st->qnorm_off, st->pos);
-  if (mx < 0) { st->err = __LINE__; return 1; }
-  st->sq = qn_input_shift((u64)mx, QN_Q_BITS);
+/* One query head qh (of kv head h) at pass position p / absolute position pos. */
+static __always_inline u32 attend_head(const struct att_state *st, u8 *b, u32 p, u32 pos, u32 h, u32 qh) {
+  if (qh >= SHAPE.n_heads) return __LINE__;
+  s64 mx = head_norm_rope(b, p, qh * SHAPE.head_dim, st->qnorm_off, pos);
+  if (mx < 0) return __LINE__;
+  struct qn_acc *acc = acc_of(st->thread);
+  if (!acc) return __LINE__;
+  s32 sq = qn_input_shift((u64)mx, QN_Q_BITS);
+  acc->sq = sq;
+  acc->h = h;
+  acc->smax = -2147483647; /* every score is >= this (saturated) */
+  acc->sum = 0;
   s32 *t1 = att_tmp1(b);
-  s64 *acc = att_acc(b);
+  s64 *accv = att_acc(b);
   for (u32 d = 0; d < SHAPE.head_dim; d++) {
-    t1[d] = (s32)qn_round_shift(t1[d], st->sq);
-    acc[d] = 0;
+    t1[d] = (s32)qn_round_shift(t1[d], sq);
+    accv[d] = 0;
   }
-  st->smax = 0;
-  st->sum = 0;
-  u32 n = st->pos + 1;
-  bpf_loop(n, att_score_cb, st, 0);
-  bpf_loop(n, att_exp_cb, st, 0);
-  if (st->sum == 0) { st->err = __LINE__; return 1; }
-  bpf_loop(n, att_acc_cb, st, 0);
-  if (st->err) return 1;
+  u32 n = pos + 1;
+  bpf_loop(n, att_score_cb, (void *)st, 0);
+  bpf_loop(n, att_exp_cb, (void *)st, 0);
+  bpf_loop(n, att_acc_cb, (void *)st, 0);
+  if (qn_err(st->thread)) return qn_err(st->thread);
   s32 *out = buf_lookup(&attn_buf, 0);
-  u32 o = st->qh * SHAPE.head_dim;
-  if (!out || st->p >= QN_PMAX || o > QD_PAD - SHAPE.head_dim) { st->err = __LINE__; return 1; }
-  out += st->p * QD_PAD + o;
-  for (u32 d = 0; d < SHAPE.head_dim; d++) out[d] = qn_attn_out(acc[d]);
+  u32 o = qh * SHAPE.head_dim;
+  if (!out || p >= QN_PMAX || o > QD_PAD - SHAPE.head_dim) return __LINE__;
+  out += p * QD_PAD + o;
+  for (u32 d = 0; d < SHAPE.head_dim; d++) out[d] = qn_attn_out(accv[d]);
   return 0;
 }
 
 /* Writes K (normed, rotated) and V of kv head h at position pos as int8. */
-static __always_inline u32 write_kv(struct att_state *st, u8 *b) {
-  u8 *e = kv_entry(st->slot, st->pos);
+static __always_inline u32 write_kv(const struct att_state *st, u8 *b, u32 p, u32 pos, u32 h) {
+  u8 *e = kv_entry(st->slot, pos);
   if (!e) return __LINE__;
-  u32 h = st->h, layer = st->layer;
-  s64 mx = head_norm_rope(b, st->p, SHAPE.q_dim + h * SHAPE.head_dim, st->knorm_off, st->pos);
+  u32 layer = st->layer;
+  s64 mx = head_norm_rope(b, p, SHAPE.q_dim + h * SHAPE.head_dim, st->knorm_off, pos);
   if (mx < 0) return __LINE__;
   u32 ko = kv_k_off(layer, h), vo = kv_v_off(layer, h);
   u32 km = kv_kmax_off(layer, h), vm = kv_vmax_off(layer, h);
@@ -191,13 +189,10 @@ static __always_inline u32 write_kv(struct att_state *st, u8 *b) {
 
   s32 *qkv = buf_lookup(&qkv_buf, 0);
   u32 off = SHAPE.q_dim + SHAPE.kv_dim + h * SHAPE.head_dim;
-  if (!qkv || st->p >= QN_PMAX || off > QKV_PAD - SHAPE.head_dim) return __LINE__;
-  const s32 *v = qkv + st->p * QKV_PAD + off;
+  if (!qkv || p >= QN_PMAX || off > QKV_PAD - SHAPE.head_dim) return __LINE__;
+  const s32 *v = qkv + p * QKV_PAD + off;
   u64 vmx = 0;
-  for (u32 d = 0; d < SHAPE.head_dim; d++) {
-    u64 a = qn_abs64(v[d]);
-    if (a > vmx) vmx = a;
-  }
+  for (u32 d = 0; d < SHAPE.head_dim; d++) vmx = (u64)qn_max64((s64)vmx, (s64)qn_abs64(v[d]));
   s32 vmax = qn_sat32(vmx);
   s8 *vq = (s8 *)(e + vo);
   for (u32 d = 0; d < SHAPE.head_dim; d++) vq[d] = qn_kv_quant(v[d], vmax);
@@ -205,24 +200,33 @@ static __always_inline u32 write_kv(struct att_state *st, u8 *b) {
   return 0;
 }
 
-static long att_head_cb(u64 i, void *ctx) {
-  struct att_state *st = ctx;
+/* Item i = (position, kv head, query head of its group), position-major:
+ * a kv head's K/V for a position are written (by its first query head's
+ * item) before any query of that position attends. One flat loop keeps the
+ * callback nesting, and so the verifier's work, small. */
+static long att_item_cb(u64 i, void *ctx) {
+  const struct att_state *st = ctx;
   u8 *b = att_scratch(st->thread);
-  if (!b) { st->err = __LINE__; return 1; }
-  st->h = st->hb + (u32)i;
-  if (st->h >= SHAPE.n_kv_heads) { st->err = __LINE__; return 1; }
-  u32 e = write_kv(st, b);
-  if (e) { st->err = e; return 1; }
-  bpf_loop(st->group, att_qhead_cb, st, 0);
-  return st->err ? 1 : 0;
-}
-
-static long att_pos_cb(u64 p, void *ctx) {
-  struct att_state *st = ctx;
-  st->p = (u32)p;
-  st->pos = st->pos0 + (u32)p;
-  bpf_loop(st->he - st->hb, att_head_cb, st, 0);
-  return st->err ? 1 : 0;
+  u32 per_pos = st->nh * st->group;
+  if (!b || per_pos == 0 || st->group == 0) return qn_fail(st->thread, __LINE__);
+  u32 idx = (u32)i;
+  u32 p = idx / per_pos;
+  u32 rem = idx % per_pos;
+  u32 h = st->hb + rem / st->group;
+  u32 j = rem % st->group;
+  QN_BARRIER(p);
+  QN_BARRIER(h);
+  u32 pos = st->pos0 + p;
+  if (p >= QN_PMAX || h >= SHAPE.n_kv_heads) return qn_fail(st->thread, __LINE__);
+  if (j == 0) {
+    u32 e = write_kv(st, b, p, pos, h);
+    if (e) return qn_fail(st->thread, e);
+  }
+  u32 qh = h * st->group + j;
+  QN_BARRIER(qh);
+  u32 e = attend_head(st, b, p, pos, h, qh);
+  if (e) return qn_fail(st->thread, e);
+  return 0;
 }
 
 SEC("syscall")
@@ -236,17 +240,18 @@ int qn_attention(struct qn_args *a) {
   st.qnorm_off = a->norm_off;
   st.knorm_off = a->norm2_off;
   st.hb = a->head_begin;
-  st.he = a->head_end;
+  st.nh = a->head_end - a->head_begin;
   st.group = SHAPE.n_heads / SHAPE.n_kv_heads;
   st.c_q24 = qn_attn_scale_q24(SHAPE.head_dim);
-  if (st.thread >= QN_THREADS_MAX || st.npos == 0 || st.npos > QN_PMAX || st.hb > st.he ||
-      st.he > SHAPE.n_kv_heads || st.layer >= SHAPE.n_layers) {
+  if (st.thread >= QN_THREADS_MAX || st.npos == 0 || st.npos > QN_PMAX || a->head_begin >= a->head_end ||
+      a->head_end > SHAPE.n_kv_heads || st.layer >= SHAPE.n_layers) {
     a->status = __LINE__;
     return a->status;
   }
-  bpf_loop(st.npos, att_pos_cb, &st, 0);
-  a->status = st.err;
-  return st.err;
+  qn_clear_err(st.thread);
+  bpf_loop(st.npos * st.nh * st.group, att_item_cb, &st, 0);
+  a->status = qn_err(st.thread);
+  return a->status;
 }
 
 #endif

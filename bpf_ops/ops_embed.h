@@ -8,17 +8,17 @@
 struct emb_state {
   struct qn_matrix mat;
   s32 tokens[QN_PMAX];
-  u32 err;
+  u32 thread;
 };
 
 static long emb_pos_cb(u64 p, void *ctx) {
   struct emb_state *st = ctx;
   s32 *out = buf_lookup(&resid_buf, 0);
-  if (!out || p >= QN_PMAX) { st->err = __LINE__; return 1; }
+  if (!out || p >= QN_PMAX) return qn_fail(st->thread, __LINE__);
   s32 tok = st->tokens[p & (QN_PMAX - 1)];
-  if (tok < 0 || (u32)tok >= st->mat.rows) { st->err = __LINE__; return 1; }
+  if (tok < 0 || (u32)tok >= st->mat.rows) return qn_fail(st->thread, __LINE__);
   const QN_WQ u8 *row = weight_row(&st->mat, (u32)tok);
-  if (!row) { st->err = __LINE__; return 1; }
+  if (!row) return qn_fail(st->thread, __LINE__);
   out += p * HID_PAD;
   for (u32 g = 0; g < SHAPE.max_groups; g++) {
     if (g >= st->mat.groups || g * QN_GROUP + QN_GROUP > HID_PAD) break;
@@ -39,9 +39,10 @@ int qn_embed(struct qn_args *a) {
     a->status = __LINE__;
     return a->status;
   }
+  qn_clear_err(0);
   bpf_loop(npos, emb_pos_cb, &st, 0);
-  a->status = st.err;
-  return st.err;
+  a->status = qn_err(0);
+  return a->status;
 }
 
 #endif

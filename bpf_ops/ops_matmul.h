@@ -17,8 +17,6 @@
 struct mm_state {
   struct qn_matrix mat;
   u32 op, thread, row_begin, ncomp, top_k, norm_off;
-  u32 row;  /* current row (or row pair) */
-  u32 err;
   u8 comp_pos[QN_PMAX]; /* compact index -> position in the pass */
 };
 
@@ -40,19 +38,23 @@ static __always_inline void topk_update(struct qn_topk_slot *t, s32 id, s32 v, u
   if ((u32)cnt >= k && v <= t->e[(k - 1) & (QN_TOPK_MAX - 1)].logit) return;
   s32 j = (u32)cnt < k ? cnt : (s32)k - 1;
   for (int it = 0; it < QN_TOPK_MAX; it++) {
-    if (j <= 0 || j >= QN_TOPK_MAX) break;
-    if (t->e[j - 1].logit >= v) break;
-    t->e[j] = t->e[j - 1];
-    j--;
+    u32 jj = (u32)j;
+    QN_BARRIER(jj); /* keep an index the verifier can bound, not a walking pointer */
+    if (jj == 0 || jj >= QN_TOPK_MAX) break;
+    if (t->e[jj - 1].logit >= v) break;
+    t->e[jj] = t->e[jj - 1];
+    j = (s32)jj - 1;
   }
-  if (j < 0 || j >= QN_TOPK_MAX) return;
-  t->e[j].id = id;
-  t->e[j].logit = v;
+  u32 at = (u32)j;
+  QN_BARRIER(at);
+  if (at >= QN_TOPK_MAX) return;
+  t->e[at].id = id;
+  t->e[at].logit = v;
   if ((u32)cnt < k) t->count = cnt + 1;
 }
 
 /* One row (or gate/up row pair) against compact position c; 0 or an error line. */
-static __always_inline u32 mm_row_pos(struct mm_state *st, u32 c) {
+static __always_inline u32 mm_row_pos(const struct mm_state *st, u32 r, u32 c) {
   s32 *x = xq_row(st->thread, c);
   s32 *shp = xq_shift_slot(st->thread, c);
   if (!x || !shp) return __LINE__;
@@ -61,8 +63,8 @@ static __always_inline u32 mm_row_pos(struct mm_state *st, u32 c) {
   int wf = weight_frac();
   u32 p = st->comp_pos[c & (QN_PMAX - 1)];
   if (p >= QN_PMAX) return __LINE__;
-  u32 r = st->row;
-  u32 groups = st->mat.groups;
+  /* the input length of each op is a load-time constant */
+  u32 groups = st->op == QN_OP_O ? QD_PAD / QN_GROUP : st->op == QN_OP_DOWN ? INTER_PAD / QN_GROUP : HID_PAD / QN_GROUP;
 
   if (st->op == QN_OP_GATEUP) {
     const QN_WQ u8 *wg = weight_row(&st->mat, 2 * r);
@@ -103,24 +105,27 @@ static __always_inline u32 mm_row_pos(struct mm_state *st, u32 c) {
 
 static long mm_pos_cb(u64 i, void *ctx) {
   struct mm_state *st = ctx;
-  u32 e = mm_row_pos(st, (u32)i);
-  if (e) {
-    st->err = e;
-    return 1;
-  }
-  return 0;
+  struct qn_acc *acc = acc_of(st->thread);
+  if (!acc) return 1;
+  u32 e = mm_row_pos(st, acc->row, (u32)i);
+  return e ? qn_fail(st->thread, e) : 0;
 }
 
 static long mm_row_cb(u64 i, void *ctx) {
   struct mm_state *st = ctx;
-  st->row = st->row_begin + (u32)i;
+  /* Callbacks never write the caller's stack: the verifier then sees one
+   * state per loop and verifies each callback body once. */
+  u32 r = st->row_begin + (u32)i;
   if (st->ncomp == 1) {
-    u32 e = mm_row_pos(st, 0);
-    if (e) st->err = e;
-  } else {
-    bpf_loop(st->ncomp, mm_pos_cb, st, 0);
+    u32 e = mm_row_pos(st, r, 0);
+    if (e) return qn_fail(st->thread, e);
+    return 0;
   }
-  return st->err ? 1 : 0;
+  struct qn_acc *acc = acc_of(st->thread);
+  if (!acc) return 1;
+  acc->row = r;
+  bpf_loop(st->ncomp, mm_pos_cb, st, 0);
+  return qn_err(st->thread) ? 1 : 0;
 }
 
 static long mm_prep_cb(u64 i, void *ctx) {
@@ -144,11 +149,7 @@ static long mm_prep_cb(u64 i, void *ctx) {
     ps.n_true = SHAPE.hidden;
   }
   u32 e = prep_input(&ps, with_norm);
-  if (e) {
-    st->err = e;
-    return 1;
-  }
-  return 0;
+  return e ? qn_fail(st->thread, e) : 0;
 }
 
 SEC("syscall")
@@ -163,7 +164,8 @@ int qn_matmul(struct qn_args *a) {
   u32 npos = a->npos, mask = a->pos_mask, row_end = a->row_end;
   u32 rows = st.op == QN_OP_GATEUP ? st.mat.rows / 2 : st.mat.rows;
   if (st.thread >= QN_THREADS_MAX || npos == 0 || npos > QN_PMAX || row_end < st.row_begin ||
-      row_end > rows || st.mat.groups > SHAPE.max_groups || st.mat.groups * QN_GROUP > IN_PAD) {
+      row_end > rows ||
+      st.mat.groups * QN_GROUP != (st.op == QN_OP_O ? QD_PAD : st.op == QN_OP_DOWN ? INTER_PAD : HID_PAD)) {
     a->status = __LINE__;
     return a->status;
   }
@@ -180,10 +182,11 @@ int qn_matmul(struct qn_args *a) {
     a->status = 0;
     return 0;
   }
+  qn_clear_err(st.thread);
   bpf_loop(n, mm_prep_cb, &st, 0);
-  if (st.err) {
-    a->status = st.err;
-    return st.err;
+  if (qn_err(st.thread)) {
+    a->status = qn_err(st.thread);
+    return a->status;
   }
   if (st.op == QN_OP_VOCAB) {
     for (u32 c = 0; c < QN_PMAX; c++) {
@@ -199,8 +202,8 @@ int qn_matmul(struct qn_args *a) {
     }
   }
   bpf_loop(row_end - st.row_begin, mm_row_cb, &st, 0);
-  a->status = st.err;
-  return st.err;
+  a->status = qn_err(st.thread);
+  return a->status;
 }
 
 #endif

@@ -12,10 +12,8 @@
 struct prep_state {
   u32 op, thread, c, p;
   u32 n_pad, n_true, norm_off, act_bits;
-  u64 max_abs, ss;
   s64 r;
   s32 t, sh, s;
-  u32 err;
 };
 
 static __always_inline s32 *xq_row(u32 thread, u32 c) {
@@ -30,36 +28,38 @@ static __always_inline s32 *xq_shift_slot(u32 thread, u32 c) {
   return b + QN_PMAX * IN_PAD + c;
 }
 
-static __always_inline void track_max(struct prep_state *st, s32 v) {
-  u64 a = qn_abs64(v);
-  if (a > st->max_abs) st->max_abs = a;
-}
 
 static long prep_copy_cb(u64 i, void *ctx) {
   struct prep_state *st = ctx;
   u32 e = (u32)i * 8;
   s32 *dst = xq_row(st->thread, st->c);
-  if (!dst || e > IN_PAD - 8 || st->p >= QN_PMAX) { st->err = __LINE__; return 1; }
+  u32 p = st->p;
+  QN_BARRIER(p);
+  if (!dst || e > IN_PAD - 8 || p >= QN_PMAX) return qn_fail(st->thread, __LINE__);
   const s32 *src = 0;
   if (st->op == QN_OP_O) {
     s32 *b = buf_lookup(&attn_buf, 0);
-    if (!b || e > QD_PAD - 8) { st->err = __LINE__; return 1; }
-    src = b + st->p * QD_PAD + e;
+    if (!b || e > QD_PAD - 8) return qn_fail(st->thread, __LINE__);
+    src = b + p * QD_PAD + e;
   } else if (st->op == QN_OP_DOWN) {
     s32 *b = buf_lookup(&mlp_buf, 0);
-    if (!b || e > INTER_PAD - 8) { st->err = __LINE__; return 1; }
-    src = b + st->p * INTER_PAD + e;
+    if (!b || e > INTER_PAD - 8) return qn_fail(st->thread, __LINE__);
+    src = b + p * INTER_PAD + e;
   } else {
     s32 *b = buf_lookup(&resid_buf, 0);
-    if (!b || e > HID_PAD - 8) { st->err = __LINE__; return 1; }
-    src = b + st->p * HID_PAD + e;
+    if (!b || e > HID_PAD - 8) return qn_fail(st->thread, __LINE__);
+    src = b + p * HID_PAD + e;
   }
+  struct qn_acc *acc = acc_of(st->thread);
+  if (!acc) return qn_fail(st->thread, __LINE__);
+  s64 mx = (s64)acc->max_abs;
 #pragma unroll
   for (int k = 0; k < 8; k++) {
     s32 v = src[k];
     dst[e + k] = v;
-    track_max(st, v);
+    mx = qn_max64(mx, (s64)qn_abs64(v));
   }
+  acc->max_abs = (u64)mx;
   return 0;
 }
 
@@ -67,14 +67,15 @@ static long prep_ss_cb(u64 i, void *ctx) {
   struct prep_state *st = ctx;
   u32 e = (u32)i * 8;
   s32 *x = xq_row(st->thread, st->c);
-  if (!x || e > IN_PAD - 8) { st->err = __LINE__; return 1; }
+  struct qn_acc *acc = acc_of(st->thread);
+  if (!x || !acc || e > IN_PAD - 8) return qn_fail(st->thread, __LINE__);
   u64 ss = 0;
 #pragma unroll
   for (int k = 0; k < 8; k++) {
     s64 v = x[e + k] >> st->t;
     ss += (u64)(v * v);
   }
-  st->ss += ss;
+  acc->ss += ss;
   return 0;
 }
 
@@ -84,13 +85,16 @@ static long prep_norm_cb(u64 i, void *ctx) {
   s32 *x = xq_row(st->thread, st->c);
   s32 *w = buf_lookup(&norms_buf, 0);
   u32 wo = st->norm_off + e;
-  if (!x || !w || e > IN_PAD - 8 || wo > SHAPE.norms_len - 8) { st->err = __LINE__; return 1; }
+  struct qn_acc *acc = acc_of(st->thread);
+  if (!x || !w || !acc || e > IN_PAD - 8 || wo > SHAPE.norms_len - 8) return qn_fail(st->thread, __LINE__);
+  s64 mx = (s64)acc->max_abs;
 #pragma unroll
   for (int k = 0; k < 8; k++) {
     s32 y = qn_rms_apply(x[e + k], st->r, st->sh, w[wo + k]);
     x[e + k] = y;
-    track_max(st, y);
+    mx = qn_max64(mx, (s64)qn_abs64(y));
   }
+  acc->max_abs = (u64)mx;
   return 0;
 }
 
@@ -98,7 +102,7 @@ static long prep_quant_cb(u64 i, void *ctx) {
   struct prep_state *st = ctx;
   u32 e = (u32)i * 8;
   s32 *x = xq_row(st->thread, st->c);
-  if (!x || e > IN_PAD - 8) { st->err = __LINE__; return 1; }
+  if (!x || e > IN_PAD - 8) return qn_fail(st->thread, __LINE__);
 #pragma unroll
   for (int k = 0; k < 8; k++) x[e + k] = (s32)qn_round_shift(x[e + k], st->s);
   return 0;
@@ -107,26 +111,34 @@ static long prep_quant_cb(u64 i, void *ctx) {
 /* Prepares xq[thread][c] from position p of the op's source; returns 0 or an error line. */
 static __always_inline u32 prep_input(struct prep_state *st, int with_norm) {
   u32 chunks = st->n_pad / 8;
-  st->max_abs = 0;
-  st->ss = 0;
+  struct qn_acc *acc = acc_of(st->thread);
+  if (!acc) return __LINE__;
+  acc->max_abs = 0;
+  acc->ss = 0;
   bpf_loop(chunks, prep_copy_cb, st, 0);
-  if (st->err) return st->err;
+  if (qn_err(st->thread)) return qn_err(st->thread);
+  acc = acc_of(st->thread);
+  if (!acc) return __LINE__;
   if (with_norm) {
-    st->t = qn_rms_reduce_shift(st->max_abs);
+    st->t = qn_rms_reduce_shift(acc->max_abs);
     bpf_loop(chunks, prep_ss_cb, st, 0);
+    acc = acc_of(st->thread);
+    if (!acc) return __LINE__;
     int sh = 0;
-    st->r = qn_rms_factor(st->ss, st->n_true, st->t, SHAPE.eps_q32, &sh);
+    st->r = qn_rms_factor(acc->ss, st->n_true, st->t, SHAPE.eps_q32, &sh);
     st->sh = sh;
-    st->max_abs = 0;
+    acc->max_abs = 0;
     bpf_loop(chunks, prep_norm_cb, st, 0);
-    if (st->err) return st->err;
+    if (qn_err(st->thread)) return qn_err(st->thread);
+    acc = acc_of(st->thread);
+    if (!acc) return __LINE__;
   }
-  st->s = qn_input_shift(st->max_abs, st->act_bits);
+  st->s = qn_input_shift(acc->max_abs, st->act_bits);
   bpf_loop(chunks, prep_quant_cb, st, 0);
   s32 *slot = xq_shift_slot(st->thread, st->c);
   if (!slot) return __LINE__;
   *slot = st->s;
-  return st->err;
+  return qn_err(st->thread);
 }
 
 #endif

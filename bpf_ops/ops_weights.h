@@ -37,14 +37,15 @@ static __always_inline const u8 *weight_row(const struct qn_matrix *m, u32 r) {
 #endif
 
 /* sum_j w_j * x_j over `groups` groups; q24: exact int64, |acc| < 2^62 by the
- * per-matrix act_bits bound. */
+ * per-matrix act_bits bound. `groups` must be a load-time constant (from
+ * .rodata): the verifier then walks one path through the loop, not one per
+ * possible exit. */
 static __always_inline s64 dot_q24(const QN_WQ u8 *row, const s32 *x, u32 groups) {
   s64 acc = 0;
-  for (u32 g = 0; g < SHAPE.max_groups; g++) {
-    if (g >= groups) break;
+  for (u32 g = 0; g < groups; g++) {
     const QN_WQ s32 *wg = (const QN_WQ s32 *)(row + g * QN_Q24_GROUP_BYTES);
     const s32 *xg = x + g * QN_GROUP;
-#pragma unroll
+#pragma unroll 8
     for (int k = 0; k < QN_GROUP; k++) acc += (s64)wg[k] * xg[k];
   }
   return acc;
@@ -53,14 +54,13 @@ static __always_inline s64 dot_q24(const QN_WQ u8 *row, const s32 *x, u32 groups
 /* q8: per group an exact int64 sum of int8 * input, times the group's Q30 scale. */
 static __always_inline s64 dot_q8(const QN_WQ u8 *row, const s32 *x, u32 groups) {
   s64 acc = 0;
-  for (u32 g = 0; g < SHAPE.max_groups; g++) {
-    if (g >= groups) break;
+  for (u32 g = 0; g < groups; g++) {
     const QN_WQ u8 *gp = row + g * QN_Q8_GROUP_BYTES;
     s64 scale = *(const QN_WQ s32 *)gp;
     const QN_WQ s8 *wg = (const QN_WQ s8 *)(gp + 4);
     const s32 *xg = x + g * QN_GROUP;
     s64 gs = 0;
-#pragma unroll
+#pragma unroll 8
     for (int k = 0; k < QN_GROUP; k++) gs += (s64)wg[k] * xg[k];
     acc += gs * scale;
   }

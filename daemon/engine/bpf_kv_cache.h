@@ -43,6 +43,7 @@ class BpfKvCache : public KvCache {
 
   void set_positions(int n) { positions_ = n; }
   uint32_t slot() const { return slot_; }
+  bool belongs_to(const KvSlots* slots) const { return slots_.get() == slots; }
   int map_fd() const { return fd_; }
 
  private:

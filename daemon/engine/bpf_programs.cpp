@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstdarg>
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 #include "common/error.h"
@@ -34,12 +36,16 @@ std::string* g_log_sink = nullptr;
 
 int capture_print(enum libbpf_print_level level, const char* fmt, va_list args) {
   if (level == LIBBPF_DEBUG) return 0;
-  char buf[4096];
+  if (!g_log_sink) return 0;
   va_list copy;
   va_copy(copy, args);
-  int n = vsnprintf(buf, sizeof buf, fmt, copy);
+  int n = vsnprintf(nullptr, 0, fmt, copy);
   va_end(copy);
-  if (n > 0 && g_log_sink) g_log_sink->append(buf, std::min<size_t>(n, sizeof buf - 1));
+  if (n <= 0) return 0;
+  std::string buf(static_cast<size_t>(n) + 1, '\0');
+  vsnprintf(buf.data(), buf.size(), fmt, args);
+  buf.resize(static_cast<size_t>(n));
+  g_log_sink->append(buf);
   return 0;
 }
 
@@ -54,17 +60,12 @@ std::string tail_lines(const std::string& text, int lines) {
 }
 
 std::string failed_program(const std::string& log) {
-  // libbpf: "prog 'qn_matmul': BPF program load failed: ..."
-  size_t at = log.find("prog '");
-  while (at != std::string::npos) {
-    size_t end = log.find('\'', at + 6);
-    if (end == std::string::npos) break;
-    if (log.compare(end, 30, "': BPF program load failed", 0, 26) == 0 ||
-        log.find("failed", end) == end + 3)
-      return log.substr(at + 6, end - at - 6);
-    at = log.find("prog '", end);
-  }
-  return "unknown program";
+  // libbpf: "prog 'qn_matmul': failed to load: -13"
+  size_t at = log.find("': failed to load");
+  if (at == std::string::npos) return "unknown program";
+  size_t start = log.rfind("prog '", at);
+  if (start == std::string::npos) return "unknown program";
+  return log.substr(start + 6, at - start - 6);
 }
 
 template <typename Skel>
@@ -103,6 +104,35 @@ int make_kv_template(const qn_shape& sh) {
   return fd;
 }
 
+// QWEN3_BPF_VERIFIER_DUMP=<dir>: full (level 2) verifier logs per program,
+// for working on a program the verifier rejects.
+std::vector<std::unique_ptr<std::vector<char>>> g_debug_bufs;
+void debug_log(bpf_object* obj) {
+  const char* dir = getenv("QWEN3_BPF_VERIFIER_DUMP");
+  if (!dir) return;
+  bpf_program* p;
+  bpf_object__for_each_program(p, obj) {
+    g_debug_bufs.push_back(std::make_unique<std::vector<char>>(size_t(1) << 29));
+    bpf_program__set_log_level(p, 2);
+    bpf_program__set_log_buf(p, g_debug_bufs.back()->data(), g_debug_bufs.back()->size());
+  }
+}
+void debug_dump(bpf_object* obj) {
+  const char* dir = getenv("QWEN3_BPF_VERIFIER_DUMP");
+  if (!dir) return;
+  bpf_program* p;
+  bpf_object__for_each_program(p, obj) {
+    size_t n = 0;
+    const char* log = bpf_program__log_buf(p, &n);
+    if (!log) continue;
+    std::string path = std::string(dir) + "/" + bpf_program__name(p) + ".log";
+    if (FILE* f = fopen(path.c_str(), "w")) {
+      fwrite(log, 1, strnlen(log, n), f);
+      fclose(f);
+    }
+  }
+}
+
 }  // namespace
 
 size_t xq_value_bytes(const ProgramLayout& l) {
@@ -129,8 +159,10 @@ BpfPrograms::BpfPrograms(const ProgramLayout& layout) : layout_(layout) {
 
   auto load_failed = [&](const char* what, int err) {
     std::string prog = failed_program(log);
+    int lines = 25;  // QWEN3_BPF_LOG_LINES widens the quoted tail when debugging a program
+    if (const char* e = getenv("QWEN3_BPF_LOG_LINES")) lines = std::max(1, atoi(e));
     throw Error(std::string("loading BPF object ") + what + " failed (" + strerror(-err) +
-                "); program " + prog + ", verifier log tail:\n" + tail_lines(log, 25));
+                "); program " + prog + ", verifier log tail:\n" + tail_lines(log, lines));
   };
 
   bpf_map* weights_map = nullptr;
@@ -168,10 +200,13 @@ BpfPrograms::BpfPrograms(const ProgramLayout& layout) : layout_(layout) {
     if (!s) throw Error("cannot open the forward_map BPF object");
     destroy_ = [s] { forward_map__destroy(s); };
     configure(s, layout);
+    debug_log(s->obj);
     kv_template = make_kv_template(layout.shape);
     bpf_map__set_inner_map_fd(s->maps.kv_outer, kv_template);
     bpf_map__set_max_entries(s->maps.weights_map, layout.weight_entries);
-    if (int err = forward_map__load(s)) load_failed("forward_map", err);
+    int load_err = forward_map__load(s);
+    debug_dump(s->obj);
+    if (load_err) load_failed("forward_map", load_err);
     obj_ = s->obj;
     kv_outer_ = s->maps.kv_outer;
     weights_map = s->maps.weights_map;

@@ -23,7 +23,7 @@ uint64_t MatrixPlan::row_offset(uint32_t r) const {
 const MatrixPlan& ModelPlan::layer_matrix(int layer, MatrixKind kind) const {
   return matrices[size_t(layer) * 4 + static_cast<size_t>(kind)];
 }
-const MatrixPlan& ModelPlan::embed() const { return matrices[matrices.size() - 2]; }
+const MatrixPlan& ModelPlan::embed() const { return tied ? matrices.back() : matrices[matrices.size() - 2]; }
 const MatrixPlan& ModelPlan::lm_head() const { return tied ? embed() : matrices.back(); }
 
 ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t threads, uint32_t max_ctx) {

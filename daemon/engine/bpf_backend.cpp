@@ -1,0 +1,352 @@
+#include "engine/bpf_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "common/error.h"
+#include "engine/bpf_kv_cache.h"
+#include "engine/bpf_programs.h"
+#include "engine/model_plan.h"
+#include "engine/rope_table.h"
+#include "engine/weight_format.h"
+#include "engine/worker_pool.h"
+#include "model/model_dir.h"
+
+namespace qwen3 {
+
+WeightPath parse_weight_path(const std::string& s) {
+  if (s == "map") return WeightPath::map;
+  if (s == "arena") return WeightPath::arena;
+  throw invalid_argument("unknown weight path '" + s + "' (expected map or arena)");
+}
+
+Precision parse_precision(const std::string& s) {
+  if (s == "q24") return Precision::q24;
+  if (s == "q8") return Precision::q8;
+  throw invalid_argument("unknown precision '" + s + "' (expected q24 or q8)");
+}
+
+const char* weight_path_name(WeightPath p) { return p == WeightPath::arena ? "arena" : "map"; }
+const char* precision_name(Precision p) { return p == Precision::q8 ? "q8" : "q24"; }
+
+namespace engine {
+namespace {
+
+constexpr int kDefaultMaxContext = 40960;
+
+class BpfBackend final : public BpfBackendApi {
+ public:
+  BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOptions& opts);
+
+  const ModelConfig& config() const override { return cfg_; }
+  BackendInfo info() const override;
+  std::unique_ptr<KvCache> create_kv(int max_context) override;
+  ForwardResult forward(KvCache& kv, std::span<const int32_t> tokens, const ForwardWants& wants) override;
+  BpfBackendStats stats() const override;
+
+ private:
+  void progress(double f, const std::string& what) const {
+    if (opts_.progress) opts_.progress(f, what);
+  }
+  void convert_weights();
+  void convert_norms();
+  qn_args mat_args(const MatrixPlan& mp) const;
+  void matmul_op(uint32_t op, const MatrixPlan& mp, uint32_t norm_off, uint32_t npos, uint32_t mask = 0,
+                 uint32_t top_k = 0);
+  void attention_op(uint32_t layer, const BpfKvCache& kv, uint32_t npos, uint32_t pos0);
+  void run_chunk(BpfKvCache& kv, std::span<const int32_t> tokens, uint32_t pos0, uint32_t mask,
+                 const ForwardWants& wants, ForwardResult& out);
+  PositionLogits collect(uint32_t c, const ForwardWants& wants) const;
+
+  std::shared_ptr<const ModelDir> model_;
+  ModelConfig cfg_;
+  BpfEngineOptions opts_;
+  ModelPlan plan_;
+  std::unique_ptr<BpfPrograms> progs_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::shared_ptr<KvSlots> slots_;
+  std::mutex mu_;  // one forward pass at a time: the activation maps are shared
+  double load_seconds_ = 0;
+};
+
+BpfBackend::BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOptions& opts)
+    : model_(std::move(model)), cfg_(model_->config()), opts_(opts) {
+  auto t0 = std::chrono::steady_clock::now();
+  int max_ctx = opts.max_context > 0 ? opts.max_context
+                                     : (cfg_.max_position_embeddings > 0 ? cfg_.max_position_embeddings : 4096);
+  max_ctx = std::min(max_ctx, kDefaultMaxContext * 4);
+  if (opts.max_context <= 0) max_ctx = std::min(max_ctx, kDefaultMaxContext);
+  plan_ = engine::make_model_plan(cfg_, opts.precision == Precision::q8, opts.weight_path == WeightPath::arena,
+                                  static_cast<uint32_t>(opts.threads), static_cast<uint32_t>(max_ctx));
+  progress(0.0, "loading BPF programs");
+  progs_ = std::make_unique<BpfPrograms>(plan_.layout);
+  if (opts.verbose)
+    for (auto& st : progs_->stats())
+      std::fprintf(stderr, "bpf program %s: %u instructions processed by the verifier\n", st.name.c_str(),
+                   st.verified_insns);
+  pool_ = std::make_unique<WorkerPool>(opts.threads);
+  slots_ = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->kv_value_size());
+  convert_norms();
+  fill_rope_table(progs_->rope(), plan_.layout.rope_positions, cfg_.head_dim, cfg_.rope_theta);
+  convert_weights();
+  load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  progress(1.0, "weights resident");
+}
+
+void BpfBackend::convert_norms() {
+  auto put = [&](const TensorView& t, uint32_t off, uint32_t n) {
+    if (t.numel() != n)
+      throw invalid_argument("tensor " + t.name + " in " + t.file + " has " + std::to_string(t.numel()) +
+                             " elements, expected " + std::to_string(n));
+    std::vector<float> v(n);
+    t.to_float(v);
+    for (uint32_t i = 0; i < n; i++) progs_->norms()[off + i] = to_q24(v[i], t.name.c_str());
+  };
+  const uint32_t h = cfg_.hidden_size, hd = cfg_.head_dim;
+  for (int l = 0; l < cfg_.num_hidden_layers; l++) {
+    const NormOffsets& n = plan_.norms[l];
+    put(model_->layer_tensor(l, "input_layernorm.weight"), n.input, h);
+    put(model_->layer_tensor(l, "post_attention_layernorm.weight"), n.post, h);
+    put(model_->layer_tensor(l, "self_attn.q_norm.weight"), n.q, hd);
+    put(model_->layer_tensor(l, "self_attn.k_norm.weight"), n.k, hd);
+  }
+  put(model_->tensor("model.norm.weight"), plan_.final_norm, h);
+}
+
+// Converts every matrix straight into the mmapped weight map / arena, rows
+// split over the worker threads; no intermediate copy of a whole tensor.
+void BpfBackend::convert_weights() {
+  const bool q8 = opts_.precision == Precision::q8;
+  uint64_t total = 0, done = 0;
+  for (auto& mp : plan_.matrices) total += uint64_t(mp.rows) * mp.cols;
+  for (auto& mp : plan_.matrices) {
+    // (tensor, first destination row, interleave stride, interleave phase)
+    struct Source {
+      const TensorView* t;
+      uint32_t dst0;
+      uint32_t stride;
+    };
+    std::vector<Source> src;
+    auto lt = [&](const char* s) { return &model_->layer_tensor(mp.layer, s); };
+    switch (mp.kind) {
+      case MatrixKind::qkv:
+        src = {{lt("self_attn.q_proj.weight"), 0, 1},
+               {lt("self_attn.k_proj.weight"), uint32_t(cfg_.q_dim()), 1},
+               {lt("self_attn.v_proj.weight"), uint32_t(cfg_.q_dim() + cfg_.kv_dim()), 1}};
+        break;
+      case MatrixKind::o: src = {{lt("self_attn.o_proj.weight"), 0, 1}}; break;
+      case MatrixKind::gate_up:  // gate row j -> 2j, up row j -> 2j+1
+        src = {{lt("mlp.gate_proj.weight"), 0, 2}, {lt("mlp.up_proj.weight"), 1, 2}};
+        break;
+      case MatrixKind::down: src = {{lt("mlp.down_proj.weight"), 0, 1}}; break;
+      case MatrixKind::embed: src = {{&model_->embed_tokens(), 0, 1}}; break;
+      case MatrixKind::lm_head: src = {{&model_->lm_head(), 0, 1}}; break;
+    }
+    uint32_t covered = 0;
+    for (auto& s : src) {
+      if (s.t->cols() != mp.cols)
+        throw invalid_argument("tensor " + s.t->name + " in " + s.t->file + " has " + std::to_string(s.t->cols()) +
+                               " columns, expected " + std::to_string(mp.cols));
+      covered += static_cast<uint32_t>(s.t->rows());
+    }
+    if (covered != mp.rows)
+      throw invalid_argument("tensors of " + std::string(src[0].t->name) + " have " + std::to_string(covered) +
+                             " rows in total, expected " + std::to_string(mp.rows));
+    std::vector<uint64_t> max_l1(pool_->size(), 0);
+    pool_->run([&](int t) {
+      std::vector<float> row(mp.cols);
+      const int T = pool_->size();
+      for (auto& s : src) {
+        const uint32_t rows = static_cast<uint32_t>(s.t->rows());
+        const uint32_t r0 = uint32_t(uint64_t(rows) * t / T), r1 = uint32_t(uint64_t(rows) * (t + 1) / T);
+        for (uint32_t r = r0; r < r1; r++) {
+          s.t->to_float(row, int64_t(r) * mp.cols);
+          uint32_t dst = s.dst0 + r * s.stride;
+          uint64_t l1 = convert_row(row, q8, progs_->weights() + mp.row_offset(dst), s.t->name.c_str());
+          max_l1[t] = std::max(max_l1[t], l1);
+        }
+      }
+    });
+    mp.m.act_bits = act_bits_for(*std::max_element(max_l1.begin(), max_l1.end()));
+    done += uint64_t(mp.rows) * mp.cols;
+    progress(0.02 + 0.98 * double(done) / double(total), "converting weights");
+  }
+}
+
+qn_args BpfBackend::mat_args(const MatrixPlan& mp) const {
+  qn_args a{};
+  a.mat = mp.m;
+  if (plan_.layout.arena) a.mat.arena_off = reinterpret_cast<uintptr_t>(progs_->weights()) + mp.offset;
+  return a;
+}
+
+void BpfBackend::matmul_op(uint32_t op, const MatrixPlan& mp, uint32_t norm_off, uint32_t npos, uint32_t mask,
+                           uint32_t top_k) {
+  const uint32_t rows = op == QN_OP_GATEUP ? mp.rows / 2 : mp.rows;
+  const qn_args base = [&] {
+    qn_args a = mat_args(mp);
+    a.op = op;
+    a.npos = npos;
+    a.norm_off = norm_off;
+    a.pos_mask = mask;
+    a.top_k = top_k;
+    return a;
+  }();
+  pool_->run([&](int t) {
+    const int T = pool_->size();
+    qn_args a = base;
+    a.thread = static_cast<uint32_t>(t);
+    a.row_begin = uint32_t(uint64_t(rows) * t / T);
+    a.row_end = uint32_t(uint64_t(rows) * (t + 1) / T);
+    if (a.row_begin < a.row_end) progs_->matmul(a);
+  });
+}
+
+void BpfBackend::attention_op(uint32_t layer, const BpfKvCache& kv, uint32_t npos, uint32_t pos0) {
+  const uint32_t heads = cfg_.num_key_value_heads;
+  pool_->run([&](int t) {
+    const int T = pool_->size();
+    qn_args a{};
+    a.thread = static_cast<uint32_t>(t);
+    a.npos = npos;
+    a.pos0 = pos0;
+    a.layer = layer;
+    a.kv_slot = kv.slot();
+    a.norm_off = plan_.norms[layer].q;
+    a.norm2_off = plan_.norms[layer].k;
+    a.head_begin = uint32_t(uint64_t(heads) * t / T);
+    a.head_end = uint32_t(uint64_t(heads) * (t + 1) / T);
+    if (a.head_begin < a.head_end) progs_->attention(a);
+  });
+}
+
+PositionLogits BpfBackend::collect(uint32_t c, const ForwardWants& wants) const {
+  PositionLogits pl;
+  const int T = pool_->size();
+  int32_t best = 0;
+  std::vector<std::pair<int32_t, int32_t>> cand;  // (logit, id)
+  for (int t = 0; t < T; t++) {
+    const qn_topk_slot* s = progs_->topk(t, c);
+    if (s->argmax_id >= 0 && (pl.argmax < 0 || s->argmax_logit > best)) {
+      pl.argmax = s->argmax_id;
+      best = s->argmax_logit;
+    }
+    for (int i = 0; i < s->count && i < QN_TOPK_MAX; i++) cand.push_back({s->e[i].logit, s->e[i].id});
+  }
+  const int32_t* logits = progs_->logits() + size_t(c) * cfg_.vocab_size;
+  if (wants.top_k > QN_TOPK_MAX) {  // beyond what the kernel keeps: select from the kernel's logits
+    cand.clear();
+    for (int32_t i = 0; i < cfg_.vocab_size; i++) cand.push_back({logits[i], i});
+  }
+  const size_t k = std::min<size_t>(wants.top_k, cand.size());
+  std::partial_sort(cand.begin(), cand.begin() + k, cand.end(), [](auto& a, auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  for (size_t i = 0; i < k; i++) pl.top_k.push_back({cand[i].second, cand[i].first / 65536.0f});
+  if (wants.full_logits) {
+    pl.full.resize(cfg_.vocab_size);
+    for (int32_t i = 0; i < cfg_.vocab_size; i++) pl.full[i] = logits[i] / 65536.0f;
+  }
+  return pl;
+}
+
+void BpfBackend::run_chunk(BpfKvCache& kv, std::span<const int32_t> tokens, uint32_t pos0, uint32_t mask,
+                           const ForwardWants& wants, ForwardResult& out) {
+  const uint32_t npos = static_cast<uint32_t>(tokens.size());
+  qn_args e = mat_args(plan_.embed());
+  e.npos = npos;
+  for (uint32_t p = 0; p < npos; p++) e.tokens[p] = tokens[p];
+  progs_->embed(e);
+  for (int l = 0; l < cfg_.num_hidden_layers; l++) {
+    const NormOffsets& n = plan_.norms[l];
+    matmul_op(QN_OP_QKV, plan_.layer_matrix(l, MatrixKind::qkv), n.input, npos);
+    attention_op(static_cast<uint32_t>(l), kv, npos, pos0);
+    matmul_op(QN_OP_O, plan_.layer_matrix(l, MatrixKind::o), 0, npos);
+    matmul_op(QN_OP_GATEUP, plan_.layer_matrix(l, MatrixKind::gate_up), n.post, npos);
+    matmul_op(QN_OP_DOWN, plan_.layer_matrix(l, MatrixKind::down), 0, npos);
+  }
+  if (mask == 0) return;
+  const uint32_t kernel_k = static_cast<uint32_t>(std::min(wants.top_k, QN_TOPK_MAX));
+  matmul_op(QN_OP_VOCAB, plan_.lm_head(), plan_.final_norm, npos, mask, kernel_k);
+  uint32_t c = 0;
+  for (uint32_t p = 0; p < npos; p++)
+    if (mask >> p & 1) out.positions.push_back(collect(c++, wants));
+}
+
+ForwardResult BpfBackend::forward(KvCache& kv, std::span<const int32_t> tokens, const ForwardWants& wants) {
+  auto* cache = dynamic_cast<BpfKvCache*>(&kv);
+  if (!cache || !cache->belongs_to(slots_.get()))
+    throw invalid_argument("KV cache was not created by this BPF backend");
+  if (tokens.empty()) throw invalid_argument("forward needs at least one token");
+  for (int32_t t : tokens)
+    if (t < 0 || t >= cfg_.vocab_size)
+      throw invalid_argument("token id " + std::to_string(t) + " is outside the vocabulary (size " +
+                             std::to_string(cfg_.vocab_size) + ")");
+  const int start = cache->positions();
+  if (start + static_cast<int64_t>(tokens.size()) > cache->max_context())
+    throw invalid_argument("context overflow: " + std::to_string(start) + " cached + " +
+                           std::to_string(tokens.size()) + " new tokens exceed the session's " +
+                           std::to_string(cache->max_context()) + " positions");
+  std::lock_guard lock(mu_);
+  ForwardResult out;
+  try {
+    for (size_t off = 0; off < tokens.size(); off += QN_PMAX) {
+      const size_t n = std::min<size_t>(QN_PMAX, tokens.size() - off);
+      const bool last = off + n == tokens.size();
+      uint32_t mask = 0;
+      if (wants.all_positions) mask = (n == 32 ? 0xffffffffu : (1u << n) - 1);
+      else if (last) mask = 1u << (n - 1);
+      run_chunk(*cache, tokens.subspan(off, n), static_cast<uint32_t>(start + off), mask, wants, out);
+    }
+  } catch (...) {
+    cache->set_positions(start);
+    throw;
+  }
+  cache->set_positions(start + static_cast<int>(tokens.size()));
+  return out;
+}
+
+std::unique_ptr<KvCache> BpfBackend::create_kv(int max_context) {
+  if (max_context <= 0) throw invalid_argument("max_context must be positive");
+  if (static_cast<uint32_t>(max_context) > plan_.layout.shape.max_ctx)
+    throw resource_exhausted("max_context " + std::to_string(max_context) + " exceeds the engine's limit of " +
+                             std::to_string(plan_.layout.shape.max_ctx) + " positions");
+  return std::make_unique<BpfKvCache>(slots_, max_context);
+}
+
+BackendInfo BpfBackend::info() const {
+  BackendInfo i;
+  i.name = "bpf";
+  i.weight_path = weight_path_name(opts_.weight_path);
+  i.precision = precision_name(opts_.precision);
+  i.weight_bytes = plan_.weight_bytes;
+  i.bpf_programs = progs_->program_count();
+  i.bpf_maps = progs_->map_count();
+  return i;
+}
+
+BpfBackendStats BpfBackend::stats() const {
+  BpfBackendStats s;
+  s.bpf_calls = progs_->calls();
+  s.weight_bytes = plan_.weight_bytes;
+  s.load_seconds = load_seconds_;
+  const ProgramLayout& l = plan_.layout;
+  s.buffer_bytes = QN_PMAX * size_t(4) * (l.hid_pad + l.qkv_pad + l.qd_pad + l.inter_pad + l.shape.vocab) +
+                   QN_THREADS_MAX * (xq_value_bytes(l) + att_value_bytes(l)) +
+                   size_t(l.rope_positions) * l.shape.head_dim * 4 + size_t(l.shape.norms_len) * 4;
+  for (auto& p : progs_->stats()) s.programs.push_back({p.name, p.verified_insns});
+  return s;
+}
+
+}  // namespace
+}  // namespace engine
+
+std::unique_ptr<Backend> make_bpf_backend(std::shared_ptr<const ModelDir> model, const BpfEngineOptions& options) {
+  if (!model) throw invalid_argument("make_bpf_backend needs a model");
+  return std::make_unique<engine::BpfBackend>(std::move(model), options);
+}
+
+}  // namespace qwen3

@@ -1,0 +1,60 @@
+// The in-kernel backend: every model operation runs in verified BPF programs
+// (bpf_ops/), weights converted once at load and kept resident in BPF maps or
+// a BPF arena, KV caches in per-session BPF maps.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+
+namespace qwen3 {
+
+class ModelDir;
+
+enum class WeightPath { map, arena };
+enum class Precision { q24, q8 };
+
+// Parse "map"/"arena" and "q24"/"q8"; throw qwen3::Error(invalid_argument) otherwise.
+WeightPath parse_weight_path(const std::string& s);
+Precision parse_precision(const std::string& s);
+const char* weight_path_name(WeightPath p);
+const char* precision_name(Precision p);
+
+struct BpfEngineOptions {
+  WeightPath weight_path = WeightPath::map;
+  Precision precision = Precision::q24;
+  int threads = 2;
+  bool verbose = false;        // report each program's verified instruction count on stderr
+  int max_context = 0;         // longest session; 0: config max_position_embeddings (capped at 40960)
+  // Load progress: fraction in [0, 1] and what is happening.
+  std::function<void(double, const std::string&)> progress;
+};
+
+struct BpfProgramInfo {
+  std::string name;
+  uint32_t verified_insns = 0;
+};
+
+// Figures the benchmark and the daemon's status report read.
+struct BpfBackendStats {
+  uint64_t bpf_calls = 0;        // BPF_PROG_TEST_RUN calls since load
+  size_t weight_bytes = 0;       // resident converted weights
+  size_t buffer_bytes = 0;       // activation/scratch maps
+  double load_seconds = 0;
+  std::vector<BpfProgramInfo> programs;
+};
+
+class BpfBackendApi : public Backend {
+ public:
+  virtual BpfBackendStats stats() const = 0;
+};
+
+// Throws qwen3::Error with the program name and verifier log tail when a
+// program fails verification, and for shapes the engine cannot run.
+std::unique_ptr<Backend> make_bpf_backend(std::shared_ptr<const ModelDir> model, const BpfEngineOptions& options);
+
+}  // namespace qwen3
