@@ -235,7 +235,12 @@ bool drop_all_capabilities() {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (dup2(in_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(kSetupFailed);
-  for (int fd = 3; fd < 1024; ++fd) close(fd);
+  // Nothing of the daemon's (sockets, maps, model files) may leak into the compiler.
+  if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
+    struct rlimit nofile {};
+    getrlimit(RLIMIT_NOFILE, &nofile);
+    for (rlim_t fd = 3; fd < std::min<rlim_t>(nofile.rlim_cur, 1 << 20); ++fd) close(static_cast<int>(fd));
+  }
   // Restore default signal dispositions the daemon may have changed.
   for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
   sigset_t none;

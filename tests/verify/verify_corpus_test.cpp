@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -225,4 +226,10 @@ TEST(VerifyCorpus, ClassifiesEveryProgramAsExpectedAndLeavesNothingBehind) {
   std::cout << cases.size() << " programs, " << total << " s of pipeline time;";
   for (const auto& [k, n] : per_stage) std::cout << " " << k << "=" << n;
   std::cout << "\n";
+  std::vector<const Case*> by_time;
+  for (const Case& c : cases) by_time.push_back(&c);
+  std::sort(by_time.begin(), by_time.end(), [](const Case* x, const Case* y) { return x->seconds > y->seconds; });
+  std::cout << "slowest:";
+  for (size_t i = 0; i < 6 && i < by_time.size(); ++i) std::cout << " " << by_time[i]->name << "=" << by_time[i]->seconds << "s";
+  std::cout << "; median " << by_time[by_time.size() / 2]->seconds << "s\n";
 }
