@@ -201,7 +201,31 @@ bool mentions_complexity_limit(const std::string& log) {
   return log.find("program is too large") != std::string::npos || log.find("too complex") != std::string::npos;
 }
 
-json run_in_child(const std::string& object, const std::vector<PacketInput>& packets, const LoaderConfig& cfg) {
+void write_all(int fd, const std::vector<uint8_t>& bytes) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t w = write(fd, bytes.data() + off, bytes.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    off += static_cast<size_t>(w);
+  }
+}
+
+
+// The child reports in frames: [u32 length][msgpack]. A partial report goes
+// out before the slow level-2 retry, so a time-out there still leaves the
+// level-1 diagnosis with the parent.
+void write_frame(int fd, const json& report) {
+  std::vector<uint8_t> body = json::to_msgpack(report);
+  uint32_t len = static_cast<uint32_t>(body.size());
+  std::vector<uint8_t> frame(sizeof len);
+  std::memcpy(frame.data(), &len, sizeof len);
+  frame.insert(frame.end(), body.begin(), body.end());
+  write_all(fd, frame);
+}
+
+json run_in_child(const std::string& object, const std::vector<PacketInput>& packets, const LoaderConfig& cfg,
+                  int report_fd) {
   LoadReport report;
   json out;
   libbpf_set_print(capture_libbpf_print);
@@ -231,6 +255,8 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
     out["load_errno"] = -err;
     out["log1"] = tail(log.data(), kLogTailBytes);
     bpf_object__close(obj);
+    out["libbpf"] = libbpf_messages;
+    write_frame(report_fd, out);
     // Level 2 adds the register state at each step; skipped when the program
     // hit the complexity limit (a level-2 walk of a million instructions is slow).
     if (!mentions_complexity_limit(out["log1"].get<std::string>())) {
@@ -285,16 +311,6 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
   return out;
 }
 
-void write_all(int fd, const std::vector<uint8_t>& bytes) {
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t w = write(fd, bytes.data() + off, bytes.size() - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    off += static_cast<size_t>(w);
-  }
-}
-
 }  // namespace
 
 LoadReport load_and_run(const std::string& object, const std::vector<PacketInput>& packets,
@@ -316,13 +332,11 @@ LoadReport load_and_run(const std::string& object, const std::vector<PacketInput
   if (pid == 0) {
     close(pipefd[0]);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    std::vector<uint8_t> msg;
     try {
-      msg = json::to_msgpack(run_in_child(object, packets, cfg));
+      write_frame(pipefd[1], run_in_child(object, packets, cfg, pipefd[1]));
     } catch (...) {
       _exit(3);
     }
-    write_all(pipefd[1], msg);
     _exit(0);
   }
   close(pipefd[1]);
@@ -352,16 +366,30 @@ LoadReport load_and_run(const std::string& object, const std::vector<PacketInput
   if (report.timed_out) kill(pid, SIGKILL);
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (report.timed_out) {
+  // The last complete frame is the report (earlier ones are partial).
+  std::string last;
+  for (size_t off = 0; off + 4 <= data.size();) {
+    uint32_t len;
+    std::memcpy(&len, data.data() + off, sizeof len);
+    if (off + 4 + len > data.size()) break;
+    last = data.substr(off + 4, len);
+    off += 4 + len;
+  }
+  const bool partial = report.timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  if (partial && !last.empty()) {
+    // Killed during the level-2 retry: the level-1 diagnosis stands.
+    data = last;
+  } else if (report.timed_out) {
     report.child_failure = "loading and test-running exceeded the time limit of " + std::to_string(cfg.timeout_ms) +
                            " ms; the loader was killed";
     return report;
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     report.child_failure = WIFSIGNALED(status)
                                ? std::string("the loader process died (") + strsignal(WTERMSIG(status)) + ")"
                                : "the loader process failed (exit " + std::to_string(WEXITSTATUS(status)) + ")";
     return report;
+  } else {
+    data = last;
   }
   try {
     json j = json::from_msgpack(data);
