@@ -64,7 +64,12 @@ struct Recipe {
 
 struct Scales {
   float embed_std;       // embedding (and lm_head) entries
-  float sublayer_out;    // rms each attention / MLP block adds to the residual
+  float sublayer_out;    // rms each attention block adds to the residual
+  // rms each MLP block adds, relative to attention. SwiGLU is roughly quadratic
+  // in its input's scale; with outliers RMSNorm no longer rescales the other
+  // channels, and a full-size MLP lets a few unlucky tokens grow without bound
+  // over 28 layers. At 0.4 the 0.6b --outliers model stays O(10) everywhere.
+  float mlp_share = 0.4f;
   float act_rms = 0.6f;  // rms of silu(gate)*up for unit-rms gate and up
 };
 
@@ -161,7 +166,7 @@ std::vector<Recipe> make_recipes(const ModelConfig& c, const GeneratorOptions& o
     } else if (ends("o_proj.weight")) {
       r.fill = matrix(sc.sublayer_out / std::sqrt(static_cast<float>(Q)));
     } else if (ends("down_proj.weight")) {
-      r.fill = matrix(sc.sublayer_out / (sc.act_rms * std::sqrt(static_cast<float>(M))));
+      r.fill = matrix(sc.mlp_share * sc.sublayer_out / (sc.act_rms * std::sqrt(static_cast<float>(M))));
     } else {
       throw Error("mkmodel: no recipe for tensor " + n);
     }
