@@ -49,7 +49,112 @@ struct JsonFile {
   }
 };
 
-JsonFile read_json(const std::string& path) {
+// model.vocab and model.merges hold ~150k entries each; building them as
+// nlohmann DOM nodes (std::map, small arrays) dominated load time, so the
+// parser callback moves them into flat vectors and leaves both empty in the DOM.
+struct BpeTables {
+  struct Merge {
+    std::string left, right;  // legacy "left right" strings arrive whole in `left`
+    enum Shape { pair, legacy, malformed } shape = malformed;
+  };
+  bool vocab_seen = false;   // model.vocab was an object
+  bool merges_seen = false;  // model.merges was an array
+  std::vector<std::pair<std::string, int64_t>> vocab;  // id -1: not an integer
+  std::vector<Merge> merges;
+};
+
+json::parser_callback_t capture_bpe_tables(BpeTables& t) {
+  struct State {
+    std::vector<std::string> keys = std::vector<std::string>(8);  // last key seen at each depth
+    bool in_vocab = false;
+    bool in_merges = false;
+    int merge_strings = 0;
+    std::string vocab_key;
+  };
+  auto state = std::make_shared<State>();
+  return [&t, state](int depth, json::parse_event_t event, json& parsed) -> bool {
+    using E = json::parse_event_t;
+    State& st = *state;
+    auto at = [&](const char* parent, const char* key) {
+      return depth == 2 && st.keys[1] == parent && st.keys[2] == key;
+    };
+    switch (event) {
+      case E::key:
+        if (static_cast<size_t>(depth) >= st.keys.size()) st.keys.resize(depth + 1);
+        st.keys[depth] = parsed.get<std::string>();
+        if (st.in_vocab && depth == 3) {
+          st.vocab_key = st.keys[depth];
+          return false;
+        }
+        return true;
+      case E::object_start:
+      case E::array_start: {
+        const bool object = event == E::object_start;
+        if (object && at("model", "vocab")) return st.in_vocab = t.vocab_seen = true;
+        if (!object && at("model", "merges")) return st.in_merges = t.merges_seen = true;
+        if (st.in_vocab && depth == 3) {  // an id that is an object or array
+          t.vocab.emplace_back(st.vocab_key, -1);
+          return false;
+        }
+        if (st.in_merges && depth == 3) {
+          t.merges.emplace_back();
+          st.merge_strings = 0;
+          return !object;  // [left, right] is read element by element below
+        }
+        if (st.in_merges && depth > 3) {
+          t.merges.back().shape = BpeTables::Merge::malformed;
+          st.merge_strings = 3;
+          return false;
+        }
+        return true;
+      }
+      case E::object_end:
+        if (st.in_vocab && depth == 2) st.in_vocab = false;
+        return true;
+      case E::array_end:
+        if (st.in_merges && depth == 2) st.in_merges = false;
+        if (st.in_merges && depth == 3) {
+          BpeTables::Merge& m = t.merges.back();
+          m.shape = st.merge_strings == 2 && m.shape != BpeTables::Merge::malformed ? BpeTables::Merge::pair
+                                                                                   : BpeTables::Merge::malformed;
+          return false;
+        }
+        return true;
+      case E::value:
+        if (st.in_vocab && depth == 3) {
+          t.vocab.emplace_back(st.vocab_key, parsed.is_number_integer() ? parsed.get<int64_t>() : -1);
+          return false;
+        }
+        if (st.in_merges && depth == 3) {
+          BpeTables::Merge m;
+          if (parsed.is_string()) {
+            m.left = parsed.get<std::string>();
+            m.shape = BpeTables::Merge::legacy;
+          }
+          t.merges.push_back(std::move(m));
+          return false;
+        }
+        if (st.in_merges && depth == 4) {
+          BpeTables::Merge& m = t.merges.back();
+          if (!parsed.is_string()) {
+            st.merge_strings = 3;
+          } else if (st.merge_strings == 0) {
+            m.left = parsed.get<std::string>();
+          } else if (st.merge_strings == 1) {
+            m.right = parsed.get<std::string>();
+          }
+          ++st.merge_strings;
+          // shape stays provisional until the array ends
+          m.shape = BpeTables::Merge::legacy;
+          return false;
+        }
+        return true;
+    }
+    return true;
+  };
+}
+
+JsonFile read_json(const std::string& path, BpeTables* tables = nullptr) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw not_found(path + ": cannot open tokenizer file (" + std::strerror(errno) + ")");
   std::stringstream buffer;
@@ -57,7 +162,7 @@ JsonFile read_json(const std::string& path) {
   if (in.bad()) throw invalid_argument(path + ": read error");
   JsonFile file{path, {}};
   try {
-    file.root = json::parse(buffer.str());
+    file.root = tables ? json::parse(buffer.str(), capture_bpe_tables(*tables)) : json::parse(buffer.str());
   } catch (const json::exception& e) {
     throw invalid_argument(path + ": not valid JSON (" + e.what() + ")");
   }
@@ -146,7 +251,8 @@ bool is_qwen3_chat_template(const std::string& jinja) {
 std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
   auto impl = std::make_unique<Tokenizer::Impl>();
   impl->dir = dir;
-  const JsonFile f = read_json(dir + "/tokenizer.json");
+  BpeTables tables;
+  const JsonFile f = read_json(dir + "/tokenizer.json", &tables);
 
   // --- model ---
   const json& model = f.require(f.root, "", "model");
@@ -163,15 +269,18 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
   }
   bool ignore_merges = f.flag(model, "model", "ignore_merges");
 
-  const json& vocab = f.require(model, "model", "vocab");
-  if (!vocab.is_object() || vocab.empty()) f.fail("model.vocab", "expected a non-empty object");
+  f.require(model, "model", "vocab");
+  if (!tables.vocab_seen || tables.vocab.empty()) f.fail("model.vocab", "expected a non-empty object");
   constexpr int64_t max_ids = 1 << 24;
   int64_t max_id = -1;
-  for (const auto& [piece, id] : vocab.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= max_ids) {
-      f.fail("model.vocab[\"" + piece + "\"]", "expected an id in [0, 2^24)");
-    }
-    max_id = std::max(max_id, id.get<int64_t>());
+  // The model's own vocabulary (merges resolve against it, not added tokens);
+  // a repeated key keeps its last id, as a JSON object read into a map does.
+  std::unordered_map<std::string, int32_t> model_ids;
+  model_ids.reserve(tables.vocab.size());
+  for (const auto& [piece, id] : tables.vocab) {
+    if (id < 0 || id >= max_ids) f.fail("model.vocab[\"" + piece + "\"]", "expected an id in [0, 2^24)");
+    max_id = std::max(max_id, id);
+    model_ids.insert_or_assign(piece, static_cast<int32_t>(id));
   }
 
   // --- added tokens ---
@@ -207,19 +316,14 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
   impl->pieces.resize(id_count);
   impl->bytes.resize(id_count);
   impl->kinds.assign(id_count, Tokenizer::Impl::IdKind::unused);
-  impl->piece_to_id.reserve(vocab.size() + added_tokens.size());
+  impl->piece_to_id.reserve(model_ids.size() + added_tokens.size());
   // HF's ByteLevel decoder: a token whose characters are all in the byte-level
   // alphabet decodes to those bytes, any other token to its own UTF-8.
   auto decode_bytes = [](const std::string& piece) {
     auto raw = byte_level::decode(piece);
     return raw ? *raw : piece;
   };
-  // The model's own vocabulary (merges resolve against it, not added tokens).
-  std::unordered_map<std::string, int32_t> model_ids;
-  model_ids.reserve(vocab.size());
-  for (const auto& [piece, id_json] : vocab.items()) {
-    auto id = static_cast<int32_t>(id_json.get<int64_t>());
-    model_ids.emplace(piece, id);
+  for (const auto& [piece, id] : model_ids) {
     if (impl->kinds[id] != Tokenizer::Impl::IdKind::unused) {
       f.fail("model.vocab[\"" + piece + "\"]", "id " + std::to_string(id) + " is used twice");
     }
@@ -249,39 +353,34 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
   }
 
   // --- merges ---
-  const json& merges_json = f.require(model, "model", "merges");
-  if (!merges_json.is_array()) f.fail("model.merges", "expected an array");
+  f.require(model, "model", "merges");
+  if (!tables.merges_seen) f.fail("model.merges", "expected an array");
   std::vector<BpeModel::Merge> merges;
-  merges.reserve(merges_json.size());
+  merges.reserve(tables.merges.size());
   auto vocab_id = [&](const std::string& piece, const std::string& key) {
     auto it = model_ids.find(piece);
     if (it == model_ids.end()) f.fail(key, "'" + piece + "' is not in model.vocab");
     return it->second;
   };
-  for (size_t i = 0; i < merges_json.size(); ++i) {
-    const json& m = merges_json[i];
+  for (size_t i = 0; i < tables.merges.size(); ++i) {
+    BpeTables::Merge& m = tables.merges[i];
     const std::string key = "model.merges[" + std::to_string(i) + "]";
-    std::string left, right;
-    if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      left = m[0].get<std::string>();
-      right = m[1].get<std::string>();
-    } else if (m.is_string()) {  // legacy "left right" form
-      const std::string s = m.get<std::string>();
-      size_t space = s.find(' ');
-      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
+    if (m.shape == BpeTables::Merge::legacy) {  // "left right"
+      size_t space = m.left.find(' ');
+      if (space == std::string::npos || m.left.find(' ', space + 1) != std::string::npos) {
         f.fail(key, "expected \"left right\"");
       }
-      left = s.substr(0, space);
-      right = s.substr(space + 1);
-    } else {
+      m.right = m.left.substr(space + 1);
+      m.left.resize(space);
+    } else if (m.shape == BpeTables::Merge::malformed) {
       f.fail(key, "expected [left, right] or \"left right\"");
     }
-    merges.push_back({vocab_id(left, key), vocab_id(right, key), vocab_id(left + right, key)});
+    merges.push_back({vocab_id(m.left, key), vocab_id(m.right, key), vocab_id(m.left + m.right, key)});
   }
   std::unordered_map<std::string, int32_t> whole_words;
   if (ignore_merges) {
-    for (const auto& [piece, id] : vocab.items()) {
-      if (auto raw = byte_level::decode(piece)) whole_words.emplace(*raw, static_cast<int32_t>(id.get<int64_t>()));
+    for (const auto& [piece, id] : model_ids) {
+      if (auto raw = byte_level::decode(piece)) whole_words.emplace(*raw, id);
     }
   }
   impl->bpe = std::make_unique<BpeModel>(byte_ids, merges, ignore_merges, std::move(whole_words));

@@ -377,6 +377,15 @@ TEST_F(SyntheticTokenizer, MalformedFilesNameFileAndKey) {
       {[](json& t, json&) { t["model"].erase("merges"); }, "tokenizer.json", "model.merges"},
       {[](json& t, json&) { t["model"]["merges"][0] = {"h", "zzz"}; }, "tokenizer.json", "model.merges[0]"},
       {[](json& t, json&) { t["model"]["merges"][1] = 42; }, "tokenizer.json", "model.merges[1]"},
+      {[](json& t, json&) { t["model"]["merges"][2] = json::array({"l"}); }, "tokenizer.json", "model.merges[2]"},
+      {[](json& t, json&) { t["model"]["merges"][3] = json::array({json::array({"l"}), "l"}); }, "tokenizer.json",
+       "model.merges[3]"},
+      {[](json& t, json&) { t["model"]["merges"][4] = json::object({{"a", "b"}}); }, "tokenizer.json",
+       "model.merges[4]"},
+      {[](json& t, json&) { t["model"]["merges"][0] = "h e l"; }, "tokenizer.json", "model.merges[0]"},
+      {[](json& t, json&) { t["model"]["merges"] = json::object(); }, "tokenizer.json", "model.merges"},
+      {[](json& t, json&) { t["model"]["vocab"] = json::array(); }, "tokenizer.json", "model.vocab"},
+      {[](json& t, json&) { t["model"]["vocab"]["b"] = json::array({1}); }, "tokenizer.json", "model.vocab[\"b\"]"},
       {[](json& t, json&) { t["model"]["vocab"].erase("a"); }, "tokenizer.json", "model.vocab"},
       {[](json& t, json&) { t["model"]["vocab"]["a"] = "x"; }, "tokenizer.json", "model.vocab[\"a\"]"},
       {[](json& t, json&) { t["model"]["type"] = "Unigram"; }, "tokenizer.json", "model.type"},
@@ -401,6 +410,11 @@ TEST_F(SyntheticTokenizer, MalformedFilesNameFileAndKey) {
     EXPECT_NE(what.find(c.file), std::string::npos) << what;
     EXPECT_NE(what.find("'" + c.key + "'"), std::string::npos) << "expected key " << c.key << " in: " << what;
   }
+  // Two pieces with one id.
+  tokenizer_ = good_tokenizer;
+  config_ = good_config;
+  tokenizer_["model"]["vocab"]["zz"] = 99;
+  EXPECT_NE(std::string(load_error().what()).find("id 99 is used twice"), std::string::npos);
   // Not JSON at all.
   tokenizer_ = good_tokenizer;
   config_ = good_config;
