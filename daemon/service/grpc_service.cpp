@@ -193,8 +193,8 @@ grpc::Status Qwen3BpfService::Tokenize(grpc::ServerContext*, const pb::TokenizeR
   try {
     Runtime& rt = host_.runtime();
     std::vector<int32_t> ids;
-    const ModelConfig& mc = rt.backend->config();
-    if (req->add_special_tokens() && mc.bos_token_id >= 0) ids.push_back(mc.bos_token_id);
+    // add_special_tokens adds nothing for Qwen3: like Hugging Face's Qwen2 tokenizer
+    // (add_bos_token false), no BOS/EOS is added to plain text.
     const auto body = encode_text(*rt.tokenizer, req->text(), "text", !req->split_special_tokens());
     ids.insert(ids.end(), body.begin(), body.end());
     for (int32_t id : ids) {
@@ -214,10 +214,8 @@ grpc::Status Qwen3BpfService::Detokenize(grpc::ServerContext*, const pb::Detoken
     Runtime& rt = host_.runtime();
     std::vector<int32_t> ids(req->ids().begin(), req->ids().end());
     validate_token_ids(ids, std::max(rt.tokenizer->vocab_size(), rt.backend->config().vocab_size), "ids");
-    for (size_t i = 0; i < ids.size(); ++i)
-      if (ids[i] >= rt.tokenizer->vocab_size())
-        throw invalid_argument("ids[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
-                               " has no text: the tokenizer knows ids below " + std::to_string(rt.tokenizer->vocab_size()));
+    // Model ids beyond the tokenizer's vocabulary (embedding padding) have no text.
+    std::erase_if(ids, [&](int32_t id) { return id >= rt.tokenizer->vocab_size(); });
     resp->set_text(rt.tokenizer->decode(ids, req->skip_special_tokens()));
     return grpc::Status::OK;
   } catch (const std::exception& e) {

@@ -214,7 +214,10 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
     if (eos) {
       finish = FinishReason::eos;
     } else {
-      const auto step = stopper.push(decoder.push(id));
+      // Ids between the tokenizer's and the model's vocabulary size (padding rows
+      // of the embedding) have no text.
+      const bool has_text = id < rt.tokenizer->vocab_size();
+      const auto step = stopper.push(has_text ? decoder.push(id) : std::string());
       tok.text = step.release;
       if (step.stopped) {
         finish = FinishReason::stop_sequence;

@@ -157,7 +157,7 @@ void Listener::accept_loop() {
     }
     if (stopping_ || (fds[1].revents & POLLIN)) return;
     if (!(fds[0].revents & POLLIN)) continue;
-    const int conn = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    const int conn = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (conn < 0) {
       if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) spdlog::warn("accept: {}", errno_text());
       continue;
@@ -190,7 +190,7 @@ void Listener::accept_loop() {
       peers_[conn] = who;
     }
     ++accepted_;
-    // gRPC owns the fd from here on (and closes it).
+    // gRPC owns the fd from here on (and closes it); its endpoints expect non-blocking fds.
     grpc::AddInsecureChannelFromFd(server_, conn);
   }
 }

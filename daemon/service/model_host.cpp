@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "common/error.h"
@@ -130,6 +131,12 @@ void ModelHost::unload() {
 void ModelHost::load_impl() {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string dir = config_.effective_model_dir();
+  if (const char* delay = std::getenv("QWEN3_BPFD_LOAD_DELAY_MS")) {
+    // Testing aid: keeps the daemon in the loading state long enough for a
+    // client to observe it (NOT_SERVING, progress, UNAVAILABLE).
+    set_progress(LoadState::loading, 0.0f, "delaying the load (QWEN3_BPFD_LOAD_DELAY_MS)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
+  }
   set_progress(LoadState::loading, 0.01f, "checking model directory " + dir);
   check_model_dir_exists(config_);
   if (config_.uses_default_model())
@@ -155,9 +162,10 @@ void ModelHost::load_impl() {
   } else {
 #ifdef QWEN3_BPF_AVAILABLE
     BpfEngineOptions opts;
-    opts.weight_path = config_.weight_path;
-    opts.precision = config_.precision;
+    opts.weight_path = parse_weight_path(config_.weight_path);
+    opts.precision = parse_precision(config_.precision);
     opts.threads = rt->threads;
+    opts.max_context = session_limits_from(config_, rt->model->config()).max_context;
     opts.progress = [this](double fraction, const std::string& what) {
       set_progress(LoadState::loading, 0.1f + 0.88f * static_cast<float>(fraction), what);
     };

@@ -23,7 +23,7 @@ struct Session {
   // Tokens known to the session: the first kv->positions() of them are cached;
   // at most one more (the last generated token, never fed) may follow.
   std::vector<int32_t> history;
-  size_t kv_bytes = 0;               // kv->bytes() when created (what the budget counts)
+  size_t kv_bytes = 0;               // what the budget counts: the larger of kv->bytes() and the full-size estimate
   Clock::time_point created;
   Clock::time_point last_used;
   bool busy = false;                 // guarded by the manager's mutex

@@ -58,14 +58,13 @@ void SessionLease::release() {
   manager_ = nullptr;
 }
 
-SessionManager::SessionManager(Backend& backend, SessionLimits limits) : backend_(backend), limits_(limits) {}
+SessionManager::SessionManager(Backend& backend, SessionLimits limits) : backend_(backend), limits_(limits) {
+  const ModelConfig& c = backend.config();
+  bytes_per_position_ = static_cast<size_t>(c.num_hidden_layers) * 2 * static_cast<size_t>(c.kv_dim()) * 4;
+}
 
 SessionManager::~SessionManager() { clear(); }
 
-int SessionManager::clamp_context(int wanted) const {
-  std::lock_guard lock(mu_);
-  return std::min(wanted, limits_.max_context);
-}
 
 std::string SessionManager::generate_id_locked() const {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -90,11 +89,19 @@ std::shared_ptr<Session> SessionManager::make_session(int max_context, bool ephe
   if (max_context > cap)
     throw invalid_argument("max_context " + std::to_string(max_context) + " exceeds the configured max_context " +
                            std::to_string(cap) + " (raise max_context in qwen3-bpfd.conf)");
+  {
+    // Refuse before creating kernel maps that could never fit.
+    std::lock_guard lock(mu_);
+    if (reserve_bytes(max_context) > limits_.kv_budget_bytes)
+      throw resource_exhausted("a KV cache of " + std::to_string(max_context) + " positions needs " +
+                               mib(reserve_bytes(max_context)) + ", more than the whole kv_budget_mib (" +
+                               mib(limits_.kv_budget_bytes) + "); use a smaller max_context or raise kv_budget_mib");
+  }
   auto s = std::make_shared<Session>();
   s->ephemeral = ephemeral;
   // Created outside the lock: for the bpf backend this creates kernel maps.
   s->kv = backend_.create_kv(max_context);
-  s->kv_bytes = s->kv->bytes();
+  s->kv_bytes = std::max(s->kv->bytes(), reserve_bytes(max_context));
   s->created = s->last_used = Clock::now();
   return s;
 }

@@ -95,8 +95,8 @@ class SessionManager {
   SessionLimits limits() const;
   // Run-time change (SIGHUP). Shrinking limits evicts idle sessions at the next creation or sweep.
   void set_limits(const SessionLimits& limits);
-  // Lists the positions a given context needs, capped (used by the service for ephemeral sizing).
-  int clamp_context(int wanted) const;
+  // The KV bytes a cache of `max_context` positions is charged.
+  size_t reserve_bytes(int max_context) const { return bytes_per_position_ * static_cast<size_t>(max_context); }
 
  private:
   friend class SessionLease;
@@ -107,6 +107,9 @@ class SessionManager {
   std::string generate_id_locked() const;
 
   Backend& backend_;
+  // What one position of K/V takes when fully grown (4-byte elements, K and V,
+  // every layer). Caches that grow on demand are charged their full size up front.
+  size_t bytes_per_position_ = 0;
   mutable std::mutex mu_;
   SessionLimits limits_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;

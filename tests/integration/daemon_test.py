@@ -1,0 +1,564 @@
+#!/usr/bin/python3
+"""Integration tests of qwen3-bpfd, driven by an independent gRPC client.
+
+Starts the daemon on a temporary socket with the generated `tiny` model and a
+NOTIFY_SOCKET the test reads, then exercises the API with Python grpcio stubs
+generated from the .proto at test time.
+
+Environment (set by CMake):
+  QWEN3_BPFD        path of the qwen3-bpfd executable
+  QWEN3_TEST_MODEL  model directory (tiny)
+  QWEN3_PROTO_DIR   proto_path holding qwen3bpf/v1/qwen3bpf.proto
+  QWEN3_BACKEND     bpf | reference
+"""
+
+import json
+import os
+import pwd
+import grp
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import grpc
+
+DAEMON = os.environ.get("QWEN3_BPFD", "")
+MODEL = os.environ.get("QWEN3_TEST_MODEL", "")
+PROTO_DIR = os.environ.get("QWEN3_PROTO_DIR", "")
+BACKEND = os.environ.get("QWEN3_BACKEND", "bpf")
+LOAD_DELAY_MS = 1500  # keeps the daemon in the loading state long enough to observe it
+KV_BUDGET_MIB = 4     # with max_sessions 4: four busy 512-position sessions of the tiny model fit
+MAX_CONTEXT = 8192
+
+pb = None
+pb_grpc = None
+health_pb = None
+health_grpc = None
+
+
+def generate_stubs(out_dir):
+    """Python stubs from the .proto, with Debian's grpc_tools."""
+    from grpc_tools import protoc
+    os.makedirs(out_dir, exist_ok=True)
+    health_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "protos")
+    for include, proto in ((PROTO_DIR, "qwen3bpf/v1/qwen3bpf.proto"), (health_dir, "test_health/health.proto")):
+        rc = protoc.main(["protoc", f"-I{include}", f"--python_out={out_dir}", f"--grpc_python_out={out_dir}",
+                          os.path.join(include, proto)])
+        if rc != 0:
+            raise RuntimeError(f"grpc_tools.protoc failed with {rc} for {proto}")
+        for d in (os.path.dirname(proto), os.path.dirname(os.path.dirname(proto))):
+            while d:
+                open(os.path.join(out_dir, d, "__init__.py"), "a").close()
+                d = os.path.dirname(d)
+    sys.path.insert(0, out_dir)
+    global pb, pb_grpc, health_pb, health_grpc
+    from qwen3bpf.v1 import qwen3bpf_pb2, qwen3bpf_pb2_grpc
+    from test_health import health_pb2, health_pb2_grpc
+    pb, pb_grpc, health_pb, health_grpc = qwen3bpf_pb2, qwen3bpf_pb2_grpc, health_pb2, health_pb2_grpc
+
+
+class NotifyListener:
+    """The datagram socket that stands in for systemd's NOTIFY_SOCKET."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.messages = []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except OSError:
+                return
+            with self.lock:
+                self.messages.append(data.decode(errors="replace"))
+
+    def all(self):
+        with self.lock:
+            return list(self.messages)
+
+    def wait_for(self, needle, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if any(needle in m for m in self.all()):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def close(self):
+        self.sock.close()
+
+
+def bpf_maps_of(pid):
+    """Ids of the BPF maps the process holds (bpftool reports the owning pids)."""
+    out = subprocess.run(["bpftool", "map", "list", "-j"], capture_output=True, text=True, check=True).stdout
+    ids = set()
+    for m in json.loads(out or "[]"):
+        if any(p.get("pid") == pid for p in m.get("pids", [])):
+            ids.add(m["id"])
+    return ids
+
+
+class DaemonTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not (DAEMON and MODEL and PROTO_DIR):
+            raise RuntimeError("QWEN3_BPFD, QWEN3_TEST_MODEL and QWEN3_PROTO_DIR must be set")
+        cls.tmp = tempfile.mkdtemp(prefix="qwen3-bpfd-it-")
+        os.chmod(cls.tmp, 0o755)  # unprivileged test clients must reach the socket
+        generate_stubs(os.path.join(cls.tmp, "stubs"))
+        cls.socket_path = os.path.join(cls.tmp, "qwen3-bpfd.sock")
+        cls.config_path = os.path.join(cls.tmp, "qwen3-bpfd.conf")
+        cls.log_path = os.path.join(cls.tmp, "daemon.log")
+        cls.write_config(log_level="info")
+        cls.notify = NotifyListener(os.path.join(cls.tmp, "notify.sock"))
+        env = dict(os.environ, NOTIFY_SOCKET=cls.notify.path, QWEN3_BPFD_LOAD_DELAY_MS=str(LOAD_DELAY_MS))
+        env.pop("LISTEN_FDS", None)
+        cls.log = open(cls.log_path, "w")
+        cls.proc = subprocess.Popen([DAEMON, "--config", cls.config_path, "--foreground"],
+                                    stdout=cls.log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 30
+        while not os.path.exists(cls.socket_path):
+            if cls.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("daemon did not create its socket:\n" + open(cls.log_path).read())
+            time.sleep(0.02)
+        cls.channel = grpc.insecure_channel("unix:" + cls.socket_path)
+        cls.stub = pb_grpc.Qwen3BpfStub(cls.channel)
+        cls.health = health_grpc.HealthStub(cls.channel)
+
+        # Observations while loading; asserted in test_health_transitions.
+        cls.loading_health = cls.health.Check(health_pb.HealthCheckRequest(), timeout=5).status
+        cls.loading_status = cls.stub.GetStatus(pb.GetStatusRequest(), timeout=5)
+        try:
+            cls.stub.Tokenize(pb.TokenizeRequest(text="hi"), timeout=5)
+            cls.loading_error = None
+        except grpc.RpcError as e:
+            cls.loading_error = e
+        deadline = time.time() + 600
+        while cls.health.Check(health_pb.HealthCheckRequest(), timeout=5).status != \
+                health_pb.HealthCheckResponse.SERVING:
+            if cls.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("daemon never became SERVING:\n" + open(cls.log_path).read())
+            time.sleep(0.05)
+        cls.serving_health = health_pb.HealthCheckResponse.SERVING
+        cls.vocab = cls.stub.GetStatus(pb.GetStatusRequest(), timeout=5).model.vocab_size
+
+    @classmethod
+    def write_config(cls, log_level):
+        with open(cls.config_path, "w") as f:
+            f.write(f"""# integration test configuration
+model_dir = {MODEL}
+backend = {BACKEND}
+socket_path = {cls.socket_path}
+socket_group = nogroup   # nobody is a member, daemon is not
+admin_group =
+max_sessions = 4
+kv_budget_mib = {KV_BUDGET_MIB}
+session_ttl_seconds = 600
+default_context = 256
+max_context = {MAX_CONTEXT}
+default_max_new_tokens = 16
+prefill_chunk = 16
+log_level = {log_level}
+state_dir = {cls.tmp}/state
+""")
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.proc.poll() is None:
+            cls.proc.kill()
+            cls.proc.wait()
+        cls.channel.close()
+        cls.notify.close()
+        cls.log.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    # ------------------------------------------------------------------ helpers
+
+    def setUp(self):
+        for s in self.stub.ListSessions(pb.ListSessionsRequest(), timeout=5).sessions:
+            try:
+                self.stub.DeleteSession(pb.DeleteSessionRequest(session_id=s.session_id), timeout=5)
+            except grpc.RpcError:
+                pass
+
+    def tokenize(self, text):
+        return list(self.stub.Tokenize(pb.TokenizeRequest(text=text), timeout=10).ids)
+
+    def generate(self, timeout=120, **kw):
+        stopping = kw.pop("stopping", None) or pb.StoppingCriteria(max_new_tokens=8, ignore_eos=True)
+        return list(self.stub.Generate(pb.GenerateRequest(stopping=stopping, **kw), timeout=timeout))
+
+    def assert_code(self, code, fn, *args, contains=None, **kw):
+        with self.assertRaises(grpc.RpcError) as cm:
+            r = fn(*args, **kw)
+            if hasattr(r, "__iter__") and not hasattr(r, "ListFields"):
+                list(r)
+        self.assertEqual(cm.exception.code(), code, cm.exception.details())
+        if contains:
+            self.assertIn(contains, cm.exception.details())
+        return cm.exception.details()
+
+    def daemon_log(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def wait_until(self, predicate, timeout, what):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if predicate():
+                return
+            time.sleep(0.05)
+        self.fail("timed out waiting for " + what)
+
+    # ------------------------------------------------------------------ tests
+
+    def test_health_transitions(self):
+        self.assertEqual(self.loading_health, health_pb.HealthCheckResponse.NOT_SERVING)
+        self.assertEqual(self.loading_status.load_state, pb.LOAD_STATE_LOADING)
+        self.assertLess(self.loading_status.load_progress, 1.0)
+        self.assertTrue(self.loading_status.load_message)
+        self.assertIsNotNone(self.loading_error)
+        self.assertEqual(self.loading_error.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertIn("loading", self.loading_error.details())
+        # systemd saw load progress, then READY=1.
+        msgs = self.notify.all()
+        self.assertTrue(any(m.startswith("STATUS=loading") for m in msgs), msgs)
+        ready = [i for i, m in enumerate(msgs) if "READY=1" in m]
+        self.assertTrue(ready, msgs)
+        loading = [i for i, m in enumerate(msgs) if "STATUS=loading" in m]
+        self.assertLess(loading[0], ready[0])
+        st = self.stub.GetStatus(pb.GetStatusRequest(), timeout=5)
+        self.assertEqual(st.load_state, pb.LOAD_STATE_READY)
+        self.assertEqual(st.load_progress, 1.0)
+        self.assertEqual(st.model.path, MODEL)
+        self.assertFalse(st.model.is_default_model)
+        self.assertEqual(st.backend.name, BACKEND)
+        self.assertGreater(st.model.num_hidden_layers, 0)
+        self.assertEqual(st.socket_path, self.socket_path)
+        if BACKEND == "bpf":
+            self.assertGreater(st.backend.bpf_programs, 0)
+            self.assertGreater(st.backend.bpf_maps, 0)
+
+    def test_tokenize_detokenize_round_trip(self):
+        text = "Hello, kernel! Grüße <|im_start|>"
+        r = self.stub.Tokenize(pb.TokenizeRequest(text=text, return_pieces=True), timeout=10)
+        self.assertEqual(len(r.ids), len(r.pieces))
+        self.assertIn(151644, r.ids)  # <|im_start|> parsed as the special token
+        plain = self.stub.Tokenize(pb.TokenizeRequest(text=text, split_special_tokens=True), timeout=10)
+        self.assertNotIn(151644, plain.ids)
+        back = self.stub.Detokenize(pb.DetokenizeRequest(ids=r.ids), timeout=10).text
+        self.assertEqual(back, text)
+
+    def test_streaming_order_and_usage(self):
+        prompt = "The verifier accepts the program because"
+        ids = self.tokenize(prompt)
+        msgs = self.generate(prompt=prompt, stopping=pb.StoppingCriteria(max_new_tokens=12, ignore_eos=True))
+        tokens, last = msgs[:-1], msgs[-1]
+        self.assertEqual(len(tokens), 12)
+        self.assertEqual([m.index for m in tokens], list(range(12)))
+        for m in tokens:
+            self.assertEqual(m.finish_reason, pb.FINISH_REASON_UNSPECIFIED)
+            self.assertGreaterEqual(m.token_id, 0)
+            self.assertLess(m.token_id, self.vocab)
+        self.assertEqual(last.finish_reason, pb.FINISH_REASON_LENGTH)
+        self.assertEqual(last.token_id, -1)
+        self.assertEqual(last.usage.prompt_tokens, len(ids))
+        self.assertEqual(last.usage.cached_tokens, 0)
+        self.assertEqual(last.usage.completion_tokens, 12)
+        self.assertGreater(last.timings.prefill_ms, 0)
+        self.assertGreater(last.timings.decode_ms, 0)
+        # The streamed deltas add up to the decoded completion.
+        streamed = "".join(m.text for m in msgs)
+        decoded = self.stub.Detokenize(pb.DetokenizeRequest(ids=[m.token_id for m in tokens],
+                                                            skip_special_tokens=True), timeout=10).text
+        self.assertEqual(streamed, decoded)
+        # Greedy generation starts with the argmax Forward reports.
+        fwd = self.stub.Forward(pb.ForwardRequest(text=prompt, top_k=5), timeout=60)
+        self.assertEqual(fwd.top[0].id, tokens[0].token_id)
+        self.assertEqual(list(fwd.input_ids), ids)
+        self.assertEqual(len(fwd.top), 5)
+        self.assertTrue(all(fwd.top[i].logit >= fwd.top[i + 1].logit for i in range(4)))
+        self.assertTrue(all(t.logprob <= 0 for t in fwd.top))
+
+    def test_logprobs_and_forward_all_positions(self):
+        msgs = self.generate(prompt="One two three", logprobs=3)
+        for m in msgs[:-1]:
+            self.assertEqual(len(m.logprobs.top), 3)
+            self.assertEqual(m.logprobs.top[0].id, m.token_id)  # greedy picks the best
+            self.assertAlmostEqual(m.logprobs.logprob, m.logprobs.top[0].logprob, places=4)
+        ids = self.tokenize("one two three four five")
+        fwd = self.stub.Forward(pb.ForwardRequest(token_ids=ids, all_positions=True, full_logits=True), timeout=60)
+        self.assertEqual(len(fwd.position_argmax), len(ids))
+        self.assertEqual(len(fwd.logits), self.vocab)
+        self.assertEqual(fwd.position_argmax[-1], fwd.top[0].id)
+        best = max(range(len(fwd.logits)), key=lambda i: fwd.logits[i])
+        self.assertEqual(best, fwd.top[0].id)
+
+    def test_stop_strings_are_excluded(self):
+        # Find text the model will produce, then ask it to stop there.
+        free = self.generate(prompt="Count: 1 2 3", stopping=pb.StoppingCriteria(max_new_tokens=12, ignore_eos=True))
+        text = "".join(m.text for m in free)
+        if len(text.strip()) < 4:
+            self.skipTest("the random test model produced too little text to pick a stop string from")
+        middle = len(text) // 2
+        stop = text[middle:middle + 2]
+        msgs = self.generate(prompt="Count: 1 2 3",
+                             stopping=pb.StoppingCriteria(max_new_tokens=12, ignore_eos=True, stop=[stop]))
+        out = "".join(m.text for m in msgs)
+        self.assertEqual(msgs[-1].finish_reason, pb.FINISH_REASON_STOP_SEQUENCE)
+        self.assertEqual(msgs[-1].stop_sequence, stop)
+        self.assertEqual(out, text[:text.find(stop)])
+
+    def test_chat_messages(self):
+        msgs = self.generate(messages=[pb.ChatMessage(role="user", content="Say hi")])
+        self.assertEqual(msgs[-1].usage.completion_tokens, 8)
+        ids = self.tokenize("<|im_start|>user\nSay hi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+        self.assertEqual(msgs[-1].usage.prompt_tokens, len(ids))
+
+    def test_session_continuation_uses_cache(self):
+        sid = self.stub.CreateSession(pb.CreateSessionRequest(max_context=128), timeout=30).session.session_id
+        prompt_ids = self.tokenize("Sessions keep their keys and values")
+        first = self.generate(token_ids=prompt_ids, session_id=sid,
+                              stopping=pb.StoppingCriteria(max_new_tokens=4, ignore_eos=True))
+        self.assertEqual(first[-1].usage.cached_tokens, 0)
+        gen = [m.token_id for m in first[:-1]]
+        info = self.stub.GetSession(pb.GetSessionRequest(session_id=sid), timeout=5).session
+        # The last generated token is known but not yet fed.
+        self.assertEqual(info.positions, len(prompt_ids) + 3)
+        self.assertEqual(info.history_tokens, len(prompt_ids) + 4)
+        self.assertGreater(info.memory_bytes, 0)
+        self.assertFalse(info.busy)
+
+        more = self.tokenize(" and more")
+        full = prompt_ids + gen + more
+        second = self.generate(token_ids=full, session_id=sid)
+        self.assertEqual(second[-1].usage.prompt_tokens, len(full))
+        self.assertEqual(second[-1].usage.cached_tokens, len(prompt_ids) + 3)
+        # Same answer as computing everything from scratch.
+        fresh = self.generate(token_ids=full)
+        self.assertEqual([m.token_id for m in second[:-1]], [m.token_id for m in fresh[:-1]])
+        self.assertEqual(fresh[-1].usage.cached_tokens, 0)
+
+        # APPEND mode: the request's tokens follow everything the session holds.
+        held = self.stub.GetSession(pb.GetSessionRequest(session_id=sid), timeout=5).session
+        third = self.generate(token_ids=more, session_id=sid, history_mode=pb.HISTORY_MODE_APPEND)
+        self.assertEqual(third[-1].usage.prompt_tokens, held.history_tokens + len(more))
+        self.assertEqual(third[-1].usage.cached_tokens, held.positions)
+
+        # Diverging history: the cache is cut back to the common prefix.
+        diverged = prompt_ids[:3] + self.tokenize(" something else entirely")
+        fourth = self.generate(token_ids=diverged, session_id=sid)
+        self.assertEqual(fourth[-1].usage.cached_tokens, 3)
+
+        # Forward continues a session the same way.
+        f1 = self.stub.Forward(pb.ForwardRequest(token_ids=diverged, session_id=sid), timeout=60)
+        self.assertEqual(f1.usage.cached_tokens, len(diverged) - 1)
+        self.assertEqual(f1.session_positions, len(diverged))
+
+    def test_cancellation_mid_stream(self):
+        sid = self.stub.CreateSession(pb.CreateSessionRequest(max_context=512), timeout=30).session.session_id
+        before = self.stub.GetStatus(pb.GetStatusRequest(), timeout=5).requests.cancelled
+        call = self.stub.Generate(pb.GenerateRequest(prompt="Go on forever:", session_id=sid,
+                                                     stopping=pb.StoppingCriteria(max_new_tokens=400, ignore_eos=True)),
+                                  timeout=120)
+        got = 0
+        for m in call:
+            got += 1
+            if got == 3:
+                call.cancel()
+                break
+        # The daemon notices within a step: the session is released, far short of 400 tokens.
+        self.wait_until(lambda: not self.stub.GetSession(pb.GetSessionRequest(session_id=sid), timeout=5).session.busy,
+                        10, "the cancelled session to become idle")
+        info = self.stub.GetSession(pb.GetSessionRequest(session_id=sid), timeout=5).session
+        self.assertLess(info.history_tokens - len(self.tokenize("Go on forever:")), 100)
+        self.wait_until(lambda: self.stub.GetStatus(pb.GetStatusRequest(), timeout=5).requests.cancelled > before,
+                        10, "the cancelled counter")
+
+    def test_concurrent_clients_get_the_sequential_answers(self):
+        prompts = ["alpha beta", "gamma delta epsilon", "zeta", "eta theta iota kappa"]
+        expected = {p: [m.token_id for m in self.generate(prompt=p)[:-1]] for p in prompts}
+        results, errors = {}, []
+
+        def worker(p):
+            try:
+                results[p] = [m.token_id for m in self.generate(prompt=p)[:-1]]
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=worker, args=(p,)) for p in prompts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        self.assertEqual(errors, [])
+        self.assertEqual(results, expected)
+
+    def test_errors(self):
+        code = grpc.StatusCode
+        # INVALID_ARGUMENT
+        d = self.assert_code(code.INVALID_ARGUMENT, self.stub.Forward, pb.ForwardRequest(token_ids=[1, self.vocab]))
+        self.assertIn(str(self.vocab), d)
+        self.assert_code(code.INVALID_ARGUMENT, self.stub.Generate, pb.GenerateRequest(), contains="empty")
+        self.assert_code(code.INVALID_ARGUMENT, self.stub.Forward, pb.ForwardRequest(), contains="empty")
+        self.assert_code(code.INVALID_ARGUMENT, self.stub.Detokenize, pb.DetokenizeRequest(ids=[-5]))
+        self.assert_code(code.INVALID_ARGUMENT, self.stub.Generate,
+                         pb.GenerateRequest(prompt="x", sampling=pb.SamplingParams(temperature=-1)),
+                         contains="temperature")
+        sid = self.stub.CreateSession(pb.CreateSessionRequest(max_context=8), timeout=30).session.session_id
+        self.assert_code(code.INVALID_ARGUMENT, self.stub.Generate,
+                         pb.GenerateRequest(token_ids=list(range(100, 120)), session_id=sid), contains="context")
+        self.assert_code(code.INVALID_ARGUMENT, self.stub.Forward,
+                         pb.ForwardRequest(token_ids=[5] * (MAX_CONTEXT + 1)), contains="context")
+        self.assert_code(code.INVALID_ARGUMENT, self.stub.CreateSession,
+                         pb.CreateSessionRequest(max_context=MAX_CONTEXT + 1), contains="max_context")
+        self.assert_code(code.INVALID_ARGUMENT, self.stub.CreateSession,
+                         pb.CreateSessionRequest(session_id="bad id!"))
+        # Invalid UTF-8 never reaches the model: a hand-made TokenizeRequest with bytes 0xff 0xfe as text.
+        raw = self.channel.unary_unary("/qwen3bpf.v1.Qwen3Bpf/Tokenize",
+                                       request_serializer=lambda b: b,
+                                       response_deserializer=pb.TokenizeResponse.FromString)
+        with self.assertRaises(grpc.RpcError) as cm:
+            raw(b"\x0a\x02\xff\xfe", timeout=5)
+        self.assertIn(cm.exception.code(), (code.INVALID_ARGUMENT, code.INTERNAL))
+        # NOT_FOUND
+        self.assert_code(code.NOT_FOUND, self.stub.GetSession, pb.GetSessionRequest(session_id="nope"))
+        self.assert_code(code.NOT_FOUND, self.stub.DeleteSession, pb.DeleteSessionRequest(session_id="nope"))
+        self.assert_code(code.NOT_FOUND, self.stub.Generate, pb.GenerateRequest(prompt="x", session_id="nope"),
+                         contains="unknown session")
+        # RESOURCE_EXHAUSTED: one session larger than the whole KV budget.
+        probe = self.stub.CreateSession(pb.CreateSessionRequest(max_context=64), timeout=30).session
+        per_position = probe.memory_bytes / 64
+        too_many = int(KV_BUDGET_MIB * 1024 * 1024 / per_position) + 1
+        self.assertLessEqual(too_many, MAX_CONTEXT, "test configuration: the budget must bind before max_context")
+        self.assert_code(code.RESOURCE_EXHAUSTED, self.stub.CreateSession,
+                         pb.CreateSessionRequest(max_context=too_many), contains="kv_budget_mib")
+
+    def test_session_busy_and_limit(self):
+        code = grpc.StatusCode
+        sids = [self.stub.CreateSession(pb.CreateSessionRequest(max_context=512), timeout=30).session.session_id
+                for _ in range(4)]
+        calls = []
+        for sid in sids:
+            call = self.stub.Generate(pb.GenerateRequest(prompt="Keep going", session_id=sid,
+                                                         stopping=pb.StoppingCriteria(max_new_tokens=400,
+                                                                                      ignore_eos=True)),
+                                      timeout=120)
+            next(call)  # running now
+            calls.append(call)
+        try:
+            self.assert_code(code.FAILED_PRECONDITION, self.stub.Generate,
+                             pb.GenerateRequest(prompt="x", session_id=sids[0]), contains="session busy")
+            # All four (max_sessions) are busy: nothing can be evicted.
+            self.assert_code(code.RESOURCE_EXHAUSTED, self.stub.CreateSession, pb.CreateSessionRequest(max_context=16),
+                             contains="max_sessions")
+        finally:
+            for c in calls:
+                c.cancel()
+        for sid in sids:
+            self.wait_until(lambda s=sid: not self.stub.GetSession(pb.GetSessionRequest(session_id=s),
+                                                                   timeout=5).session.busy, 10, "idle sessions")
+        # Idle now: a fifth session evicts the least recently used one.
+        self.stub.GetSession(pb.GetSessionRequest(session_id=sids[0]), timeout=5)
+        new = self.stub.CreateSession(pb.CreateSessionRequest(max_context=16), timeout=30).session.session_id
+        left = {s.session_id for s in self.stub.ListSessions(pb.ListSessionsRequest(), timeout=5).sessions}
+        self.assertIn(new, left)
+        self.assertEqual(len(left), 4)
+
+    def test_delete_session_frees_kernel_memory(self):
+        before_status = self.stub.GetStatus(pb.GetStatusRequest(), timeout=5)
+        maps_before = bpf_maps_of(self.proc.pid) if BACKEND == "bpf" else set()
+        sid = self.stub.CreateSession(pb.CreateSessionRequest(max_context=64), timeout=30).session.session_id
+        self.generate(prompt="fill the cache", session_id=sid)
+        during = self.stub.GetStatus(pb.GetStatusRequest(), timeout=5)
+        self.assertGreater(during.memory.kv_bytes, before_status.memory.kv_bytes)
+        if BACKEND == "bpf":
+            maps_during = bpf_maps_of(self.proc.pid)
+            self.assertGreater(len(maps_during), len(maps_before))
+        freed = self.stub.DeleteSession(pb.DeleteSessionRequest(session_id=sid), timeout=10).freed_bytes
+        self.assertGreater(freed, 0)
+        after = self.stub.GetStatus(pb.GetStatusRequest(), timeout=5)
+        self.assertEqual(after.memory.kv_bytes, before_status.memory.kv_bytes)
+        if BACKEND == "bpf":
+            self.wait_until(lambda: bpf_maps_of(self.proc.pid) == maps_before, 5, "the session's maps to be freed")
+        # Ephemeral requests leave nothing behind either.
+        self.generate(prompt="ephemeral")
+        self.assertEqual(self.stub.GetStatus(pb.GetStatusRequest(), timeout=5).memory.kv_bytes,
+                         before_status.memory.kv_bytes)
+        if BACKEND == "bpf":
+            self.assertEqual(bpf_maps_of(self.proc.pid), maps_before)
+
+    def run_as(self, user, call):
+        """Runs a GetStatus/VerifyProgram call in a child that setuid's to `user`; returns (code, details)."""
+        pw = pwd.getpwnam(user)
+        script = f"""
+import sys, grpc
+sys.path.insert(0, {os.path.join(self.tmp, 'stubs')!r})
+from qwen3bpf.v1 import qwen3bpf_pb2 as pb, qwen3bpf_pb2_grpc as g
+import os
+os.setgroups([])
+os.setgid({pw.pw_gid}); os.setuid({pw.pw_uid})
+stub = g.Qwen3BpfStub(grpc.insecure_channel('unix:{self.socket_path}'))
+try:
+    {call}
+    print('OK')
+except grpc.RpcError as e:
+    print(e.code().name, e.details())
+"""
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+        return out.stdout.strip()
+
+    def test_unprivileged_peers(self):
+        # The socket file is opened up so that only the daemon's SO_PEERCRED check decides.
+        os.chmod(self.socket_path, 0o666)
+        before = self.stub.GetStatus(pb.GetStatusRequest(), timeout=5).requests.rejected_connections
+        # `daemon` is not in the socket group (nogroup): refused at accept.
+        out = self.run_as("daemon", "stub.GetStatus(pb.GetStatusRequest(), timeout=5)")
+        self.assertTrue(out.startswith("UNAVAILABLE"), out)
+        after = self.stub.GetStatus(pb.GetStatusRequest(), timeout=5).requests.rejected_connections
+        self.assertGreater(after, before)
+        self.assertIn("connection refused", self.daemon_log())
+        # `nobody` is in nogroup: allowed, but not an admin.
+        self.assertEqual(self.run_as("nobody", "stub.GetStatus(pb.GetStatusRequest(), timeout=5)"), "OK")
+        out = self.run_as("nobody", "stub.VerifyProgram(pb.VerifyProgramRequest(source='x'), timeout=5)")
+        self.assertTrue(out.startswith("PERMISSION_DENIED"), out)
+
+    def test_reload_applies_log_level(self):
+        self.write_config(log_level="debug")
+        self.proc.send_signal(signal.SIGHUP)
+        self.wait_until(lambda: "log_level info -> debug" in self.daemon_log(), 10, "the reload message")
+        self.assertTrue(self.notify.wait_for("RELOADING=1", 5))
+        self.write_config(log_level="info")
+        self.proc.send_signal(signal.SIGHUP)
+        self.wait_until(lambda: "log_level debug -> info" in self.daemon_log(), 10, "the second reload")
+
+    def test_zz_sigterm_cancels_streams_and_exits_zero(self):
+        # Runs last (alphabetical order): stops the daemon.
+        call = self.stub.Generate(pb.GenerateRequest(prompt="long story",
+                                                     stopping=pb.StoppingCriteria(max_new_tokens=400, ignore_eos=True)),
+                                  timeout=60)
+        first = next(call)
+        self.assertGreaterEqual(first.token_id, 0)
+        self.proc.send_signal(signal.SIGTERM)
+        rest = list(call)
+        self.assertEqual(rest[-1].finish_reason, pb.FINISH_REASON_CANCELLED)
+        self.assertLess(rest[-1].usage.completion_tokens, 400)
+        self.assertEqual(self.proc.wait(30), 0)
+        self.assertTrue(self.notify.wait_for("STOPPING=1", 5))
+        self.assertFalse(os.path.exists(self.socket_path))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
