@@ -1,6 +1,5 @@
 #include "verify/generate.h"
 
-#include <regex>
 
 #include "common/error.h"
 #include "verify/pipeline.h"
@@ -100,19 +99,32 @@ std::string repair_message(const VerifyResult& r) {
 
 std::string extract_c_source(const std::string& completion) {
   const std::string text = strip_think(completion);
-  static const std::regex fence(R"(```[ \t]*([A-Za-z0-9+_-]*)[^\n]*\n([\s\S]*?)```)");
+  // Fenced blocks found by hand (a regex over a long completion would recurse per character).
   std::string untagged;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), fence); it != std::sregex_iterator(); ++it) {
-    std::string tag = (*it)[1];
+  size_t pos = 0;
+  for (;;) {
+    size_t open = text.find("```", pos);
+    if (open == std::string::npos) break;
+    size_t eol = text.find('\n', open + 3);
+    if (eol == std::string::npos) break;
+    std::string tag = text.substr(open + 3, eol - open - 3);
+    tag.erase(0, tag.find_first_not_of(" \t"));
+    tag = tag.substr(0, tag.find_first_of(" \t\r{"));
     for (auto& c : tag) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    std::string body = (*it)[2];
-    if (tag == "c" || tag == "cpp" || tag == "c++" || tag == "h") return body;
+    size_t close = text.find("```", eol + 1);
+    const bool c_tag = tag == "c" || tag == "cpp" || tag == "c++" || tag == "h";
+    if (close == std::string::npos) {
+      // An unterminated block (the model ran out of tokens): take the rest.
+      std::string rest = text.substr(eol + 1);
+      if (c_tag && looks_like_c(rest)) return rest;
+      break;
+    }
+    std::string body = text.substr(eol + 1, close - eol - 1);
+    if (c_tag) return body;
     if (tag.empty() && untagged.empty() && looks_like_c(body)) untagged = body;
+    pos = close + 3;
   }
   if (!untagged.empty()) return untagged;
-  // An unterminated ```c block (the model ran out of tokens): take the rest.
-  size_t open = text.find("```c\n");
-  if (open != std::string::npos && looks_like_c(text.substr(open + 5))) return text.substr(open + 5);
   if (looks_like_c(text)) return text;
   return "";
 }

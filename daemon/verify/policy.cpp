@@ -146,13 +146,14 @@ const std::vector<std::pair<std::string, std::string>>& forbidden_identifiers() 
 bool is_allowed_pragma(const std::string& rest) {
   static const std::regex allowed(
       R"(^(once|unroll(\s*\(?\s*\d+\s*\)?)?|nounroll|unroll_and_jam|clang\s+loop\s+[A-Za-z_]+\s*\([A-Za-z0-9_ ]*\)(\s+[A-Za-z_]+\s*\([A-Za-z0-9_ ]*\))*|GCC\s+unroll\s+\d+)\s*$)");
-  return std::regex_match(rest, allowed);
+  // Length first: std::regex recurses per character.
+  return rest.size() <= 256 && std::regex_match(rest, allowed);
 }
 
 }  // namespace
 
 bool is_allowed_header(const std::string& name) {
-  if (name.find("..") != std::string::npos || name.empty() || name[0] == '/') return false;
+  if (name.find("..") != std::string::npos || name.empty() || name[0] == '/' || name.size() > 256) return false;
   static const std::regex allowed(R"(^(vmlinux\.h|bpf/[A-Za-z0-9_]+\.h|linux/([a-z0-9_\-]+/)*[A-Za-z0-9_\-]+\.h)$)");
   return std::regex_match(name, allowed);
 }

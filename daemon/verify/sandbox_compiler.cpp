@@ -362,10 +362,13 @@ std::string scrub_compiler_output(const std::string& raw) {
   std::string line, out;
   static const std::regex inc_path(R"((^|[\s(:'"`])/inc/)");
   while (std::getline(in, line)) {
+    // std::regex recurses per character: keep lines short (clang echoes whole source lines).
+    if (line.size() > 1000) line = line.substr(0, 1000) + "...";
     // Crash reports: stack frames, argument dumps and bug-report banners say nothing useful.
-    if (std::regex_search(line, std::regex(R"(^\s*#\d+ 0x[0-9a-f]+)")) || line.rfind("Stack dump", 0) == 0 ||
-        line.find("PLEASE submit a bug report") != std::string::npos ||
-        std::regex_search(line, std::regex(R"(^\d+\.\s)")))
+    static const std::regex frame(R"(^\s*#\d+ 0x[0-9a-f]+)");
+    static const std::regex crash_context(R"(^\d+\.\s)");
+    if (std::regex_search(line, frame) || line.rfind("Stack dump", 0) == 0 ||
+        line.find("PLEASE submit a bug report") != std::string::npos || std::regex_search(line, crash_context))
       continue;
     size_t p;
     while ((p = line.find("/src/prog.c")) != std::string::npos) line.replace(p, 11, "prog.c");
@@ -385,6 +388,7 @@ std::vector<Diagnostic> parse_clang_diagnostics(const std::string& text) {
   int include_line = 0;
   Diagnostic* last = nullptr;
   while (std::getline(in, line)) {
+    if (line.size() > 1200) line = line.substr(0, 1200) + "...";
     std::smatch m;
     if (std::regex_search(line, m, included)) {
       include_line = std::stoi(m[1]);

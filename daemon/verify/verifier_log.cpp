@@ -62,7 +62,11 @@ VerifierAnalysis analyze_verifier_log(const std::string& log, const std::string&
   {
     std::stringstream ss(log);
     std::string l;
-    while (std::getline(ss, l)) lines.push_back(l);
+    // std::regex recurses per character: long lines (source text in
+    // annotations, level-2 states) are clipped before any matching.
+    // The middle goes, so "@ file:line" at the end of annotations survives.
+    while (std::getline(ss, l))
+      lines.push_back(l.size() > 1500 ? l.substr(0, 1000) + "..." + l.substr(l.size() - 300) : l);
   }
   static const std::regex processed(R"(^processed (\d+) insns)");
   static const std::regex insn(R"(^(\d+): (\([0-9a-f]{2}\) .*)$)");

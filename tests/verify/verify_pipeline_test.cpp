@@ -156,6 +156,14 @@ TEST(VerifyPolicy, SizeLimit) {
   EXPECT_NE(v[0].text.find("limit is 100"), std::string::npos);
 }
 
+TEST(VerifyPolicy, VeryLongLinesAreHandled) {
+  auto v = check_policy(program_with("#pragma clang loop " + std::string(15000, 'x')), {});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].line, 3);
+  auto w = check_policy(program_with("#include <linux/" + std::string(15000, 'a') + ".h>"), {});
+  ASSERT_EQ(w.size(), 1u);
+}
+
 // ---------------------------------------------------------------- fixtures
 
 TEST(VerifyFixtures, HexRoundTripAndErrors) {
@@ -249,6 +257,18 @@ TEST_P(VerifySandbox, DiagnosticsCarryLinesAndNoSandboxPaths) {
   EXPECT_EQ(out.diagnostics.find("qwen3-verify-"), std::string::npos);
 }
 
+TEST_P(VerifySandbox, LongSourceLinesInDiagnostics) {
+  // clang echoes the offending line; the parser must cope with 15 KB lines.
+  std::string expr = "int long_line(void) { return 0";
+  while (expr.size() < 15000) expr += " + 1";
+  expr += " + missing_name; }";
+  auto out = compile_in_sandbox(program_with(expr), sandbox_config(GetParam()));
+  ASSERT_EQ(out.status, CompileStatus::compile_error);
+  ASSERT_FALSE(out.parsed.empty());
+  EXPECT_EQ(out.parsed[0].line, 3);
+  EXPECT_NE(out.parsed[0].text.find("missing_name"), std::string::npos);
+}
+
 TEST_P(VerifySandbox, MemoryLimitStopsTheCompiler) {
   SandboxConfig c = sandbox_config(GetParam());
   c.memory_bytes = size_t{48} << 20;  // far too little for clang
@@ -291,6 +311,16 @@ TEST(VerifyLog, FindsInstructionLineAndMessage) {
   EXPECT_NE(a.message.find("outside of the packet"), std::string::npos);
 }
 
+TEST(VerifyLog, LongAnnotationLines) {
+  const std::string log = "; int x = " + std::string(20000, '1') + "; @ prog.c:7\n"
+                          "3: (71) r2 = *(u8 *)(r1 +12)\n"
+                          "invalid access to packet, off=12 size=1, R1(id=0,off=12,r=0)\n"
+                          "processed 4 insns (limit 1000000)\n";
+  auto a = analyze_verifier_log(log, "/src/prog.c");
+  EXPECT_EQ(a.line, 7);
+  EXPECT_EQ(a.verifier_class, VerifierClass::packet_bounds);
+}
+
 // ---------------------------------------------------------------- pipeline
 
 TEST(VerifyPipeline, PassWithoutFixturesSaysBehaviourWasNotChecked) {
@@ -329,6 +359,14 @@ TEST(VerifyGenerate, ExtractsSource) {
             "#include <linux/bpf.h>\nint f() { return 1; }\n");
   EXPECT_EQ(extract_c_source(kGoodProgram), kGoodProgram);
   EXPECT_EQ(extract_c_source("just words, no code"), "");
+}
+
+TEST(VerifyGenerate, ExtractsFromALongCompletion) {
+  std::string rambling(300000, 'z');
+  EXPECT_EQ(extract_c_source(rambling + "\n```c\n" + kGoodProgram + "```\n" + rambling), kGoodProgram);
+  EXPECT_EQ(extract_c_source(rambling), "");
+  // Ran out of tokens inside the block.
+  EXPECT_EQ(extract_c_source("```c\n" + std::string(kGoodProgram)), kGoodProgram);
 }
 
 TEST(VerifyGenerate, RepairsABrokenFirstAnswer) {
