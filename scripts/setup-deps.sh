@@ -14,7 +14,7 @@ packages=(
   libbpf-dev/bookworm-backports bpftool/bookworm-backports libelf-dev zlib1g-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libabsl-dev libspdlog-dev libfmt-dev libsystemd-dev libgtest-dev libgmock-dev
-  libpcre2-dev nlohmann-json3-dev
+  libpcre2-dev libicu-dev nlohmann-json3-dev
   python3-grpcio python3-grpc-tools python3-protobuf
   systemd-container debootstrap iproute2 jq
 )
@@ -67,10 +67,10 @@ fi
 
 # Independent JS tokenizer used by the tokenizer tests.
 js_dir=$third_party/js-tokenizer
-if [[ ! -d $js_dir/node_modules/@lenml/tokenizers ]]; then
-  echo "setup: installing @lenml/tokenizers (test oracle)"
+if [[ ! -d $js_dir/node_modules/@lenml/tokenizers || ! -d $js_dir/node_modules/@huggingface/jinja ]]; then
+  echo "setup: installing @lenml/tokenizers and @huggingface/jinja (test oracles)"
   mkdir -p "$js_dir"
   (cd "$js_dir" && [[ -f package.json ]] || echo '{"name":"qwen3-bpf-js-oracle","private":true}' >"$js_dir/package.json")
-  (cd "$js_dir" && npm install --silent --no-audit --no-fund @lenml/tokenizers@3.7.2 >/dev/null)
+  (cd "$js_dir" && npm install --silent --no-audit --no-fund @lenml/tokenizers@3.7.2 @huggingface/jinja@0.5.11 >/dev/null)
 fi
 echo "setup: dependencies ready"
