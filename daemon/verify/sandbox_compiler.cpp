@@ -318,6 +318,12 @@ bool drop_all_capabilities() {
   child_fail(kExecFailed, "exec compiler");
 }
 
+std::string first_line_of(const std::string& s) {
+  size_t nl = s.find('\n');
+  std::string l = nl == std::string::npos ? s : s.substr(0, nl);
+  return l.size() > 300 ? l.substr(0, 300) + "..." : l;
+}
+
 bool contains_any(const std::string& s, std::initializer_list<const char*> needles) {
   for (const char* n : needles)
     if (s.find(n) != std::string::npos) return true;
@@ -640,9 +646,14 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
     result.object.clear();
     return finish(CompileStatus::infrastructure, "compiler sandbox failed: " + result.diagnostics);
   }
-  if (contains_any(raw_err, {"LLVM ERROR: out of memory", "Allocation failed", "std::bad_alloc"})) {
+  if (contains_any(raw_err, {"LLVM ERROR: out of memory", "Allocation failed", "std::bad_alloc",
+                             "failed to map segment", "Cannot allocate memory"})) {
     result.object.clear();
     return finish(CompileStatus::limit_exceeded, "compiler ran out of memory " + limits_text);
+  }
+  if (raw_err.find("error while loading shared libraries") != std::string::npos) {
+    result.object.clear();
+    return finish(CompileStatus::infrastructure, "the compiler cannot start in the sandbox: " + first_line_of(raw_err));
   }
   if (code != 0 || result.object.empty()) {
     result.object.clear();
@@ -655,6 +666,9 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
         first = d.stage_message;
         break;
       }
+    if (errors == 0)
+      return finish(CompileStatus::compile_error,
+                    "compilation failed (exit " + std::to_string(code) + "): " + first_line_of(result.diagnostics));
     return finish(CompileStatus::compile_error, "compilation failed with " + std::to_string(errors) + " error(s)" +
                                                     (first.empty() ? "" : ": " + first));
   }

@@ -191,6 +191,12 @@ TEST(VerifyFixtures, ActionsAndJson) {
 
 // ---------------------------------------------------------------- sandbox (policy bypassed)
 
+namespace qwen3::verify {
+void PrintTo(SandboxMode m, std::ostream* os) {
+  *os << (m == SandboxMode::namespaces ? "namespaces" : m == SandboxMode::landlock ? "landlock" : "automatic");
+}
+}  // namespace qwen3::verify
+
 // Every sandbox test runs in both confinement modes.
 class VerifySandbox : public ::testing::TestWithParam<SandboxMode> {};
 INSTANTIATE_TEST_SUITE_P(Modes, VerifySandbox, ::testing::Values(SandboxMode::namespaces, SandboxMode::landlock),
@@ -270,11 +276,23 @@ TEST_P(VerifySandbox, LongSourceLinesInDiagnostics) {
 }
 
 TEST_P(VerifySandbox, MemoryLimitStopsTheCompiler) {
+  // An initializer of 16^6 = 16.7M elements: the AST alone needs far more than 400 MiB.
   SandboxConfig c = sandbox_config(GetParam());
-  c.memory_bytes = size_t{48} << 20;  // far too little for clang
-  auto out = compile_in_sandbox(kGoodProgram, c);
-  EXPECT_NE(out.status, CompileStatus::ok);
-  EXPECT_NE(out.status, CompileStatus::infrastructure) << out.message;
+  c.memory_bytes = size_t{400} << 20;
+  c.timeout_ms = 30000;
+  const std::string source = program_with(
+      "#define A0 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,\n"
+      "#define A1 A0 A0 A0 A0 A0 A0 A0 A0 A0 A0 A0 A0 A0 A0 A0 A0\n"
+      "#define A2 A1 A1 A1 A1 A1 A1 A1 A1 A1 A1 A1 A1 A1 A1 A1 A1\n"
+      "#define A3 A2 A2 A2 A2 A2 A2 A2 A2 A2 A2 A2 A2 A2 A2 A2 A2\n"
+      "#define A4 A3 A3 A3 A3 A3 A3 A3 A3 A3 A3 A3 A3 A3 A3 A3 A3\n"
+      "#define A5 A4 A4 A4 A4 A4 A4 A4 A4 A4 A4 A4 A4 A4 A4 A4 A4\n"
+      "#define A6 A5 A5 A5 A5 A5 A5 A5 A5 A5 A5 A5 A5 A5 A5 A5 A5\n"
+      "const volatile char big[] = { A6 };\n");
+  auto out = compile_in_sandbox(source, c);
+  EXPECT_EQ(out.status, CompileStatus::limit_exceeded) << out.message << "\n" << out.diagnostics;
+  EXPECT_NE(out.message.find("memory"), std::string::npos) << out.message;
+  EXPECT_LT(out.seconds, 25.0);
 }
 
 // ---------------------------------------------------------------- verifier log reading
