@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -99,6 +100,23 @@ void dump_vmlinux_h(const IncludeTreeSources& src, const fs::path& out) {
 
 }  // namespace
 
+// Cross-process exclusion (several daemons or test processes may share data_dir).
+class DirLock {
+ public:
+  explicit DirLock(const fs::path& path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ >= 0)
+      while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+  }
+  ~DirLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
 std::string prepare_include_tree(const std::string& data_dir, const IncludeTreeSources& src) {
   std::lock_guard lock(tree_mutex);
   const fs::path root = fs::path(data_dir) / "include";
@@ -107,6 +125,9 @@ std::string prepare_include_tree(const std::string& data_dir, const IncludeTreeS
 
   try {
     fs::create_directories(data_dir);
+    DirLock dir_lock(fs::path(data_dir) / "include.lock");
+    // Another process may have finished it while we waited for the lock.
+    if (fs::exists(root / ".stamp") && read_small_file(root / ".stamp") == stamp) return root.string();
     const fs::path tmp = fs::path(data_dir) / ("include.tmp." + std::to_string(getpid()));
     fs::remove_all(tmp);
     fs::create_directories(tmp);

@@ -292,7 +292,6 @@ TEST_P(VerifySandbox, MemoryLimitStopsTheCompiler) {
   auto out = compile_in_sandbox(source, c);
   EXPECT_EQ(out.status, CompileStatus::limit_exceeded) << out.message << "\n" << out.diagnostics;
   EXPECT_NE(out.message.find("memory"), std::string::npos) << out.message;
-  EXPECT_LT(out.seconds, 25.0);
 }
 
 // ---------------------------------------------------------------- verifier log reading
