@@ -98,9 +98,10 @@ DaemonClient::DaemonClient(std::string socket_path) : socket_path_(std::move(soc
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 * 1024 * 1024);
   args.SetMaxSendMessageSize(64 * 1024 * 1024);
-  // Reconnect quickly when the daemon is being (re)started by socket activation.
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  // Reconnect quickly when the daemon is being (re)started by socket
+  // activation. (Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC 1.51 also uses it
+  // as the connect timeout, and a daemon busy loading needs longer than that.)
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   channel_ = grpc::CreateCustomChannel("unix:" + socket_path_, grpc::InsecureChannelCredentials(), args);
   stub_ = qwen3bpf::v1::Qwen3Bpf::NewStub(channel_);
@@ -118,6 +119,12 @@ CliError DaemonClient::error_for(const grpc::Status& status, const std::string& 
       Diagnosis d = diagnose_socket(socket_path_);
       if (d.exit_code != 0) return CliError(d.message, d.exit_code);
       return CliError("qwen3-bpfd is not available for " + what + ": " + detail, kExitUnavailable);
+    }
+    case grpc::StatusCode::DEADLINE_EXCEEDED: {
+      // With wait_for_ready a vanished daemon shows up as a deadline.
+      Diagnosis d = diagnose_socket(socket_path_);
+      if (d.exit_code != 0) return CliError(d.message, d.exit_code);
+      return CliError(what + " timed out: " + detail, kExitFailed);
     }
     case grpc::StatusCode::PERMISSION_DENIED:
       return CliError("permission denied: " + detail, kExitPermission);

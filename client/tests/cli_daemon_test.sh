@@ -7,7 +7,7 @@
 set -euo pipefail
 cli=$1
 daemon=$2
-model=$3
+model=$(realpath "$3")
 [[ -f $model/config.json ]] || { echo "FAIL: no model at $model" >&2; exit 1; }
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
@@ -23,14 +23,19 @@ cleanup() {
 }
 trap cleanup EXIT
 source "$(dirname "$0")/test_lib.sh"
+fail() {
+  printf 'FAIL: %s\n' "$*" >&2
+  [[ -f $tmp/daemon.log ]] && { echo "---- daemon log (tail)"; tail -n 30 "$tmp/daemon.log"; } >&2
+  exit 1
+}
 export QWEN3_BPF_SOCKET=$sock
 pyjson() { /usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1]); $1" "$2"; }
 
 : >"$tmp/empty.conf"
 "$daemon" --foreground --config "$tmp/empty.conf" --model "$model" --socket "$sock" \
-  --state-dir "$tmp/state" --threads 2 >"$tmp/daemon.log" 2>&1 &
+  --state-dir "$tmp/state" --threads 2 --backend "${QWEN3_CLI_TEST_BACKEND:-bpf}" >"$tmp/daemon.log" 2>&1 &
 daemon_pid=$!
-for _ in $(seq 300); do [[ -S $sock ]] && break; kill -0 $daemon_pid || { cat "$tmp/daemon.log"; fail "daemon exited"; }; sleep 0.1; done
+for _ in $(seq 300); do [[ -S $sock ]] && break; kill -0 $daemon_pid 2>/dev/null || { cat "$tmp/daemon.log"; fail "daemon exited"; }; sleep 0.1; done
 
 # ---- status / health
 expect_exit 0 "status --wait" -- "$cli" status --wait --timeout 300

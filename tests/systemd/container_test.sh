@@ -14,12 +14,14 @@
 #   --probe FILE      qwen3-bpf-feature-probe binary (raw bpf() feature checks)
 #   --harness-only    only boot the container and check systemd + bpf() there
 #   --keep            keep the per-run directory (for debugging)
+#   --hold            before stopping the container, wait until WORK/release exists
+#                     (debugging: nsenter -t PID -a bash into the running container)
 # environment:
 #   QWEN3_NSPAWN_CACHE   rootfs cache (default /var/cache/qwen3-bpf/nspawn-rootfs)
 #   QWEN3_DEBIAN_MIRROR  debootstrap mirror (default http://deb.debian.org/debian)
 set -euo pipefail
 
-build_dir= model_dir= probe= harness_only=0 keep=0
+build_dir= model_dir= probe= harness_only=0 keep=0 hold=0
 while (($#)); do
   case $1 in
     --build-dir) build_dir=$2; shift 2 ;;
@@ -27,6 +29,7 @@ while (($#)); do
     --probe) probe=$2; shift 2 ;;
     --harness-only) harness_only=1; shift ;;
     --keep) keep=1; shift ;;
+    --hold) hold=1; shift ;;
     *) echo "container_test: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -73,6 +76,10 @@ dump_diagnostics() {
 cleanup() {
   local rc=$?
   set +e
+  if ((hold)) && [[ -n $cpid ]]; then
+    echo "holding: container systemd is host pid $cpid; 'touch $work/release' to stop it" >&2
+    while [[ ! -e $work/release ]]; do sleep 1; done
+  fi
   if [[ -n $nspawn_pid ]] && kill -0 "$nspawn_pid" 2>/dev/null; then
     say "stopping the container"
     # systemd-nspawn turns SIGTERM into an orderly poweroff of the container.
@@ -346,6 +353,43 @@ out=$(run_ct -- qwen3-bpf generate --max-tokens 8 --seed 1 "Hello" 2>&1) || die 
 [[ -n ${out//[[:space:]]/} ]] || die "qwen3-bpf generate printed no text"
 out=$(run_ct -- qwen3-bpf generate --json --max-tokens 4 "Hello" 2>&1) || die "qwen3-bpf generate --json failed:"$'\n'"$out"
 grep -q '"completion_tokens": *4' <<<"$out" || die "generate --json did not report 4 completion tokens:"$'\n'"$out"
+
+say "check: the XDP verify pipeline works under the unit's hardening (sandboxed clang, verifier, test runs)"
+in_ct mkdir -p /var/tmp/verify
+in_ct tee /var/tmp/verify/drop_arp.c >/dev/null <<'C'
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+SEC("xdp")
+int drop_arp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return XDP_PASS;
+	return eth->h_proto == bpf_htons(ETH_P_ARP) ? XDP_DROP : XDP_PASS;
+}
+
+char LICENSE[] SEC("license") = "GPL";
+C
+in_ct tee /var/tmp/verify/fixtures.json >/dev/null <<'J'
+[{"name": "arp", "packet_hex": "020000000002020000000001080600010800060400010200000000010000000000000000000000000000", "expected_action": "XDP_DROP"},
+ {"name": "ipv4", "packet_hex": "020000000002020000000001080045000028123400004006549a0a0000010a0000029c40005000000001000000005002ffff00000000", "expected_action": "XDP_PASS"}]
+J
+in_ct sh -c "sed '13s/.*/\t\treturn XDP_PASS +;/' /var/tmp/verify/drop_arp.c >/var/tmp/verify/broken.c"
+out=$(run_ct -- qwen3-bpf verify /var/tmp/verify/drop_arp.c --fixtures /var/tmp/verify/fixtures.json 2>&1) ||
+  die "verify of a correct XDP program failed inside the service:"$'\n'"$out"
+grep -q "fixtures: 2 of 2 passed" <<<"$out" || die "verify did not run both fixtures:"$'\n'"$out"
+set +e
+out=$(run_ct -- qwen3-bpf verify /var/tmp/verify/broken.c 2>&1)
+rc=$?
+set -e
+[[ $rc -eq 1 ]] && grep -q "FAIL at stage compile" <<<"$out" && grep -qE "broken\.c:13" <<<"$out" ||
+  die "verify of a program with a syntax error (exit $rc) did not report a compile failure at line 13:"$'\n'"$out"
+say "    verify: pass with 2 fixtures; compile error reported at line 13"
 
 say "check: access control (group member allowed, others refused with exit 4)"
 in_ct useradd --no-create-home --groups qwen3-bpf qwen3member >/dev/null 2>&1 || die "useradd failed in the container"
