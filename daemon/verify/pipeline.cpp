@@ -134,6 +134,16 @@ PreparedFixture prepare_fixture(const Fixture& f, const PipelineOptions& opt) {
 Pipeline::Pipeline(PipelineOptions options) : options_(std::move(options)), state_(std::make_shared<PipelineState>()) {}
 
 VerifyResult Pipeline::verify(const VerifyRequest& request) const {
+  // Problems with the input are results; anything thrown here is ours.
+  try {
+    return verify_stages(request);
+  } catch (const std::exception& e) {
+    VerifyResult r;
+    return fail(std::move(r), Decision::error, Stage::infrastructure, std::string("infrastructure: ") + e.what());
+  }
+}
+
+VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
   VerifyResult r;
   const auto start = Clock::now();
   const auto deadline = options_.request_timeout_ms > 0

@@ -58,6 +58,7 @@ class Pipeline {
   const PipelineOptions& options() const { return options_; }
 
  private:
+  VerifyResult verify_stages(const VerifyRequest& request) const;
   PipelineOptions options_;
   std::shared_ptr<PipelineState> state_;
 };
