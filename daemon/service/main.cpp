@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/error.h"
@@ -243,7 +244,15 @@ int serve(const Flags& flags, DaemonConfig config) {
   service.begin_shutdown();
   listener.stop();
   const int streams = service.counters().active_streams;
-  if (streams > 0) spdlog::info("finishing {} running stream(s) with finish_reason CANCELLED", streams);
+  if (streams > 0) {
+    spdlog::info("finishing {} running stream(s) with finish_reason CANCELLED", streams);
+    // Each stream ends within one engine step; give the clients a moment to read
+    // their final message before the connections close under them.
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (service.counters().active_streams > 0 && std::chrono::steady_clock::now() < limit)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
   host.unload();

@@ -106,7 +106,19 @@ std::shared_ptr<Session> SessionManager::make_session(int max_context, bool ephe
   return s;
 }
 
-bool SessionManager::evict_until(const std::function<bool()>& fits) {
+bool SessionManager::make_room(size_t bytes, bool needs_slot) {
+  auto fits = [&] {
+    return kv_bytes_ + bytes <= limits_.kv_budget_bytes &&
+           (!needs_slot || static_cast<int>(sessions_.size()) < limits_.max_sessions);
+  };
+  if (fits()) return true;
+  // Evict only if evicting every idle session would be enough: never in vain.
+  size_t idle_bytes = 0;
+  int idle = 0;
+  for (auto& [id, s] : sessions_)
+    if (!s->busy) idle_bytes += s->kv_bytes, ++idle;
+  if (kv_bytes_ - idle_bytes + bytes > limits_.kv_budget_bytes) return false;
+  if (needs_slot && static_cast<int>(sessions_.size()) - idle >= limits_.max_sessions) return false;
   while (!fits()) {
     std::shared_ptr<Session> victim;
     for (auto& [id, s] : sessions_)
@@ -142,10 +154,7 @@ SessionSnapshot SessionManager::create(int max_context, const std::string& id) {
                                mib(s->kv_bytes) + " of KV, more than the whole kv_budget_mib (" +
                                mib(limits_.kv_budget_bytes) + "); ask for a smaller max_context or raise kv_budget_mib");
     }
-    const bool ok = evict_until([&] {
-      return static_cast<int>(sessions_.size()) < limits_.max_sessions &&
-             kv_bytes_ + s->kv_bytes <= limits_.kv_budget_bytes;
-    });
+    const bool ok = make_room(s->kv_bytes, /*needs_slot=*/true);
     if (!ok) {
       const int count = static_cast<int>(sessions_.size());
       const size_t used = kv_bytes_;
@@ -176,7 +185,7 @@ SessionLease SessionManager::create_ephemeral(int max_context) {
     throw resource_exhausted("this request needs " + mib(s->kv_bytes) + " of KV, more than kv_budget_mib (" +
                              mib(limits_.kv_budget_bytes) + "); use fewer tokens or raise kv_budget_mib");
   }
-  const bool ok = evict_until([&] { return kv_bytes_ + s->kv_bytes <= limits_.kv_budget_bytes; });
+  const bool ok = make_room(s->kv_bytes, /*needs_slot=*/false);
   if (!ok) {
     const size_t used = kv_bytes_;
     discard = std::move(s->kv);

@@ -102,8 +102,10 @@ class SessionManager {
   friend class SessionLease;
   void release(const std::shared_ptr<Session>& s);
   std::shared_ptr<Session> make_session(int max_context, bool ephemeral);
-  // Evicts idle named sessions, least recently used first, until `fits` holds. Caller holds mu_.
-  bool evict_until(const std::function<bool()>& fits);
+  // Evicts idle named sessions, least recently used first, until `bytes` more
+  // (and, with needs_slot, one more session) fit; evicts nothing when even
+  // evicting all idle sessions would not be enough. Caller holds mu_.
+  bool make_room(size_t bytes, bool needs_slot);
   std::string generate_id_locked() const;
 
   Backend& backend_;

@@ -1,0 +1,381 @@
+// Unit tests of the daemon's parts that need no model: prefix reuse, stop
+// strings, the session table (limits, LRU, TTL, leases) and the batching
+// scheduler, against a small deterministic fake backend.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "common/error.h"
+#include "scheduler/scheduler.h"
+#include "service/config.h"
+#include "service/stop_matcher.h"
+#include "sessions/session_manager.h"
+
+namespace qwen3 {
+namespace {
+
+// KV that only counts positions; the logits of a position are a function of the
+// tokens so far, so every step is checkable.
+class FakeKv : public KvCache {
+ public:
+  FakeKv(int max_context, std::atomic<int>* live) : max_(max_context), live_(live) { ++*live_; }
+  ~FakeKv() override { --*live_; }
+  int positions() const override { return static_cast<int>(tokens.size()); }
+  int max_context() const override { return max_; }
+  size_t bytes() const override { return 0; }  // grows on demand: the manager charges the estimate
+  void truncate(int n) override { tokens.resize(n); }
+  std::vector<int32_t> tokens;
+
+ private:
+  int max_;
+  std::atomic<int>* live_;
+};
+
+class FakeBackend : public Backend {
+ public:
+  FakeBackend() {
+    config_.num_hidden_layers = 2;
+    config_.num_attention_heads = 2;
+    config_.num_key_value_heads = 1;
+    config_.head_dim = 8;  // 2 layers * 2 (K,V) * 8 * 4 bytes = 128 bytes per position
+    config_.vocab_size = 100;
+  }
+  const ModelConfig& config() const override { return config_; }
+  BackendInfo info() const override { return {"fake", "host", "f32"}; }
+  std::unique_ptr<KvCache> create_kv(int max_context) override {
+    return std::make_unique<FakeKv>(max_context, &live_kv);
+  }
+  // The next token after a sequence is (sum of its tokens) % vocab.
+  static int32_t next_of(const std::vector<int32_t>& seq) {
+    int64_t s = 0;
+    for (int32_t t : seq) s += t;
+    return static_cast<int32_t>(s % 100);
+  }
+  ForwardResult forward(KvCache& kv, std::span<const int32_t> tokens, const ForwardWants& wants) override {
+    auto& fk = static_cast<FakeKv&>(kv);
+    for (int32_t t : tokens)
+      if (t == fail_on) throw invalid_argument("fake failure on token " + std::to_string(t));
+    if (fk.positions() + static_cast<int>(tokens.size()) > fk.max_context()) throw invalid_argument("context overflow");
+    ForwardResult r;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      fk.tokens.push_back(tokens[i]);
+      if (wants.all_positions || i + 1 == tokens.size()) {
+        PositionLogits p;
+        p.argmax = next_of(fk.tokens);
+        p.top_k = {{p.argmax, 1.0f}};
+        r.positions.push_back(p);
+      }
+    }
+    if (step_delay.count() > 0) std::this_thread::sleep_for(step_delay);
+    return r;
+  }
+  void forward_batch(std::span<BatchItem> items) override {
+    {
+      std::lock_guard lock(mu);
+      batch_sizes.push_back(static_cast<int>(items.size()));
+    }
+    Backend::forward_batch(items);
+  }
+
+  ModelConfig config_;
+  std::atomic<int> live_kv{0};
+  int32_t fail_on = -1;
+  std::chrono::milliseconds step_delay{0};
+  std::mutex mu;
+  std::vector<int> batch_sizes;
+};
+
+// ------------------------------------------------------------- prefix reuse
+
+TEST(ReusablePrefix, KeepsCommonCachedPrefixAndFeedsAtLeastOneToken) {
+  const std::vector<int32_t> history = {1, 2, 3, 4, 5};
+  EXPECT_EQ(reusable_prefix(history, 5, std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7}), 5);
+  EXPECT_EQ(reusable_prefix(history, 4, std::vector<int32_t>{1, 2, 3, 4, 5, 6}), 4);  // last token not cached
+  EXPECT_EQ(reusable_prefix(history, 5, std::vector<int32_t>{1, 2, 9, 4}), 2);        // diverges
+  EXPECT_EQ(reusable_prefix(history, 5, std::vector<int32_t>{1, 2, 3}), 2);           // identical: recompute the last
+  EXPECT_EQ(reusable_prefix(history, 5, std::vector<int32_t>{7}), 0);
+  EXPECT_EQ(reusable_prefix({}, 0, std::vector<int32_t>{1, 2}), 0);
+}
+
+// ------------------------------------------------------------- stop strings
+
+TEST(StopMatcher, HoldsBackPossibleStartsAndCutsAtTheMatch) {
+  StopMatcher m({"STOP", "\n\n"});
+  auto a = m.push("hello ST");
+  EXPECT_EQ(a.release, "hello ");  // "ST" may start "STOP"
+  EXPECT_FALSE(a.stopped);
+  auto b = m.push("AR");
+  EXPECT_EQ(b.release, "STAR");  // no longer a prefix
+  auto c = m.push(" end\n");
+  EXPECT_EQ(c.release, " end");
+  auto d = m.push("\nmore");
+  EXPECT_TRUE(d.stopped);
+  EXPECT_EQ(d.release, "");
+  EXPECT_EQ(d.matched, "\n\n");
+}
+
+TEST(StopMatcher, MatchAcrossPiecesAndEarliestWins) {
+  StopMatcher m({"cd", "bcd"});
+  EXPECT_EQ(m.push("a").release, "a");
+  auto r = m.push("bc");
+  EXPECT_EQ(r.release, "");  // "bc" may start "bcd"
+  auto s = m.push("de");
+  EXPECT_TRUE(s.stopped);
+  EXPECT_EQ(s.matched, "bcd");
+  EXPECT_EQ(s.release, "");
+}
+
+TEST(StopMatcher, FlushReleasesHeldTextAndNoStopsPassThrough) {
+  StopMatcher m({"xyz"});
+  EXPECT_EQ(m.push("abcx").release, "abc");
+  EXPECT_EQ(m.flush(), "x");
+  StopMatcher none({});
+  EXPECT_EQ(none.push("anything").release, "anything");
+}
+
+// ------------------------------------------------------------- sessions
+
+SessionLimits limits(int max_sessions, size_t budget, int ttl_seconds = 0) {
+  SessionLimits l;
+  l.max_sessions = max_sessions;
+  l.kv_budget_bytes = budget;
+  l.ttl = std::chrono::seconds(ttl_seconds);
+  l.default_context = 16;
+  l.max_context = 64;
+  return l;
+}
+
+TEST(SessionManager, CreateGetDeleteFreesTheCache) {
+  FakeBackend backend;
+  SessionManager m(backend, limits(4, 1 << 20));
+  const auto s = m.create(32);
+  EXPECT_EQ(s.max_context, 32);
+  EXPECT_EQ(s.bytes, 32u * 128);  // charged at full size
+  EXPECT_EQ(backend.live_kv, 1);
+  EXPECT_EQ(m.get(s.id).id, s.id);
+  EXPECT_EQ(m.totals().kv_bytes, 32u * 128);
+  EXPECT_EQ(m.remove(s.id), 32u * 128);
+  EXPECT_EQ(backend.live_kv, 0);
+  EXPECT_EQ(m.totals().kv_bytes, 0u);
+  try {
+    m.get(s.id);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::not_found);
+  }
+}
+
+TEST(SessionManager, RejectsBadIdsAndContexts) {
+  FakeBackend backend;
+  SessionManager m(backend, limits(4, 1 << 20));
+  EXPECT_THROW(m.create(16, "has space"), Error);
+  EXPECT_THROW(m.create(65), Error);  // over max_context
+  m.create(16, "mine");
+  try {
+    m.create(16, "mine");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::failed_precondition);
+  }
+}
+
+TEST(SessionManager, BusySessionIsExclusive) {
+  FakeBackend backend;
+  SessionManager m(backend, limits(4, 1 << 20));
+  const auto s = m.create(16);
+  {
+    auto lease = m.acquire(s.id);
+    EXPECT_TRUE(m.get(s.id).busy);
+    try {
+      m.acquire(s.id);
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::failed_precondition);
+      EXPECT_NE(std::string(e.what()).find("session busy"), std::string::npos);
+    }
+  }
+  EXPECT_FALSE(m.get(s.id).busy);
+  m.acquire(s.id);  // free again
+}
+
+TEST(SessionManager, EvictsLeastRecentlyUsedIdleSessionAtTheCountLimit) {
+  FakeBackend backend;
+  SessionManager m(backend, limits(2, 1 << 20));
+  const auto a = m.create(16);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const auto b = m.create(16);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  m.acquire(a.id);  // a is now more recently used than b
+  const auto c = m.create(16);
+  EXPECT_THROW(m.get(b.id), Error);
+  EXPECT_EQ(m.get(a.id).id, a.id);
+  EXPECT_EQ(m.get(c.id).id, c.id);
+  EXPECT_EQ(m.totals().evicted, 1u);
+  EXPECT_EQ(backend.live_kv, 2);
+}
+
+TEST(SessionManager, BudgetCountsEphemeralCachesAndBusySessionsAreNeverEvicted) {
+  FakeBackend backend;
+  SessionManager m(backend, limits(8, 64 * 128));  // room for 64 positions
+  const auto a = m.create(32);
+  auto lease = m.acquire(a.id);
+  auto eph = m.create_ephemeral(32);  // fills the budget
+  try {
+    m.create(16);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::resource_exhausted);
+    EXPECT_NE(std::string(e.what()).find("kv_budget_mib"), std::string::npos);
+  }
+  EXPECT_EQ(backend.live_kv, 2);  // the refused cache was freed
+  eph.release();
+  EXPECT_EQ(m.totals().kv_bytes, 32u * 128);
+  const auto small = m.create(16);  // fits now
+  try {
+    m.create(64);  // would fit only by evicting the busy session too
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::resource_exhausted);
+  }
+  EXPECT_EQ(m.get(small.id).id, small.id);  // not evicted in vain
+  EXPECT_EQ(m.totals().evicted, 0u);
+}
+
+TEST(SessionManager, IdleTtlExpiresAndDeleteWhileBusyFreesAtRelease) {
+  FakeBackend backend;
+  SessionManager m(backend, limits(8, 1 << 20, 1));
+  const auto a = m.create(16);
+  const auto b = m.create(16);
+  {
+    auto lease = m.acquire(b.id);
+    EXPECT_EQ(m.remove(b.id), 16u * 128);
+    EXPECT_EQ(backend.live_kv, 2);  // still in use by the request
+  }
+  EXPECT_EQ(backend.live_kv, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(m.expire_idle(), 1);
+  EXPECT_EQ(backend.live_kv, 0);
+  EXPECT_THROW(m.get(a.id), Error);
+}
+
+// ------------------------------------------------------------- scheduler
+
+TEST(Scheduler, ChunkedPrefillReportsEveryPositionInOrder) {
+  FakeBackend backend;
+  SchedulerOptions o;
+  o.prefill_chunk = 3;
+  Scheduler sched(backend, o);
+  auto kv = backend.create_kv(32);
+  std::vector<int32_t> tokens = {5, 6, 7, 8, 9, 10, 11};
+  ForwardWants w;
+  w.all_positions = true;
+  const auto r = sched.run(*kv, tokens, w);
+  ASSERT_EQ(r.positions.size(), tokens.size());
+  std::vector<int32_t> seen;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    seen.push_back(tokens[i]);
+    EXPECT_EQ(r.positions[i].argmax, FakeBackend::next_of(seen)) << "position " << i;
+  }
+  EXPECT_EQ(kv->positions(), 7);
+  EXPECT_EQ(sched.stats().steps, 3u);  // 3 + 3 + 1
+}
+
+TEST(Scheduler, ConcurrentSequencesShareSteps) {
+  FakeBackend backend;
+  backend.step_delay = std::chrono::milliseconds(5);
+  SchedulerOptions o;
+  o.gather_wait = std::chrono::microseconds(5000);
+  Scheduler sched(backend, o);
+  constexpr int kClients = 4, kSteps = 20;
+  std::vector<std::thread> threads;
+  std::vector<std::vector<int32_t>> outputs(kClients);
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      auto kv = backend.create_kv(64);
+      std::vector<int32_t> seq = {c + 1};
+      for (int i = 0; i < kSteps; ++i) {
+        const int32_t feed[1] = {seq.back()};
+        const auto r = sched.run(*kv, feed, {});
+        seq.push_back(r.positions.back().argmax);
+      }
+      outputs[c] = seq;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int c = 0; c < kClients; ++c) {
+    // Same as computing alone: each step continues its own sequence.
+    std::vector<int32_t> expect = {c + 1};
+    std::vector<int32_t> fed;
+    for (int i = 0; i < kSteps; ++i) {
+      fed.push_back(expect.back());
+      expect.push_back(FakeBackend::next_of(fed));
+    }
+    EXPECT_EQ(outputs[c], expect);
+  }
+  int biggest = 0;
+  for (int s : backend.batch_sizes) biggest = std::max(biggest, s);
+  EXPECT_GE(biggest, 2) << "steps of different sessions were never batched together";
+  EXPECT_LT(backend.batch_sizes.size(), static_cast<size_t>(kClients * kSteps));
+}
+
+TEST(Scheduler, CancellationRollsBackAndFailuresAreIsolated) {
+  FakeBackend backend;
+  SchedulerOptions o;
+  o.prefill_chunk = 2;
+  Scheduler sched(backend, o);
+  auto kv = backend.create_kv(32);
+  const std::vector<int32_t> start = {1, 2};
+  sched.run(*kv, start, {});
+  std::atomic<int> polls{0};
+  const std::vector<int32_t> more = {3, 4, 5, 6, 7, 8};
+  try {
+    sched.run(*kv, more, {}, [&] { return ++polls > 2; });  // cancelled after a chunk or two
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::unavailable);
+  }
+  EXPECT_EQ(kv->positions(), 2);  // rolled back to before the call
+
+  backend.fail_on = 66;
+  auto good = backend.create_kv(32);
+  auto bad = backend.create_kv(32);
+  std::thread t([&] {
+    const std::vector<int32_t> toks = {10, 66};
+    EXPECT_THROW(sched.run(*bad, toks, {}), Error);
+  });
+  const std::vector<int32_t> toks = {10, 11};
+  const auto r = sched.run(*good, toks, {});
+  t.join();
+  EXPECT_EQ(r.positions.back().argmax, 21);
+  EXPECT_EQ(bad->positions(), 0);
+  EXPECT_EQ(good->positions(), 2);
+}
+
+// ------------------------------------------------------------- config
+
+TEST(Config, ErrorsNameTheKeyAndLine) {
+  DaemonConfig c;
+  try {
+    set_config_value(c, "precision", "q4", "test.conf:7");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("test.conf:7: precision must be one of q24|q8"), std::string::npos);
+  }
+  try {
+    set_config_value(c, "max_sesions", "4", "test.conf:9");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown key 'max_sesions'"), std::string::npos);
+  }
+  EXPECT_THROW(set_config_value(c, "kv_budget_mib", "lots", "x"), Error);
+  set_config_value(c, "default_context", "9000", "x");
+  EXPECT_THROW(validate_config(c), Error);  // above max_context 8192
+  EXPECT_EQ(c.effective_model_dir(), "/var/lib/qwen3-bpfd/models/default");
+  EXPECT_TRUE(c.uses_default_model());
+}
+
+}  // namespace
+}  // namespace qwen3
