@@ -25,7 +25,11 @@ inline std::string env_or_fail(const char* name) {
   const std::string n = name;
 #ifdef QWEN3_TEST_MODELS_DIR_DEFAULT
   if (n == "QWEN3_TEST_MODELS_DIR") return QWEN3_TEST_MODELS_DIR_DEFAULT;
+#endif
+#ifdef QWEN3_TEST_TOKENIZER_DIR_DEFAULT
   if (n == "QWEN3_TEST_TOKENIZER_DIR") return QWEN3_TEST_TOKENIZER_DIR_DEFAULT;
+#endif
+#ifdef QWEN3_MKMODEL_DEFAULT
   if (n == "QWEN3_MKMODEL") return QWEN3_MKMODEL_DEFAULT;
 #endif
   ADD_FAILURE() << name << " is not set; run the test through ctest (tests/*/CMakeLists.txt sets it)";
