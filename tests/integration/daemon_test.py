@@ -10,6 +10,7 @@ Environment (set by CMake):
   QWEN3_TEST_MODEL  model directory (tiny)
   QWEN3_PROTO_DIR   proto_path holding qwen3bpf/v1/qwen3bpf.proto
   QWEN3_BACKEND     bpf | reference
+  QWEN3_VERIFY_CORPUS  tests/verify/corpus (XDP programs with fixtures)
 """
 
 import json
@@ -32,6 +33,7 @@ DAEMON = os.environ.get("QWEN3_BPFD", "")
 MODEL = os.environ.get("QWEN3_TEST_MODEL", "")
 PROTO_DIR = os.environ.get("QWEN3_PROTO_DIR", "")
 BACKEND = os.environ.get("QWEN3_BACKEND", "bpf")
+VERIFY_CORPUS = os.environ.get("QWEN3_VERIFY_CORPUS", "")
 LOAD_DELAY_MS = 1500  # keeps the daemon in the loading state long enough to observe it
 KV_BUDGET_MIB = 4     # with max_sessions 4: four busy 512-position sessions of the tiny model fit
 MAX_CONTEXT = 8192
@@ -534,6 +536,45 @@ except grpc.RpcError as e:
         self.assertEqual(self.run_as("nobody", "stub.GetStatus(pb.GetStatusRequest(), timeout=5)"), "OK")
         out = self.run_as("nobody", "stub.VerifyProgram(pb.VerifyProgramRequest(source='x'), timeout=5)")
         self.assertTrue(out.startswith("PERMISSION_DENIED"), out)
+
+    def verify_case(self, name):
+        with open(os.path.join(VERIFY_CORPUS, name + ".c")) as f:
+            source = f.read()
+        with open(os.path.join(VERIFY_CORPUS, name + ".json")) as f:
+            fixtures = [pb.Fixture(**fx) for fx in json.load(f)["fixtures"]]
+        return source, fixtures
+
+    @unittest.skipUnless(os.path.isdir(VERIFY_CORPUS), "the XDP corpus of tests/verify is not available")
+    def test_verify_program(self):
+        source, fixtures = self.verify_case("drop_icmp")
+        r = self.stub.VerifyProgram(pb.VerifyProgramRequest(source=source, fixtures=fixtures), timeout=120)
+        if r.result.decision == pb.DECISION_UNSPECIFIED:
+            self.fail("VerifyProgram returned no decision")
+        self.assertEqual(r.result.decision, pb.DECISION_PASS, r.result.summary)
+        self.assertEqual(r.result.decision_name, "pass")
+        self.assertEqual(len(r.result.fixtures), len(fixtures))
+        self.assertTrue(all(f.passed for f in r.result.fixtures))
+        self.assertGreater(r.result.verified_insns, 0)
+        broken, _ = self.verify_case("compile_syntax_error")
+        r = self.stub.VerifyProgram(pb.VerifyProgramRequest(source=broken), timeout=120)
+        self.assertEqual(r.result.decision, pb.DECISION_FAIL)
+        self.assertEqual(r.result.first_failed_stage, pb.STAGE_COMPILE)
+        self.assertTrue(r.result.compiler_diagnostics)
+        self.assertGreater(r.result.compiler_diagnostics[0].line, 0)
+
+    def test_generate_verified_reports_each_attempt(self):
+        # The random test model writes no C; the pipeline must say so cleanly.
+        r = self.stub.GenerateVerified(pb.GenerateVerifiedRequest(
+            task="Drop every ICMP packet, pass everything else.", attempts=2, max_new_tokens=24), timeout=300)
+        self.assertEqual(len(r.attempts), 2)
+        self.assertFalse(r.solved)
+        for a in r.attempts:
+            self.assertTrue(a.messages)
+            self.assertNotEqual(a.result.decision, pb.DECISION_PASS)
+            self.assertNotEqual(a.result.first_failed_stage, pb.STAGE_NONE)
+            self.assertTrue(a.result.summary)
+        # The repair attempt was given the first attempt's diagnostic.
+        self.assertGreater(len(r.attempts[1].messages), len(r.attempts[0].messages))
 
     def test_reload_applies_log_level(self):
         self.write_config(log_level="debug")
