@@ -68,8 +68,15 @@ std::string repair_message(const VerifyResult& r) {
   std::string m = "Your program did not pass. Stage: " + std::string(to_string(r.first_failed_stage)) + ".\n" +
                   clip(r.summary, 600) + "\n";
   if (r.first_failed_stage == Stage::policy || r.first_failed_stage == Stage::compile) {
+    // Errors first: warnings matter less to a repair.
+    std::vector<const Diagnostic*> ordered;
+    for (const auto& d : r.compiler_diagnostics)
+      if (d.text.rfind("warning", 0) != 0) ordered.push_back(&d);
+    for (const auto& d : r.compiler_diagnostics)
+      if (d.text.rfind("warning", 0) == 0) ordered.push_back(&d);
     size_t n = 0;
-    for (const auto& d : r.compiler_diagnostics) {
+    for (const Diagnostic* dp : ordered) {
+      const Diagnostic& d = *dp;
       if (++n > 10) break;
       m += "- " + (d.line > 0 ? "line " + std::to_string(d.line) + (d.column > 0 ? ":" + std::to_string(d.column) : "") + ": " : "") +
            clip(d.text, 300) + "\n";
