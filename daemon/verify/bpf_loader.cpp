@@ -274,6 +274,14 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
     out["libbpf"] = libbpf_messages;
     return out;
   }
+  // Subprograms are appended only during load: check the final instructions
+  // again before anything runs (the program is still only loaded, never run).
+  if (std::string why = check_calls(prog); !why.empty()) {
+    out["reject_reason"] = why;
+    out["libbpf"] = libbpf_messages;
+    bpf_object__close(obj);
+    return out;
+  }
   out["loaded"] = true;
   int fd = bpf_program__fd(prog);
   struct bpf_prog_info info = {};

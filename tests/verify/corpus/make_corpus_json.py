@@ -201,6 +201,8 @@ corpus["verifier_ctx_narrow_data_end"] = V("invalid_context_access", 8)
 corpus["verifier_other_invalid_helper_id"] = V("other", 10)
 corpus["verifier_other_unknown_helper"] = V("other", 9)
 corpus["verifier_other_send_signal"] = V("other")
+corpus["verifier_other_probe_read_in_subprog"] = V("other")
+corpus["verifier_other_probe_read_in_subprog"][1]["summary_contains"] = "bpf_probe_read_kernel"
 corpus["verifier_other_send_signal"][1]["summary_contains"] = "bpf_send_signal"
 # Refused before the verifier runs: the helper could copy kernel memory into the packet.
 corpus["verifier_other_probe_read_kernel"] = V("other")
