@@ -434,7 +434,16 @@ state_dir = {cls.tmp}/state
                                        response_deserializer=pb.TokenizeResponse.FromString)
         with self.assertRaises(grpc.RpcError) as cm:
             raw(b"\x0a\x02\xff\xfe", timeout=5)
-        self.assertIn(cm.exception.code(), (code.INVALID_ARGUMENT, code.INTERNAL))
+        self.assertEqual(cm.exception.code(), code.INVALID_ARGUMENT)
+        self.assertIn("TokenizeRequest.text", cm.exception.details())
+        # ... and in a nested field of a streaming call: messages[0].content = b"\xc3\x28".
+        inner = b"\x0a\x04user\x12\x02\xc3\x28"
+        raw_gen = self.channel.unary_stream("/qwen3bpf.v1.Qwen3Bpf/Generate", request_serializer=lambda b: b,
+                                            response_deserializer=pb.GenerateResponse.FromString)
+        with self.assertRaises(grpc.RpcError) as cm:
+            list(raw_gen(b"\x1a" + bytes([len(inner)]) + inner, timeout=5))
+        self.assertEqual(cm.exception.code(), code.INVALID_ARGUMENT)
+        self.assertIn("ChatMessage.content", cm.exception.details())
         # NOT_FOUND
         self.assert_code(code.NOT_FOUND, self.stub.GetSession, pb.GetSessionRequest(session_id="nope"))
         self.assert_code(code.NOT_FOUND, self.stub.DeleteSession, pb.DeleteSessionRequest(session_id="nope"))
