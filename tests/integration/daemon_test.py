@@ -103,12 +103,21 @@ class NotifyListener:
 
 
 def bpf_maps_of(pid):
-    """Ids of the BPF maps the process holds (bpftool reports the owning pids)."""
-    out = subprocess.run(["bpftool", "map", "list", "-j"], capture_output=True, text=True, check=True).stdout
+    """Ids of the BPF maps the process holds open, from /proc/<pid>/fdinfo (map_id: lines)."""
     ids = set()
-    for m in json.loads(out or "[]"):
-        if any(p.get("pid") == pid for p in m.get("pids", [])):
-            ids.add(m["id"])
+    fdinfo = f"/proc/{pid}/fdinfo"
+    for fd in os.listdir(fdinfo):
+        try:
+            with open(os.path.join(fdinfo, fd)) as f:
+                for line in f:
+                    if line.startswith("map_id:"):
+                        ids.add(int(line.split()[1]))
+        except OSError:
+            pass  # closed meanwhile
+    # Cross-check with the kernel's list: every one of them exists.
+    listed = {m["id"] for m in json.loads(subprocess.run(["bpftool", "map", "list", "-j"], capture_output=True,
+                                                          text=True, check=True).stdout or "[]")}
+    assert ids <= listed, f"maps {ids - listed} held by {pid} are not listed by bpftool"
     return ids
 
 
