@@ -33,14 +33,16 @@ typedef __u64 qn_u64;
 
 /* ---- formats ------------------------------------------------------------ */
 #define QN_ACT_FRAC 16      /* activations: int32, value * 2^16 (Q16) */
-#define QN_W24_FRAC 24      /* q24 weights and norm weights: int32, Q24 */
-#define QN_W8_FRAC 30       /* q8 weights: int8 * per-group scale in Q30 */
+#define QN_W24_FRAC 24      /* q24 weights: int32, Q24 (fewer bits for matrices with |w| >= 128) */
+#define QN_W8_FRAC 30       /* q8 weights: int8 * per-group scale in Q30 (same rule) */
+#define QN_NORM_FRAC 16     /* RMSNorm weights: int32, Q16 (|w| < 32768) */
 #define QN_TRIG_FRAC 30     /* RoPE cos/sin: int32, Q30 */
 #define QN_ONE_Q30 (1LL << 30)
 #define QN_GROUP 64         /* columns per q8 scale group (and row padding unit) */
 #define QN_ACT_BITS_MAX 23  /* matmul inputs are requantized to |x| <= 2^23 */
 #define QN_RMS_BITS 20      /* rmsnorm squares inputs reduced to |x| < 2^20 */
-#define QN_KV_LEVELS 127    /* int8 K/V: value = q * max / 127 */
+#define QN_KV_LEVELS8 127     /* int8 K/V: value = q * max / 127 */
+#define QN_KV_LEVELS16 32767  /* int16 K/V: value = q * max / 32767 */
 #define QN_LOG2E_Q30 1549082005LL /* log2(e) * 2^30 */
 
 /* ---- basic helpers ------------------------------------------------------ */
@@ -211,7 +213,7 @@ QN_INLINE qn_s32 qn_silu_mul(qn_s32 g_q16, qn_s32 u_q16) {
  *   t  = qn_rms_reduce_shift(max |x|)       squares use x >> t, |x >> t| < 2^20
  *   ss = sum (x >> t)^2                       < 2^53 for n <= 8192
  *   qn_rms_factor(ss, n, t, eps_q32, &sh) -> r: x * r >> sh is x / rms in Q16
- *   y  = qn_rms_apply(x, r, sh, w_q24)       (x / rms) * w, Q16, saturated */
+ *   y  = qn_rms_apply(x, r, sh, w_q16)       (x / rms) * w, Q16, saturated */
 QN_INLINE int qn_rms_reduce_shift(qn_u64 max_abs) {
   return (int)qn_max64(qn_bits_u64(max_abs) - QN_RMS_BITS, 0);
 }
@@ -227,9 +229,9 @@ QN_INLINE qn_s64 qn_rms_factor(qn_u64 ss, qn_u32 n, int t, qn_u64 eps_q32, int *
   return r;
 }
 
-QN_INLINE qn_s32 qn_rms_apply(qn_s32 x, qn_s64 r, int sh, qn_s32 w_q24) {
-  qn_s64 nrm = qn_round_shift((qn_s64)x * r, sh); /* |nrm| <= sqrt(n) * 2^16 */
-  return qn_sat32(qn_round_shift(nrm * (qn_s64)w_q24, 24));
+QN_INLINE qn_s32 qn_rms_apply(qn_s32 x, qn_s64 r, int sh, qn_s32 w_q16) {
+  qn_s64 nrm = qn_round_shift((qn_s64)x * r, sh); /* |nrm| <= sqrt(n) * 2^16 < 2^23 */
+  return qn_sat32(qn_round_shift(nrm * (qn_s64)w_q16, QN_NORM_FRAC));
 }
 
 /* ---- RoPE (rotate-half pairs i and i + d/2) --------------------------------- */
@@ -240,25 +242,29 @@ QN_INLINE qn_s32 qn_rope_second(qn_s32 x1, qn_s32 x2, qn_s32 c, qn_s32 s) {
   return qn_sat32(qn_round_shift((qn_s64)x2 * c + (qn_s64)x1 * s, QN_TRIG_FRAC));
 }
 
-/* ---- int8 K/V quantization ---------------------------------------------------
+/* ---- K/V quantization (int8 or int16) -----------------------------------------
  * One scale per (position, layer, kv head, K|V): the vector's max |x| in Q16.
- * q = round(x * 127 / max), value ~= q * max / 127. */
-QN_INLINE qn_s8 qn_kv_quant(qn_s32 x, qn_s32 max_abs) {
+ * q = round(x * L / max), value ~= q * max / L, L = 127 or 32767. */
+QN_INLINE qn_s32 qn_kv_quant(qn_s32 x, qn_s32 max_abs, qn_s32 levels) {
   qn_s64 d = qn_max64(max_abs, 1); /* an all-zero vector quantizes to zeros */
-  qn_s64 q = qn_div_round((qn_s64)x * QN_KV_LEVELS, d);
-  return (qn_s8)qn_max64(qn_min64(q, 127), -127);
+  qn_s64 q = qn_div_round((qn_s64)x * levels, d);
+  return (qn_s32)qn_max64(qn_min64(q, levels), -levels);
 }
+/* int16 dot products are pre-shifted by 8 bits so dot * max stays < 2^62. */
+QN_INLINE int qn_kv_dot_shift(qn_s32 levels) { return levels > 127 ? 8 : 0; }
 
 /* ---- attention ------------------------------------------------------------------
  * Query requantized like a matmul input to |q >> sq| <= 2^15; the score of one
- * cached key: dot = sum (q >> sq) * kq (|dot| < 2^30 for head_dim <= 256), then score_Q16 = dot * kmax * 2^sq / (127 * 2^16 * sqrt(d)),
- * with c_q24 = 2^24 / (127 * sqrt(d)) computed in the kernel by qn_rsqrt_q30. */
+ * cached key: dot = sum (q >> sq) * kq >> ds (|dot| < 2^30 for head_dim <= 256;
+ * ds = 8 for int16 K), then
+ * score_Q16 = dot * kmax * 2^(sq + ds) / (L * 2^16 * sqrt(d)),
+ * with c = 2^(24 + ds) / (L * sqrt(d)) computed in the kernel by qn_rsqrt_q30. */
 #define QN_Q_BITS 15
-QN_INLINE qn_s64 qn_attn_scale_q24(qn_u32 head_dim) {
+QN_INLINE qn_s64 qn_attn_scale_q24(qn_u32 head_dim, qn_s32 levels) {
   int e = 0;
-  qn_s64 r = qn_rsqrt_q30(head_dim, &e);            /* 1/sqrt(d) = r * 2^-e */
-  qn_s64 c = qn_round_shift(r, e - 24);              /* Q24 */
-  return qn_div_round(c, QN_KV_LEVELS);
+  qn_s64 r = qn_rsqrt_q30(head_dim, &e);                         /* 1/sqrt(d) = r * 2^-e */
+  qn_s64 c = qn_round_shift(r, e - 24 - qn_kv_dot_shift(levels)); /* Q(24 + ds) */
+  return qn_div_round(c, levels);
 }
 
 QN_INLINE qn_s32 qn_attn_score(qn_s64 dot, qn_s32 kmax, int sq, qn_s64 c_q24) {
@@ -276,7 +282,7 @@ QN_INLINE qn_s64 qn_attn_vweight(qn_s64 p_q30, qn_s32 vmax) {
   return qn_round_shift(p_q30 * (qn_s64)vmax, 30);
 }
 
-/* Output element from sum_i w_i * vq_i: divide the 127 levels back out. */
-QN_INLINE qn_s32 qn_attn_out(qn_s64 acc) { return qn_sat32(qn_div_round(acc, QN_KV_LEVELS)); }
+/* Output element from sum_i w_i * vq_i: divide the L levels back out. */
+QN_INLINE qn_s32 qn_attn_out(qn_s64 acc, qn_s32 levels) { return qn_sat32(qn_div_round(acc, levels)); }
 
 #endif

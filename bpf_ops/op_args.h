@@ -30,6 +30,8 @@ struct qn_shape {
   qn_u32 kv_pos_bytes;                /* one position of one session's cache */
   qn_u32 kv_layer_bytes;              /* one layer of one position */
   qn_u32 norms_len;                   /* int32 elements in the norms map */
+  qn_u32 kv_bytes;                    /* 1: int8 K/V, 2: int16 K/V */
+  qn_u32 pad_shape;
   qn_u64 eps_q32;                     /* rms_norm_eps * 2^32 */
 };
 
@@ -39,7 +41,7 @@ struct qn_matrix {
   qn_u32 entry0;          /* map path: first weights-map entry */
   qn_u32 rows_per_entry;  /* map path: row slots of row_bytes per entry */
   qn_u32 row_skip;        /* map path: row 0 sits in slot row_skip of entry0 */
-  qn_u32 pad0;
+  qn_u32 wfrac;           /* fraction bits of the weights (24 / 30, less for |w| >= 128) */
   qn_u32 row_bytes;
   qn_u32 groups;          /* cols_pad / QN_GROUP */
   qn_u32 rows;

@@ -36,15 +36,25 @@ static __always_inline u8 *kv_entry(u32 slot, u32 pos) {
   return bpf_map_lookup_elem(inner, &pos);
 }
 
-/* Byte offsets inside one position's KV entry. */
+/* Byte offsets inside one position's KV entry (layout in docs/kv-cache.md). */
+static __always_inline u32 kv_vec_bytes(void) { return SHAPE.head_dim * SHAPE.kv_bytes; }
+static __always_inline s32 kv_levels(void) { return SHAPE.kv_bytes == 2 ? QN_KV_LEVELS16 : QN_KV_LEVELS8; }
 static __always_inline u32 kv_k_off(u32 layer, u32 h) {
-  return layer * SHAPE.kv_layer_bytes + h * SHAPE.head_dim;
+  return layer * SHAPE.kv_layer_bytes + h * kv_vec_bytes();
 }
 static __always_inline u32 kv_v_off(u32 layer, u32 h) {
-  return layer * SHAPE.kv_layer_bytes + (SHAPE.n_kv_heads + h) * SHAPE.head_dim;
+  return layer * SHAPE.kv_layer_bytes + (SHAPE.n_kv_heads + h) * kv_vec_bytes();
 }
 static __always_inline u32 kv_kmax_off(u32 layer, u32 h) {
-  return layer * SHAPE.kv_layer_bytes + 2 * SHAPE.n_kv_heads * SHAPE.head_dim + h * 4;
+  return layer * SHAPE.kv_layer_bytes + 2 * SHAPE.n_kv_heads * kv_vec_bytes() + h * 4;
+}
+/* Element d of a cached vector; `wide` is read once per loop so clang hoists the choice. */
+static __always_inline s64 kv_get(const u8 *v, u32 d, int wide) {
+  return wide ? ((const short *)v)[d] : ((const s8 *)v)[d];
+}
+static __always_inline void kv_put(u8 *v, u32 d, s32 q, int wide) {
+  if (wide) ((short *)v)[d] = (short)q;
+  else ((s8 *)v)[d] = (s8)q;
 }
 static __always_inline u32 kv_vmax_off(u32 layer, u32 h) {
   return kv_kmax_off(layer, h) + SHAPE.n_kv_heads * 4;
@@ -98,11 +108,13 @@ static long att_score_cb(u64 j, void *ctx) {
   struct qn_acc *acc = acc_of(st->thread);
   if (!b || !e || !acc || j >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
   u32 ko = kv_k_off(st->layer, acc->h), mo = kv_kmax_off(st->layer, acc->h);
-  if (ko > SHAPE.kv_pos_bytes - SHAPE.head_dim || mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
-  const s8 *kq = (const s8 *)(e + ko);
+  if (ko > SHAPE.kv_pos_bytes - kv_vec_bytes() || mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
+  const u8 *kq = e + ko;
   const s32 *q = att_tmp1(b);
+  const int wide = SHAPE.kv_bytes == 2;
   s64 dot = 0;
-  for (u32 d = 0; d < SHAPE.head_dim; d++) dot += (s64)q[d] * kq[d];
+  for (u32 d = 0; d < SHAPE.head_dim; d++) dot += (s64)q[d] * kv_get(kq, d, wide);
+  dot = qn_round_shift(dot, qn_kv_dot_shift(kv_levels()));
   s32 kmax = *(const s32 *)(e + mo);
   s32 score = qn_attn_score(dot, kmax, acc->sq, st->c_q24);
   att_scores(b)[j] = score;
@@ -129,12 +141,13 @@ static long att_acc_cb(u64 j, void *ctx) {
   struct qn_acc *acc = acc_of(st->thread);
   if (!b || !e || !acc || j >= SHAPE.max_ctx || acc->sum == 0) return qn_fail(st->thread, __LINE__);
   u32 vo = kv_v_off(st->layer, acc->h), mo = kv_vmax_off(st->layer, acc->h);
-  if (vo > SHAPE.kv_pos_bytes - SHAPE.head_dim || mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
+  if (vo > SHAPE.kv_pos_bytes - kv_vec_bytes() || mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
   s32 vmax = *(const s32 *)(e + mo);
   s64 w = qn_attn_vweight(qn_attn_prob(att_scores(b)[j], acc->sum), vmax);
-  const s8 *vq = (const s8 *)(e + vo);
+  const u8 *vq = e + vo;
+  const int wide = SHAPE.kv_bytes == 2;
   s64 *accv = att_acc(b);
-  for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] += w * vq[d];
+  for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] += w * kv_get(vq, d, wide);
   return 0;
 }
 
@@ -165,7 +178,8 @@ static __always_inline u32 attend_head(const struct att_state *st, u8 *b, u32 p,
   u32 o = qh * SHAPE.head_dim;
   if (!out || p >= QN_PMAX || o > QD_PAD - SHAPE.head_dim) return __LINE__;
   out += p * QD_PAD + o;
-  for (u32 d = 0; d < SHAPE.head_dim; d++) out[d] = qn_attn_out(accv[d]);
+  const s32 levels = kv_levels();
+  for (u32 d = 0; d < SHAPE.head_dim; d++) out[d] = qn_attn_out(accv[d], levels);
   return 0;
 }
 
@@ -178,13 +192,15 @@ static __always_inline u32 write_kv(const struct att_state *st, u8 *b, u32 p, u3
   if (mx < 0) return __LINE__;
   u32 ko = kv_k_off(layer, h), vo = kv_v_off(layer, h);
   u32 km = kv_kmax_off(layer, h), vm = kv_vmax_off(layer, h);
-  if (ko > SHAPE.kv_pos_bytes - SHAPE.head_dim || vo > SHAPE.kv_pos_bytes - SHAPE.head_dim ||
+  if (ko > SHAPE.kv_pos_bytes - kv_vec_bytes() || vo > SHAPE.kv_pos_bytes - kv_vec_bytes() ||
       km > SHAPE.kv_pos_bytes - 4 || vm > SHAPE.kv_pos_bytes - 4)
     return __LINE__;
+  const int wide = SHAPE.kv_bytes == 2;
+  const s32 levels = kv_levels();
   s32 kmax = qn_sat32(mx);
   s32 *t1 = att_tmp1(b);
-  s8 *kq = (s8 *)(e + ko);
-  for (u32 d = 0; d < SHAPE.head_dim; d++) kq[d] = qn_kv_quant(t1[d], kmax);
+  u8 *kq = e + ko;
+  for (u32 d = 0; d < SHAPE.head_dim; d++) kv_put(kq, d, qn_kv_quant(t1[d], kmax, levels), wide);
   *(s32 *)(e + km) = kmax;
 
   s32 *qkv = buf_lookup(&qkv_buf, 0);
@@ -194,8 +210,8 @@ static __always_inline u32 write_kv(const struct att_state *st, u8 *b, u32 p, u3
   u64 vmx = 0;
   for (u32 d = 0; d < SHAPE.head_dim; d++) vmx = (u64)qn_max64((s64)vmx, (s64)qn_abs64(v[d]));
   s32 vmax = qn_sat32(vmx);
-  s8 *vq = (s8 *)(e + vo);
-  for (u32 d = 0; d < SHAPE.head_dim; d++) vq[d] = qn_kv_quant(v[d], vmax);
+  u8 *vq = e + vo;
+  for (u32 d = 0; d < SHAPE.head_dim; d++) kv_put(vq, d, qn_kv_quant(v[d], vmax, levels), wide);
   *(s32 *)(e + vm) = vmax;
   return 0;
 }
@@ -242,9 +258,9 @@ int qn_attention(struct qn_args *a) {
   st.hb = a->head_begin;
   st.nh = a->head_end - a->head_begin;
   st.group = SHAPE.n_heads / SHAPE.n_kv_heads;
-  st.c_q24 = qn_attn_scale_q24(SHAPE.head_dim);
+  st.c_q24 = qn_attn_scale_q24(SHAPE.head_dim, kv_levels());
   if (st.thread >= QN_THREADS_MAX || st.npos == 0 || st.npos > QN_PMAX || a->head_begin >= a->head_end ||
-      a->head_end > SHAPE.n_kv_heads || st.layer >= SHAPE.n_layers) {
+      a->head_end > SHAPE.n_kv_heads || st.layer >= SHAPE.n_layers || (SHAPE.kv_bytes != 1 && SHAPE.kv_bytes != 2)) {
     a->status = __LINE__;
     return a->status;
   }

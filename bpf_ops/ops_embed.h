@@ -20,10 +20,11 @@ static long emb_pos_cb(u64 p, void *ctx) {
   const QN_WQ u8 *row = weight_row(&st->mat, (u32)tok);
   if (!row) return qn_fail(st->thread, __LINE__);
   out += p * HID_PAD;
+  int wf = weight_frac(&st->mat);
   for (u32 g = 0; g < SHAPE.max_groups; g++) {
     if (g >= st->mat.groups || g * QN_GROUP + QN_GROUP > HID_PAD) break;
 #pragma unroll
-    for (int k = 0; k < QN_GROUP; k++) out[g * QN_GROUP + k] = weight_q16(row, g, k);
+    for (int k = 0; k < QN_GROUP; k++) out[g * QN_GROUP + k] = weight_q16(row, g, k, wf);
   }
   return 0;
 }
@@ -35,7 +36,7 @@ int qn_embed(struct qn_args *a) {
   u32 npos = a->npos;
 #pragma unroll
   for (int i = 0; i < QN_PMAX; i++) st.tokens[i] = a->tokens[i];
-  if (npos == 0 || npos > QN_PMAX || st.mat.groups * QN_GROUP != HID_PAD) {
+  if (npos == 0 || npos > QN_PMAX || st.mat.groups * QN_GROUP != HID_PAD || st.mat.wfrac < QN_ACT_FRAC) {
     a->status = __LINE__;
     return a->status;
   }

@@ -60,7 +60,8 @@ static __always_inline u32 mm_row_pos(const struct mm_state *st, u32 r, u32 c) {
   if (!x || !shp) return __LINE__;
   int s = *shp;
   if (s < 0 || s > 31) return __LINE__;
-  int wf = weight_frac();
+  int wf = weight_frac(&st->mat);
+  if (s > wf) return __LINE__;
   u32 p = st->comp_pos[c & (QN_PMAX - 1)];
   if (p >= QN_PMAX) return __LINE__;
   /* the input length of each op is a load-time constant */

@@ -72,20 +72,20 @@ static __always_inline s64 weight_dot(const QN_WQ u8 *row, const s32 *x, u32 gro
   return dot_q24(row, x, groups);
 }
 
-static __always_inline int weight_frac(void) {
-  return SHAPE.precision == QN_PREC_Q8 ? QN_W8_FRAC : QN_W24_FRAC;
+static __always_inline int weight_frac(const struct qn_matrix *m) {
+  return (int)qn_min64(m->wfrac, 31);
 }
 
 /* Column c of a row (embedding lookup) as Q16. */
-static __always_inline s32 weight_q16(const QN_WQ u8 *row, u32 g, int k) {
+static __always_inline s32 weight_q16(const QN_WQ u8 *row, u32 g, int k, int wfrac) {
   if (SHAPE.precision == QN_PREC_Q8) {
     const QN_WQ u8 *gp = row + g * QN_Q8_GROUP_BYTES;
     s64 scale = *(const QN_WQ s32 *)gp;
     s64 q = ((const QN_WQ s8 *)(gp + 4))[k];
-    return qn_sat32(qn_round_shift(q * scale, QN_W8_FRAC - QN_ACT_FRAC));
+    return qn_sat32(qn_round_shift(q * scale, wfrac - QN_ACT_FRAC));
   }
   const QN_WQ s32 *wg = (const QN_WQ s32 *)(row + g * QN_Q24_GROUP_BYTES);
-  return qn_sat32(qn_round_shift(wg[k], QN_W24_FRAC - QN_ACT_FRAC));
+  return qn_sat32(qn_round_shift(wg[k], wfrac - QN_ACT_FRAC));
 }
 
 #endif

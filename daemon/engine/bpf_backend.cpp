@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -46,8 +47,17 @@ class BpfBackend final : public BpfBackendApi {
   std::unique_ptr<KvCache> create_kv(int max_context) override;
   ForwardResult forward(KvCache& kv, std::span<const int32_t> tokens, const ForwardWants& wants) override;
   BpfBackendStats stats() const override;
+  void set_debug_trace(std::function<void(const BpfTracePoint&)> fn) override { trace_ = std::move(fn); }
 
  private:
+  void trace(const char* stage, int layer, uint32_t pos0, uint32_t npos, const int32_t* buf, uint32_t stride,
+             uint32_t cols) const {
+    if (!trace_) return;
+    std::vector<float> v(size_t(npos) * cols);
+    for (uint32_t p = 0; p < npos; p++)
+      for (uint32_t c = 0; c < cols; c++) v[size_t(p) * cols + c] = buf[size_t(p) * stride + c] / 65536.0f;
+    trace_({stage, layer, int(pos0), int(npos), int(cols), v.data()});
+  }
   void progress(double f, const std::string& what) const {
     if (opts_.progress) opts_.progress(f, what);
   }
@@ -70,6 +80,7 @@ class BpfBackend final : public BpfBackendApi {
   std::shared_ptr<KvSlots> slots_;
   std::mutex mu_;  // one forward pass at a time: the activation maps are shared
   double load_seconds_ = 0;
+  std::function<void(const BpfTracePoint&)> trace_;
 };
 
 BpfBackend::BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOptions& opts)
@@ -80,7 +91,8 @@ BpfBackend::BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOpt
   max_ctx = std::min(max_ctx, kDefaultMaxContext * 4);
   if (opts.max_context <= 0) max_ctx = std::min(max_ctx, kDefaultMaxContext);
   plan_ = engine::make_model_plan(cfg_, opts.precision == Precision::q8, opts.weight_path == WeightPath::arena,
-                                  static_cast<uint32_t>(opts.threads), static_cast<uint32_t>(max_ctx));
+                                  static_cast<uint32_t>(opts.threads), static_cast<uint32_t>(max_ctx),
+                                  static_cast<uint32_t>(opts.kv_bits));
   progress(0.0, "loading BPF programs");
   progs_ = std::make_unique<BpfPrograms>(plan_.layout);
   if (opts.verbose)
@@ -103,7 +115,7 @@ void BpfBackend::convert_norms() {
                              " elements, expected " + std::to_string(n));
     std::vector<float> v(n);
     t.to_float(v);
-    for (uint32_t i = 0; i < n; i++) progs_->norms()[off + i] = to_q24(v[i], t.name.c_str());
+    for (uint32_t i = 0; i < n; i++) progs_->norms()[off + i] = to_fixed(v[i], QN_NORM_FRAC, t.name.c_str());
   };
   const uint32_t h = cfg_.hidden_size, hd = cfg_.head_dim;
   for (int l = 0; l < cfg_.num_hidden_layers; l++) {
@@ -155,6 +167,22 @@ void BpfBackend::convert_weights() {
     if (covered != mp.rows)
       throw invalid_argument("tensors of " + std::string(src[0].t->name) + " have " + std::to_string(covered) +
                              " rows in total, expected " + std::to_string(mp.rows));
+    // First pass: the largest |w| decides the matrix's fraction bits.
+    std::vector<double> max_abs(pool_->size(), 0.0);
+    pool_->run([&](int t) {
+      std::vector<float> row(mp.cols);
+      const int T = pool_->size();
+      for (auto& s : src) {
+        const uint32_t rows = static_cast<uint32_t>(s.t->rows());
+        const uint32_t r0 = uint32_t(uint64_t(rows) * t / T), r1 = uint32_t(uint64_t(rows) * (t + 1) / T);
+        for (uint32_t r = r0; r < r1; r++) {
+          s.t->to_float(row, int64_t(r) * mp.cols);
+          for (float v : row) max_abs[t] = std::max(max_abs[t], double(std::fabs(v)));
+        }
+      }
+    });
+    const int frac = weight_frac_for(*std::max_element(max_abs.begin(), max_abs.end()), q8, src[0].t->name.c_str());
+    mp.m.wfrac = static_cast<uint32_t>(frac);
     std::vector<uint64_t> max_l1(pool_->size(), 0);
     pool_->run([&](int t) {
       std::vector<float> row(mp.cols);
@@ -165,7 +193,7 @@ void BpfBackend::convert_weights() {
         for (uint32_t r = r0; r < r1; r++) {
           s.t->to_float(row, int64_t(r) * mp.cols);
           uint32_t dst = s.dst0 + r * s.stride;
-          uint64_t l1 = convert_row(row, q8, progs_->weights() + mp.row_offset(dst), s.t->name.c_str());
+          uint64_t l1 = convert_row(row, q8, frac, progs_->weights() + mp.row_offset(dst), s.t->name.c_str());
           max_l1[t] = std::max(max_l1[t], l1);
         }
       }
@@ -260,13 +288,21 @@ void BpfBackend::run_chunk(BpfKvCache& kv, std::span<const int32_t> tokens, uint
   e.npos = npos;
   for (uint32_t p = 0; p < npos; p++) e.tokens[p] = tokens[p];
   progs_->embed(e);
+  const ProgramLayout& L = plan_.layout;
+  const uint32_t H = cfg_.hidden_size;
+  trace("embedding", -1, pos0, npos, progs_->resid(), L.hid_pad, H);
   for (int l = 0; l < cfg_.num_hidden_layers; l++) {
     const NormOffsets& n = plan_.norms[l];
     matmul_op(QN_OP_QKV, plan_.layer_matrix(l, MatrixKind::qkv), n.input, npos);
+    trace("qkv", l, pos0, npos, progs_->qkv(), L.qkv_pad, L.shape.qkv_dim);
     attention_op(static_cast<uint32_t>(l), kv, npos, pos0);
+    trace("attention", l, pos0, npos, progs_->attn(), L.qd_pad, L.shape.q_dim);
     matmul_op(QN_OP_O, plan_.layer_matrix(l, MatrixKind::o), 0, npos);
+    trace("attn_residual", l, pos0, npos, progs_->resid(), L.hid_pad, H);
     matmul_op(QN_OP_GATEUP, plan_.layer_matrix(l, MatrixKind::gate_up), n.post, npos);
+    trace("act", l, pos0, npos, progs_->mlp(), L.inter_pad, L.shape.inter);
     matmul_op(QN_OP_DOWN, plan_.layer_matrix(l, MatrixKind::down), 0, npos);
+    trace("residual", l, pos0, npos, progs_->resid(), L.hid_pad, H);
   }
   if (mask == 0) return;
   const uint32_t kernel_k = static_cast<uint32_t>(std::min(wants.top_k, QN_TOPK_MAX));

@@ -30,6 +30,7 @@ struct BpfEngineOptions {
   int threads = 2;
   bool verbose = false;        // report each program's verified instruction count on stderr
   int max_context = 0;         // longest session; 0: config max_position_embeddings (capped at 40960)
+  int kv_bits = 16;            // K/V cache element width: 16 (accurate) or 8 (half the memory; docs/kv-cache.md)
   // Load progress: fraction in [0, 1] and what is happening.
   std::function<void(double, const std::string&)> progress;
 };
@@ -48,9 +49,22 @@ struct BpfBackendStats {
   std::vector<BpfProgramInfo> programs;
 };
 
+// A debugging view of the kernel's activations after each step of a pass:
+// stage is one of "embedding", "qkv", "attention", "attn_residual", "act",
+// "residual"; rows = positions of the pass, values dequantized from Q16.
+struct BpfTracePoint {
+  const char* stage;
+  int layer;
+  int first_position;
+  int rows, cols;
+  const float* data;
+};
+
 class BpfBackendApi : public Backend {
  public:
   virtual BpfBackendStats stats() const = 0;
+  // Called synchronously during forward(); empty to switch off (the default).
+  virtual void set_debug_trace(std::function<void(const BpfTracePoint&)> fn) = 0;
 };
 
 // Throws qwen3::Error with the program name and verifier log tail when a

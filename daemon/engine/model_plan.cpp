@@ -26,7 +26,9 @@ const MatrixPlan& ModelPlan::layer_matrix(int layer, MatrixKind kind) const {
 const MatrixPlan& ModelPlan::embed() const { return tied ? matrices.back() : matrices[matrices.size() - 2]; }
 const MatrixPlan& ModelPlan::lm_head() const { return tied ? embed() : matrices.back(); }
 
-ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t threads, uint32_t max_ctx) {
+ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t threads, uint32_t max_ctx,
+                          uint32_t kv_bits) {
+  if (kv_bits != 8 && kv_bits != 16) throw invalid_argument("kv_bits must be 8 or 16");
   if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
       c.num_key_value_heads <= 0 || c.head_dim <= 0 || c.intermediate_size <= 0 || c.vocab_size <= 0)
     throw invalid_argument("model config has a non-positive dimension");
@@ -54,7 +56,8 @@ ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t th
   s.precision = q8 ? QN_PREC_Q8 : QN_PREC_Q24;
   s.eps_q32 = static_cast<uint64_t>(c.rms_norm_eps * 4294967296.0 + 0.5);
   s.max_ctx = (std::max<uint32_t>(max_ctx, 2) + 1) & ~1u;  // even: keeps the scratch 8-aligned
-  s.kv_layer_bytes = 2 * s.n_kv_heads * hd + 8 * s.n_kv_heads;
+  s.kv_bytes = kv_bits / 8;
+  s.kv_layer_bytes = 2 * s.n_kv_heads * hd * s.kv_bytes + 8 * s.n_kv_heads;
   s.kv_pos_bytes = s.n_layers * s.kv_layer_bytes;
   l.hid_pad = pad_to_group(s.hidden);
   l.qkv_pad = pad_to_group(s.qkv_dim);
@@ -99,6 +102,7 @@ ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t th
     p.m.groups = pad_to_group(cols) / QN_GROUP;
     p.m.row_bytes = row_bytes_for(cols, q8);
     p.m.act_bits = QN_ACT_BITS_MAX;
+    p.m.wfrac = q8 ? QN_W8_FRAC : QN_W24_FRAC;  // lowered by the conversion for large weights
     if (arena) {
       p.offset = cursor;
       p.m.arena_off = cursor;  // the engine adds the arena's address after load

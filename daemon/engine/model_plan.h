@@ -45,6 +45,7 @@ uint32_t pad_to_group(uint32_t n);
 uint32_t row_bytes_for(uint32_t cols, bool q8);
 
 // max_ctx: longest KV cache any session may ask for (also RoPE table rows).
-ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t threads, uint32_t max_ctx);
+ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t threads, uint32_t max_ctx,
+                          uint32_t kv_bits = 16);
 
 }  // namespace qwen3::engine

@@ -10,15 +10,25 @@
 
 namespace qwen3::engine {
 
-int32_t to_q24(float w, const char* what) {
-  double v = std::ldexp(static_cast<double>(w), QN_W24_FRAC);
+int32_t to_fixed(float w, int frac, const char* what) {
+  double v = std::ldexp(static_cast<double>(w), frac);
   if (!(std::fabs(v) < 2147483647.0))
     throw invalid_argument(std::string("weight ") + std::to_string(w) + " in " + what +
-                           " is outside the fixed-point range (|w| < 128)");
-  return static_cast<int32_t>(std::llround(v));  // BF16 * 2^24 is exact: ties cannot occur
+                           " is outside the fixed-point range (|w| < 2^" + std::to_string(31 - frac) + ")");
+  return static_cast<int32_t>(std::llround(v));
 }
 
-uint64_t convert_row(std::span<const float> w, bool q8, uint8_t* out, const char* what) {
+int weight_frac_for(double max_abs, bool q8, const char* what) {
+  int frac = q8 ? QN_W8_FRAC : QN_W24_FRAC;
+  const double top = q8 ? max_abs / 127.0 : max_abs;
+  while (frac > QN_ACT_FRAC && std::ldexp(top, frac) >= 2147483000.0) frac--;
+  if (!(std::ldexp(top, frac) < 2147483000.0))
+    throw invalid_argument(std::string("weights of ") + what + " reach " + std::to_string(max_abs) +
+                           ", beyond the engine's fixed-point range");
+  return frac;
+}
+
+uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, const char* what) {
   const size_t cols = w.size();
   const size_t groups = (cols + QN_GROUP - 1) / QN_GROUP;
   uint64_t l1 = 0;
@@ -28,7 +38,7 @@ uint64_t convert_row(std::span<const float> w, bool q8, uint8_t* out, const char
     if (!q8) {
       int32_t vals[QN_GROUP] = {};
       for (size_t k = 0; k < n; k++) {
-        vals[k] = to_q24(w[c0 + k], what);
+        vals[k] = to_fixed(w[c0 + k], frac, what);
         l1 += static_cast<uint64_t>(std::llabs(vals[k]));
       }
       std::memcpy(out + g * 4 * QN_GROUP, vals, sizeof vals);
@@ -36,15 +46,16 @@ uint64_t convert_row(std::span<const float> w, bool q8, uint8_t* out, const char
     }
     float mx = 0.0f;
     for (size_t k = 0; k < n; k++) mx = std::max(mx, std::fabs(w[c0 + k]));
-    if (!(mx < 128.0f))
+    double sc = std::ldexp(static_cast<double>(mx) / 127.0, frac);
+    if (!(sc < 2147483647.0))
       throw invalid_argument(std::string("weight magnitude ") + std::to_string(mx) + " in " + what +
-                             " is outside the fixed-point range (|w| < 128)");
-    int32_t scale = static_cast<int32_t>(std::llround(std::ldexp(static_cast<double>(mx) / 127.0, QN_W8_FRAC)));
+                             " is outside the fixed-point range of its matrix");
+    int32_t scale = static_cast<int32_t>(std::llround(sc));
     int8_t q[QN_GROUP] = {};
     uint64_t qsum = 0;
     if (scale > 0) {
       for (size_t k = 0; k < n; k++) {
-        long long v = std::llround(std::ldexp(static_cast<double>(w[c0 + k]), QN_W8_FRAC) / scale);
+        long long v = std::llround(std::ldexp(static_cast<double>(w[c0 + k]), frac) / scale);
         v = std::clamp(v, -127LL, 127LL);
         q[k] = static_cast<int8_t>(v);
         qsum += static_cast<uint64_t>(std::llabs(v));
@@ -66,17 +77,17 @@ uint32_t act_bits_for(uint64_t max_l1) {
   return static_cast<uint32_t>(a);
 }
 
-double dequant(const uint8_t* row, uint32_t c, bool q8) {
+double dequant(const uint8_t* row, uint32_t c, bool q8, int frac) {
   const uint32_t g = c / QN_GROUP, k = c % QN_GROUP;
   if (!q8) {
     int32_t v;
     std::memcpy(&v, row + g * 4 * QN_GROUP + 4 * k, 4);
-    return std::ldexp(static_cast<double>(v), -QN_W24_FRAC);
+    return std::ldexp(static_cast<double>(v), -frac);
   }
   int32_t scale;
   std::memcpy(&scale, row + g * (4 + QN_GROUP), 4);
   int8_t q = static_cast<int8_t>(row[g * (4 + QN_GROUP) + 4 + k]);
-  return std::ldexp(static_cast<double>(q) * scale, -QN_W8_FRAC);
+  return std::ldexp(static_cast<double>(q) * scale, -frac);
 }
 
 }  // namespace qwen3::engine

@@ -65,8 +65,9 @@ inline int64_t dot(const uint8_t* row, const int32_t* x, uint32_t groups, bool q
   return acc;
 }
 
-inline int32_t matmul_row(const uint8_t* row, const std::vector<int32_t>& xq, int s, uint32_t groups, bool q8) {
-  return qn_matmul_out(dot(row, xq.data(), groups, q8), q8 ? QN_W8_FRAC : QN_W24_FRAC, s);
+inline int32_t matmul_row(const uint8_t* row, const std::vector<int32_t>& xq, int s, uint32_t groups, bool q8,
+                          int wfrac) {
+  return qn_matmul_out(dot(row, xq.data(), groups, q8), wfrac, s);
 }
 
 // Query/key head: RMSNorm then RoPE (rotate-half); cs = [half cos][half sin].
@@ -83,28 +84,29 @@ inline std::vector<int32_t> head_norm_rope(std::span<const int32_t> x, std::span
 }
 
 struct QuantVec {
-  std::vector<int8_t> q;
+  std::vector<int32_t> q;
   int32_t max = 0;
 };
 
-inline QuantVec kv_quant(std::span<const int32_t> x) {
+inline QuantVec kv_quant(std::span<const int32_t> x, int32_t levels) {
   QuantVec r;
   r.max = qn_sat32(static_cast<int64_t>(max_abs(x)));
-  for (int32_t v : x) r.q.push_back(qn_kv_quant(v, r.max));
+  for (int32_t v : x) r.q.push_back(qn_kv_quant(v, r.max, levels));
   return r;
 }
 
 // One query head over cached (K, V) of positions 0..n-1.
 inline std::vector<int32_t> attend(std::vector<int32_t> q, const std::vector<QuantVec>& k,
-                                   const std::vector<QuantVec>& v, uint32_t head_dim) {
+                                   const std::vector<QuantVec>& v, uint32_t head_dim, int32_t levels) {
   int sq = qn_input_shift(max_abs(q), QN_Q_BITS);
   for (auto& e : q) e = static_cast<int32_t>(qn_round_shift(e, sq));
-  int64_t c = qn_attn_scale_q24(head_dim);
+  int64_t c = qn_attn_scale_q24(head_dim, levels);
   std::vector<int64_t> scores(k.size());
   int32_t smax = 0;
   for (size_t j = 0; j < k.size(); j++) {
     int64_t dot = 0;
     for (uint32_t d = 0; d < head_dim; d++) dot += int64_t(q[d]) * k[j].q[d];
+    dot = qn_round_shift(dot, qn_kv_dot_shift(levels));
     int32_t s = qn_attn_score(dot, k[j].max, sq, c);
     scores[j] = s;
     if (j == 0 || s > smax) smax = s;
@@ -117,25 +119,24 @@ inline std::vector<int32_t> attend(std::vector<int32_t> q, const std::vector<Qua
   std::vector<int64_t> acc(head_dim, 0);
   for (size_t j = 0; j < k.size(); j++) {
     int64_t w = qn_attn_vweight(qn_attn_prob(scores[j], sum), v[j].max);
-    if (w == 0) continue;
     for (uint32_t d = 0; d < head_dim; d++) acc[d] += w * v[j].q[d];
   }
   std::vector<int32_t> out(head_dim);
-  for (uint32_t d = 0; d < head_dim; d++) out[d] = qn_attn_out(acc[d]);
+  for (uint32_t d = 0; d < head_dim; d++) out[d] = qn_attn_out(acc[d], levels);
   return out;
 }
 
-inline int32_t embed_value(const uint8_t* row, uint32_t c, bool q8) {
+inline int32_t embed_value(const uint8_t* row, uint32_t c, bool q8, int wfrac) {
   const uint32_t g = c / QN_GROUP, k = c % QN_GROUP;
   if (q8) {
     int32_t scale;
     std::memcpy(&scale, row + g * (4 + QN_GROUP), 4);
     int64_t q = static_cast<int8_t>(row[g * (4 + QN_GROUP) + 4 + k]);
-    return qn_sat32(qn_round_shift(q * scale, QN_W8_FRAC - QN_ACT_FRAC));
+    return qn_sat32(qn_round_shift(q * scale, wfrac - QN_ACT_FRAC));
   }
   int32_t w;
   std::memcpy(&w, row + g * 4 * QN_GROUP + 4 * k, 4);
-  return qn_sat32(qn_round_shift(w, QN_W24_FRAC - QN_ACT_FRAC));
+  return qn_sat32(qn_round_shift(w, wfrac - QN_ACT_FRAC));
 }
 
 }  // namespace qwen3::fixed_model
