@@ -202,6 +202,15 @@ void probe_prog_get_next_id() {
   if (sys_bpf(BPF_PROG_GET_NEXT_ID, a) < 0 && errno != ENOENT) fail("BPF_PROG_GET_NEXT_ID");
 }
 
+// The XDP verify pipeline's compiler sandbox adds Landlock when the kernel
+// offers it; a seccomp filter that does not list the landlock_* calls hides it.
+void probe_landlock() {
+  constexpr long kLandlockCreateRuleset = 444;  // same number on every architecture
+  constexpr unsigned kCreateRulesetVersion = 1U << 0;
+  long abi = syscall(kLandlockCreateRuleset, nullptr, 0, kCreateRulesetVersion);
+  if (abi < 1) fail("landlock_create_ruleset(LANDLOCK_CREATE_RULESET_VERSION)");
+}
+
 struct Feature {
   const char* name;
   std::function<void()> run;
@@ -217,6 +226,7 @@ int main(int argc, char** argv) {
       {"map_in_map", probe_map_in_map},
       {"xdp_prog_test_run", probe_xdp_test_run},
       {"prog_get_next_id", probe_prog_get_next_id},
+      {"landlock", probe_landlock},
   };
   std::vector<std::string> wanted(argv + 1, argv + argc);
   if (!wanted.empty() && (wanted[0] == "-h" || wanted[0] == "--help")) {

@@ -37,7 +37,7 @@ done
 cache_root=${QWEN3_NSPAWN_CACHE:-/var/cache/qwen3-bpf/nspawn-rootfs}
 mirror=${QWEN3_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
-cache_version=1   # bump when the way the rootfs is built changes
+cache_version=2   # bump when the way the rootfs is built changes
 
 t0=$SECONDS
 say() { printf '[%4ds] %s\n' $((SECONDS - t0)) "$*"; }
@@ -73,13 +73,7 @@ dump_diagnostics() {
   nsenter -t "$cpid" -a journalctl --no-pager -n 60 -u qwen3-bpfd -u qwen3-bpfd.socket 2>&1 || true
 }
 
-cleanup() {
-  local rc=$?
-  set +e
-  if ((hold)) && [[ -n $cpid ]]; then
-    echo "holding: container systemd is host pid $cpid; 'touch $work/release' to stop it" >&2
-    while [[ ! -e $work/release ]]; do sleep 1; done
-  fi
+stop_container() {
   if [[ -n $nspawn_pid ]] && kill -0 "$nspawn_pid" 2>/dev/null; then
     say "stopping the container"
     # systemd-nspawn turns SIGTERM into an orderly poweroff of the container.
@@ -91,6 +85,17 @@ cleanup() {
       sleep 1
     fi
   fi
+  nspawn_pid=
+}
+
+cleanup() {
+  local rc=$?
+  set +e
+  if ((hold)) && [[ -n $cpid ]]; then
+    echo "holding: container systemd is host pid $cpid; 'touch $work/release' to stop it" >&2
+    while [[ ! -e $work/release ]]; do sleep 1; done
+  fi
+  stop_container
   ((mounted)) && umount "$root"
   if ((keep)); then
     echo "kept $work"
@@ -124,28 +129,41 @@ mkdir -p "$stage/usr/libexec/qwen3-bpf-test"
 install -m 0755 "$probe" "$stage/usr/libexec/qwen3-bpf-test/qwen3-bpf-feature-probe"
 
 # ---------------------------------------------------------------- rootfs packages
-# Every shared library the installed binaries use, mapped to its Debian package.
-declare -A pkgs=([systemd]=1 [systemd-sysv]=1 [dbus]=1 [passwd]=1)
+# Every shared library the installed binaries use, mapped to its Debian package,
+# plus what every Debian system has and the units use (procps: /bin/kill).
+declare -A pkgs=([systemd]=1 [systemd-sysv]=1 [dbus]=1 [passwd]=1 [procps]=1)
 # The XDP verify pipeline runs clang-19 on libbpf's and the kernel's uapi
 # headers and dumps vmlinux.h with bpftool: the daemon's tools, not libraries.
 if ((!harness_only)); then
   for p in clang-19 libbpf-dev bpftool linux-libc-dev; do pkgs[$p]=1; done
 fi
 backports=()
+declare -A libs=()
 while IFS= read -r elf; do
-  while IFS= read -r lib; do
-    [[ -z $lib ]] && continue
-    owner=
-    for cand in "$lib" "$(readlink -f "$lib")" "${lib/#\/usr\/lib/\/lib}" "${lib/#\/lib/\/usr\/lib}"; do
-      owner=$(dpkg -S "$cand" 2>/dev/null | head -n1 | cut -d: -f1) && [[ -n $owner ]] && break
-    done
-    [[ -n $owner ]] || die "no Debian package owns $lib (needed by $elf)"
-    pkgs[$owner]=1
-  done < <(ldd "$elf" 2>/dev/null | awk '/=> \// {print $3}')
   if ldd "$elf" 2>/dev/null | grep -q 'not found'; then
     die "$elf has unresolved libraries: $(ldd "$elf" | grep 'not found' | tr -s ' \n' ' ')"
   fi
+  while IFS= read -r lib; do libs[$lib]=1; done < <(ldd "$elf" 2>/dev/null | awk '/=> \// {print $3}')
 done < <(find "$stage/usr" -type f -perm -u+x -exec sh -c 'head -c4 "$1" | grep -q ELF && echo "$1"' _ {} \;)
+# One dpkg -S for all paths; with merged /usr a library may be registered
+# under /lib or /usr/lib, so ask for both spellings of each.
+declare -a queries=()
+for lib in "${!libs[@]}"; do
+  real=$(readlink -f "$lib")
+  for cand in "$lib" "$real"; do
+    queries+=("$cand" "${cand/#\/usr\/lib/\/lib}" "${cand/#\/lib/\/usr\/lib}")
+  done
+done
+owners=$(dpkg -S "${queries[@]}" 2>/dev/null || true)
+for lib in "${!libs[@]}"; do
+  real=$(readlink -f "$lib")
+  owner=$(awk -v a="$lib" -v b="$real" -F': ' '
+    { n = split($2, paths, ", "); for (i = 1; i <= n; i++) {
+        p = paths[i]; sub(/^\/usr/, "", p); x = a; sub(/^\/usr/, "", x); y = b; sub(/^\/usr/, "", y)
+        if (p == x || p == y) { split($1, o, ":"); print o[1]; exit } } }' <<<"$owners")
+  [[ -n $owner ]] || die "no Debian package owns $lib (needed by the installed binaries)"
+  pkgs[$owner]=1
+done
 for p in "${!pkgs[@]}"; do
   if dpkg-query -W -f='${Version}' "$p" 2>/dev/null | grep -q '~bpo'; then
     backports+=("$p")
@@ -170,12 +188,14 @@ if [[ ! -f $cache/.complete ]]; then
   debootstrap --variant=minbase --include="$include" "$suite" "$cache/rootfs" "$mirror" \
     >"$cache/debootstrap.log" 2>&1 || { tail -n 30 "$cache/debootstrap.log" >&2; die "debootstrap failed"; }
   if ((${#backports[@]})); then
+    # pkg/suite, not -t: only these come from backports; their dependencies
+    # (linux-libc-dev, ...) stay at bookworm's versions, as on the host.
     cat >"$cache/rootfs/etc/apt/sources.list.d/backports.list" <<EOF
 deb $mirror $suite-backports main
 EOF
     { chroot "$cache/rootfs" apt-get update -q &&
       DEBIAN_FRONTEND=noninteractive chroot "$cache/rootfs" apt-get install -y -q --no-install-recommends \
-        -t "$suite-backports" "${backports[@]}"; } >"$cache/backports.log" 2>&1 ||
+        "${backports[@]/%//$suite-backports}"; } >"$cache/backports.log" 2>&1 ||
       { tail -n 30 "$cache/backports.log" >&2; die "installing ${backports[*]} from $suite-backports failed"; }
   fi
   chroot "$cache/rootfs" apt-get clean >/dev/null 2>&1 || true
@@ -206,8 +226,11 @@ fi
 
 # ---------------------------------------------------------------- boot
 say "booting the container ($machine)"
+# --capability/--system-call-filter: nspawn's own seccomp filter denies bpf()
+# and Landlock inside the container otherwise (the compiler sandbox uses it).
 systemd-nspawn -D "$root" --boot --register=no --keep-unit --machine="$machine" \
-  --capability=CAP_BPF,CAP_PERFMON,CAP_NET_ADMIN --system-call-filter=bpf \
+  --capability=CAP_BPF,CAP_PERFMON,CAP_NET_ADMIN \
+  --system-call-filter="bpf landlock_create_ruleset landlock_add_rule landlock_restrict_self" \
   --private-network --link-journal=no --console=passive >"$work/nspawn.log" 2>&1 &
 nspawn_pid=$!
 for _ in $(seq 200); do
@@ -252,7 +275,7 @@ out=$(run_ct -- /usr/libexec/qwen3-bpf-test/qwen3-bpf-feature-probe array_map sy
 # lifecycle lines (notify, watchdog, reload, socket dependency) removed.
 # $1: unit name, further arguments: extra [Service] lines (a drop-in).
 # Prints the probe's "ok/FAIL feature" lines; returns the unit's success.
-probe_features="array_map syscall_prog_test_run_mmapable_map arena_map map_in_map xdp_prog_test_run"
+probe_features="array_map syscall_prog_test_run_mmapable_map arena_map map_in_map xdp_prog_test_run landlock"
 run_probe_unit() {
   local name=$1; shift
   sed -e '/^Requires=/d; /^After=/d; /^Also=/d; /^WantedBy=/d; /^WatchdogSec=/d; /^ExecReload=/d; /^Restart/d' \
@@ -266,26 +289,35 @@ run_probe_unit() {
   in_ct systemctl daemon-reload
   local rc=0
   in_ct systemctl start "$name.service" 2>/dev/null || rc=1
-  in_ct journalctl --no-pager -o cat -u "$name" | grep -E '^(ok|FAIL) ' || true
+  # journald may not have written the unit's lines yet.
+  local lines=
+  for _ in $(seq 20); do
+    in_ct journalctl --sync 2>/dev/null || true
+    lines=$(in_ct journalctl --no-pager -o cat -u "$name" | grep -E '^(ok|FAIL) ' || true)
+    [[ $(grep -c . <<<"$lines") -ge $(wc -w <<<"$probe_features") ]] && break
+    sleep 0.2
+  done
+  printf '%s\n' "$lines"
   return $rc
 }
 
 say "check: the unit's hardening leaves bpf() working (feature probe under the same [Service] settings)"
 out=$(run_probe_unit qwen3-bpf-probe) || die "a BPF feature fails under the hardening of qwen3-bpfd.service:"$'\n'"$out"
-[[ $(grep -c '^ok ' <<<"$out") -eq 5 ]] || die "feature probe under the unit's hardening did not report 5 ok lines:"$'\n'"$out"
+[[ $(grep -c '^ok ' <<<"$out") -eq 6 ]] || die "feature probe under the unit's hardening did not report 6 ok lines:"$'\n'"$out"
 say "    $(paste -sd' ' <<<"$out")"
 
 # Controls: the sandbox really applies, and each of these settings is needed.
-say "check (control): without bpf in SystemCallFilter= every BPF feature fails"
+say "check (control): without bpf (and landlock_*) in SystemCallFilter= every feature fails"
 out=$(run_probe_unit qwen3-bpf-probe-nobpf 'SystemCallFilter=' 'SystemCallFilter=@system-service') &&
   die "the probe passed although bpf() is not in SystemCallFilter=:"$'\n'"$out"
-[[ $(grep -c '^FAIL .*Operation not permitted' <<<"$out") -eq 5 ]] || die "unexpected probe result without bpf():"$'\n'"$out"
-say "check (control): without CAP_BPF maps and programs fail"
-out=$(run_probe_unit qwen3-bpf-probe-nocapbpf 'CapabilityBoundingSet=~CAP_BPF') &&
+[[ $(grep -c '^FAIL .*Operation not permitted' <<<"$out") -eq 6 ]] || die "unexpected probe result without bpf():"$'\n'"$out"
+# (CAP_SYS_ADMIN also grants every BPF permission, so it goes too.)
+say "check (control): without CAP_BPF (and CAP_SYS_ADMIN) maps and programs fail"
+out=$(run_probe_unit qwen3-bpf-probe-nocapbpf 'CapabilityBoundingSet=~CAP_BPF CAP_SYS_ADMIN') &&
   die "the probe passed without CAP_BPF:"$'\n'"$out"
 grep -q '^FAIL array_map:.*Operation not permitted' <<<"$out" || die "unexpected probe result without CAP_BPF:"$'\n'"$out"
 say "check (control): without CAP_NET_ADMIN loading XDP programs fails (the verify pipeline needs it)"
-out=$(run_probe_unit qwen3-bpf-probe-nonetadmin 'CapabilityBoundingSet=~CAP_NET_ADMIN') &&
+out=$(run_probe_unit qwen3-bpf-probe-nonetadmin 'CapabilityBoundingSet=~CAP_NET_ADMIN CAP_SYS_ADMIN') &&
   die "the probe passed without CAP_NET_ADMIN:"$'\n'"$out"
 grep -q '^FAIL xdp_prog_test_run:.*Operation not permitted' <<<"$out" || die "unexpected probe result without CAP_NET_ADMIN:"$'\n'"$out"
 grep -q '^ok arena_map' <<<"$out" || die "without CAP_NET_ADMIN more than XDP failed:"$'\n'"$out"
@@ -344,6 +376,15 @@ done
 [[ -n $host_pid ]] || die "cannot find the daemon (container pid $main_pid) among the host's processes"
 prog_ids=$(bpftool prog show --json | jq -r --argjson pid "$host_pid" '.[] | select(any(.pids[]?; .pid == $pid)) | .id')
 [[ -n $prog_ids ]] || die "the daemon (host pid $host_pid) holds no BPF programs"
+all_prog_ids=$prog_ids
+# Adds the programs of every qwen3-bpfd of the container to all_prog_ids.
+record_progs() {
+  local p
+  for p in $(pgrep -x qwen3-bpfd || true); do
+    [[ $(readlink "/proc/$p/ns/pid" 2>/dev/null) == "$ct_pidns" ]] || continue
+    all_prog_ids+=" $(bpftool prog show --json | jq -r --argjson pid "$p" '.[] | select(any(.pids[]?; .pid == $pid)) | .id')"
+  done
+}
 say "    the daemon holds $(wc -w <<<"$prog_ids") BPF programs in the host kernel"
 caps=$(unit_prop qwen3-bpfd.service CapabilityBoundingSet)
 say "    CapabilityBoundingSet: $caps"
@@ -418,11 +459,58 @@ done
 [[ $(unit_prop qwen3-bpfd.socket ActiveState) == active ]] || die "qwen3-bpfd.socket stopped with the service"
 out=$(run_ct -- qwen3-bpf health --wait 2>&1) || die "the socket did not re-activate the daemon:"$'\n'"$out"
 [[ $(unit_prop qwen3-bpfd.service ActiveState) == active ]] || die "the daemon is not active after re-activation"
+record_progs
+
+# Controls: each capability group of the unit is needed (docs/systemd.md).
+# $1: what, further: drop-in lines. Leaves the daemon restarted with them.
+restart_with() {
+  local what=$1; shift
+  in_ct mkdir -p /run/systemd/system/qwen3-bpfd.service.d
+  printf '[Service]\n%s\n' "$@" | in_ct tee /run/systemd/system/qwen3-bpfd.service.d/control.conf >/dev/null
+  in_ct systemctl daemon-reload
+  in_ct systemctl restart qwen3-bpfd.service 2>/dev/null
+}
+verify_good() { run_ct -- qwen3-bpf verify /var/tmp/verify/drop_arp.c --fixtures /var/tmp/verify/fixtures.json 2>&1; }
+
+say "check (control): without CAP_PERFMON (and CAP_SYS_ADMIN) the model's BPF programs do not load"
+restart_with perfmon 'CapabilityBoundingSet=~CAP_PERFMON CAP_SYS_ADMIN' &&
+  die "the daemon started without CAP_PERFMON"
+in_ct journalctl --sync 2>/dev/null || true
+in_ct journalctl --no-pager -o cat -u qwen3-bpfd -n 40 | grep -q "failed to load" ||
+  die "the daemon without CAP_PERFMON failed for another reason: $(in_ct journalctl --no-pager -o cat -u qwen3-bpfd -n 5)"
+in_ct systemctl reset-failed qwen3-bpfd.service 2>/dev/null || true
+
+say "check (control): without CAP_NET_ADMIN generation works but verify cannot load XDP programs"
+restart_with netadmin 'CapabilityBoundingSet=~CAP_NET_ADMIN' || die "the daemon did not start without CAP_NET_ADMIN"
+run_ct -- qwen3-bpf generate --max-tokens 2 hi >/dev/null 2>&1 || die "generate fails without CAP_NET_ADMIN"
+out=$(verify_good) && die "verify passed without CAP_NET_ADMIN:"$'\n'"$out"
+grep -q "stage infrastructure" <<<"$out" || die "verify without CAP_NET_ADMIN: unexpected result:"$'\n'"$out"
+
+say "check (control): without CAP_SETUID/CAP_SETGID the compiler sandbox cannot drop to nobody"
+restart_with setuid 'CapabilityBoundingSet=~CAP_SETUID CAP_SETGID' || die "the daemon did not start without CAP_SETUID"
+out=$(verify_good) && die "verify passed without CAP_SETUID/CAP_SETGID:"$'\n'"$out"
+grep -q "stage infrastructure" <<<"$out" || die "verify without CAP_SETUID: unexpected result:"$'\n'"$out"
+
+say "check: with the unit as installed, verify works again"
+in_ct rm -rf /run/systemd/system/qwen3-bpfd.service.d
+in_ct systemctl daemon-reload
+in_ct systemctl restart qwen3-bpfd.service || die "restart with the installed unit failed"
+out=$(verify_good) || die "verify fails after the controls:"$'\n'"$out"
+record_progs
 
 say "check: stopping socket and service leaves no qwen3-bpfd process"
 in_ct systemctl stop qwen3-bpfd.socket qwen3-bpfd.service || die "systemctl stop of socket and service failed"
 for p in $(pgrep -x qwen3-bpfd || true); do
   [[ $(readlink "/proc/$p/ns/pid" 2>/dev/null) == "$ct_pidns" ]] && die "qwen3-bpfd (host pid $p) still runs in the container"
+done
+
+# Every program the container's daemons held lives in the host kernel: after
+# the container is gone, none may remain.
+record_progs
+stop_container
+say "check: no BPF program of the container's daemons remains in the host kernel"
+for id in $all_prog_ids; do
+  bpftool prog show id "$id" >/dev/null 2>&1 && die "BPF program $id loaded in the container is still in the kernel"
 done
 
 say "PASS: qwen3-bpfd works under a real systemd"
