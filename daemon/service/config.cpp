@@ -90,11 +90,15 @@ void set_config_value(DaemonConfig& c, const std::string& key, const std::string
     c.log_level = one_of(key, value, where, {"trace", "debug", "info", "warn", "error", "critical", "off"});
   } else if (key == "state_dir") {
     c.state_dir = absolute_path(key, value, where);
+  } else if (key == "persist_sessions") {
+    if (value == "true" || value == "yes" || value == "1") c.persist_sessions = true;
+    else if (value == "false" || value == "no" || value == "0") c.persist_sessions = false;
+    else throw invalid_argument(where + ": persist_sessions must be true or false (got '" + value + "')");
   } else {
     throw invalid_argument(where + ": unknown key '" + key +
                            "' (known: model_dir, backend, weight_path, precision, threads, socket_path, socket_group, "
                            "admin_group, max_sessions, kv_budget_mib, session_ttl_seconds, default_context, max_context, "
-                           "default_max_new_tokens, prefill_chunk, log_level, state_dir)");
+                           "default_max_new_tokens, prefill_chunk, log_level, state_dir, persist_sessions)");
   }
 }
 
@@ -155,6 +159,7 @@ std::map<std::string, std::string> describe_config(const DaemonConfig& c) {
       {"prefill_chunk", std::to_string(c.prefill_chunk)},
       {"log_level", c.log_level},
       {"state_dir", c.state_dir},
+      {"persist_sessions", c.persist_sessions ? "true" : "false"},
   };
 }
 

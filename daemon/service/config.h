@@ -26,6 +26,7 @@ struct DaemonConfig {
   int prefill_chunk = 64;
   std::string log_level = "info";   // trace|debug|info|warn|error|critical|off
   std::string state_dir = "/var/lib/qwen3-bpfd";
+  bool persist_sessions = true;     // save sessions at shutdown, restore them at start
   std::string config_file;          // where it was read from ("" = built-in defaults)
 
   // The model directory to serve and whether it is the generated default.

@@ -22,6 +22,7 @@
 #include "service/model_host.h"
 #include "service/notify.h"
 #include "service/self_check.h"
+#include "service/session_store.h"
 
 namespace {
 
@@ -150,9 +151,6 @@ void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener
   listener.set_groups(next.socket_group, next.admin_group);
   service.set_default_max_new_tokens(next.default_max_new_tokens);
   // Keys that need a restart keep their running values.
-  for (const char* key : {"model_dir", "backend", "weight_path", "precision", "threads", "socket_path", "state_dir"}) {
-    (void)key;
-  }
   next.model_dir = current.model_dir;
   next.backend = current.backend;
   next.weight_path = current.weight_path;
@@ -216,7 +214,18 @@ int serve(const Flags& flags, DaemonConfig config) {
 
   int exit_code = 0;
   auto last_sweep = std::chrono::steady_clock::now();
+  const std::string sessions_file = config.state_dir + "/sessions.json";
+  std::thread restorer;
   for (;;) {
+    if (!restorer.joinable() && config.persist_sessions) {
+      if (Runtime* rt = host.runtime_if_ready()) {
+        // Recompute saved sessions in the background: the daemon serves meanwhile.
+        restorer = std::thread([rt, &service, sessions_file] {
+          restore_sessions(sessions_file, *rt->sessions, *rt->scheduler, rt->backend->config().vocab_size,
+                           [&service] { return service.shutting_down(); });
+        });
+      }
+    }
     timespec timeout{0, 200 * 1000 * 1000};
     const int sig = sigtimedwait(&signals, nullptr, &timeout);
     if (sig == SIGHUP) {
@@ -255,6 +264,8 @@ int serve(const Flags& flags, DaemonConfig config) {
   }
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
+  if (restorer.joinable()) restorer.join();
+  if (Runtime* rt = host.runtime_if_ready(); rt && config.persist_sessions) save_sessions(sessions_file, *rt->sessions);
   host.unload();
   spdlog::info("stopped");
   return exit_code;

@@ -294,6 +294,16 @@ void SessionManager::clear() {
   sessions_.clear();
 }
 
+std::vector<SavedSession> SessionManager::export_idle() const {
+  std::lock_guard lock(mu_);
+  std::vector<SavedSession> out;
+  for (auto& [id, s] : sessions_) {
+    if (s->busy || !s->kv) continue;
+    out.push_back({id, s->kv->max_context(), s->kv->positions(), s->history});
+  }
+  return out;
+}
+
 SessionTotals SessionManager::totals() const {
   std::lock_guard lock(mu_);
   SessionTotals t;

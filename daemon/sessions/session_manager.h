@@ -37,6 +37,14 @@ struct SessionSnapshot {
   bool busy = false;
 };
 
+// What a restart needs to rebuild a session: its tokens (the KV is recomputed).
+struct SavedSession {
+  std::string id;
+  int max_context = 0;
+  int positions = 0;                 // how many of the tokens were cached
+  std::vector<int32_t> history;
+};
+
 struct SessionTotals {
   int sessions = 0;        // named
   int ephemeral = 0;
@@ -90,6 +98,8 @@ class SessionManager {
   int expire_idle();
   // Deletes every named session (shutdown).
   void clear();
+  // The named sessions that are idle, for saving at shutdown.
+  std::vector<SavedSession> export_idle() const;
 
   SessionTotals totals() const;
   SessionLimits limits() const;

@@ -604,7 +604,12 @@ except grpc.RpcError as e:
         self.wait_until(lambda: "log_level debug -> info" in self.daemon_log(), 10, "the second reload")
 
     def test_zz_sigterm_cancels_streams_and_exits_zero(self):
-        # Runs last (alphabetical order): stops the daemon.
+        # Runs last (alphabetical order): stops the daemon, then restarts it to
+        # see the saved session come back.
+        keep_ids = self.tokenize("A session that survives a restart")
+        self.stub.CreateSession(pb.CreateSessionRequest(max_context=64, session_id="keep"), timeout=30)
+        self.generate(token_ids=keep_ids, session_id="keep")
+        kept = self.stub.GetSession(pb.GetSessionRequest(session_id="keep"), timeout=5).session
         call = self.stub.Generate(pb.GenerateRequest(prompt="long story",
                                                      stopping=pb.StoppingCriteria(max_new_tokens=400, ignore_eos=True)),
                                   timeout=60)
@@ -617,6 +622,36 @@ except grpc.RpcError as e:
         self.assertEqual(self.proc.wait(30), 0)
         self.assertTrue(self.notify.wait_for("STOPPING=1", 5))
         self.assertFalse(os.path.exists(self.socket_path))
+        self.assertTrue(os.path.exists(os.path.join(self.tmp, "state", "sessions.json")))
+
+        # Restart: the session is recomputed from its saved tokens.
+        with open(self.log_path, "a") as log:
+            second = subprocess.Popen([DAEMON, "--config", self.config_path], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            self.wait_until(lambda: os.path.exists(self.socket_path), 30, "the restarted daemon's socket")
+            channel = grpc.insecure_channel("unix:" + self.socket_path)
+            stub = pb_grpc.Qwen3BpfStub(channel)
+
+            def restored():
+                try:
+                    s = stub.GetSession(pb.GetSessionRequest(session_id="keep"), timeout=5).session
+                    return not s.busy
+                except grpc.RpcError:
+                    return False
+            self.wait_until(restored, 120, "the saved session to be restored")
+            again = stub.GetSession(pb.GetSessionRequest(session_id="keep"), timeout=5).session
+            self.assertEqual(again.positions, kept.positions)
+            self.assertEqual(again.history_tokens, kept.history_tokens)
+            cont = list(stub.Generate(pb.GenerateRequest(token_ids=self.tokenize(" more"), session_id="keep",
+                                                         history_mode=pb.HISTORY_MODE_APPEND,
+                                                         stopping=pb.StoppingCriteria(max_new_tokens=2,
+                                                                                      ignore_eos=True)),
+                                      timeout=60))
+            self.assertEqual(cont[-1].usage.cached_tokens, kept.positions)
+            channel.close()
+        finally:
+            second.send_signal(signal.SIGTERM)
+            self.assertEqual(second.wait(30), 0)
 
 
 if __name__ == "__main__":
