@@ -115,13 +115,16 @@ std::string percent(float f) {
 
 // SIGHUP: apply what can change while running and say what changed.
 void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener& listener, Qwen3BpfService& service) {
-  notify_reloading();
+  // RELOADING=1 must be followed by READY=1: only once loaded (before that,
+  // READY=1 would tell systemd the model is loaded when it is not).
+  const bool loaded = host.progress().state == LoadState::ready;
+  if (loaded) notify_reloading();
   DaemonConfig next;
   try {
     next = read_config(flags);
   } catch (const std::exception& e) {
     spdlog::error("reload: configuration rejected, keeping the running one: {}", e.what());
-    notify_ready("reload failed: " + std::string(e.what()));
+    if (loaded) notify_ready(host.progress().text + " (last reload failed: " + e.what() + ")");
     return;
   }
   std::vector<std::string> changed, ignored;
@@ -163,8 +166,7 @@ void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener
   if (changed.empty() && ignored.empty()) spdlog::info("reload: configuration unchanged");
   for (const auto& c : changed) spdlog::info("reload: {}", c);
   for (const auto& c : ignored) spdlog::warn("reload: {} needs a restart (systemctl restart qwen3-bpfd); not applied", c);
-  const auto p = host.progress();
-  notify_ready(p.state == LoadState::ready ? p.text : p.text);
+  if (loaded) notify_ready(host.progress().text);
 }
 
 int serve(const Flags& flags, DaemonConfig config) {
