@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace qwen3::reference {
 
@@ -36,15 +37,34 @@ void silu_mul(const float* gate, const float* up, float* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
 }
 
-void attend(const float* q, const float* k, const float* v, int n_pos, int stride, int head_dim, float* scores,
-            float* out) {
+namespace {
+
+typedef float v8f __attribute__((vector_size(32)));
+
+// q . k with 8 partial sums in a fixed order (vectorizes without reassociation).
+inline __attribute__((always_inline)) float dot8(const float* a, const float* b, int n) {
+  v8f acc{};
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    v8f x, y;
+    std::memcpy(&x, a + i, sizeof x);
+    std::memcpy(&y, b + i, sizeof y);
+    acc += x * y;
+  }
+  float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+}  // namespace
+
+__attribute__((target_clones("arch=haswell", "default"))) void attend(const float* q, const float* k, const float* v,
+                                                                      int n_pos, int stride, int head_dim,
+                                                                      float* scores, float* out) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   float max_score = -INFINITY;
   for (int s = 0; s < n_pos; ++s) {
-    const float* ks = k + static_cast<int64_t>(s) * stride;
-    float dot = 0;
-    for (int i = 0; i < head_dim; ++i) dot += q[i] * ks[i];
-    scores[s] = dot * scale;
+    scores[s] = dot8(q, k + static_cast<int64_t>(s) * stride, head_dim) * scale;
     max_score = std::max(max_score, scores[s]);
   }
   float sum = 0;
