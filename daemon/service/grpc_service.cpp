@@ -144,13 +144,6 @@ std::vector<verify::Fixture> fixtures_of(const google::protobuf::RepeatedPtrFiel
 }
 #endif
 
-// Holds a slot of a bounded pool; the caller checks `ok`.
-struct Slot {
-  std::atomic<int>& n;
-  bool ok;
-  Slot(std::atomic<int>& counter, int limit) : n(counter), ok(++counter <= limit) {}
-  ~Slot() { --n; }
-};
 
 }  // namespace
 
@@ -507,8 +500,7 @@ grpc::Status Qwen3BpfService::VerifyProgram(grpc::ServerContext* ctx, const pb::
   }
 #ifdef QWEN3_VERIFY_AVAILABLE
   try {
-    Slot slot(verify_running_, 2);
-    if (!slot.ok) throw resource_exhausted("two verifications are already running; retry shortly");
+    auto slot = verify_slots_.acquire(std::chrono::seconds(60), [ctx] { return ctx->IsCancelled(); });
     if (req->source().empty()) throw invalid_argument("source is empty: give the C source of one XDP program");
     const auto t0 = Steady::now();
     verify::VerifyRequest vr{req->source(), fixtures_of(req->fixtures())};
@@ -535,8 +527,7 @@ grpc::Status Qwen3BpfService::GenerateVerified(grpc::ServerContext* ctx, const p
   }
 #ifdef QWEN3_VERIFY_AVAILABLE
   try {
-    Slot slot(verify_running_, 2);
-    if (!slot.ok) throw resource_exhausted("two verifications are already running; retry shortly");
+    auto slot = verify_slots_.acquire(std::chrono::seconds(60), [ctx] { return ctx->IsCancelled(); });
     if (req->task().empty()) throw invalid_argument("task is empty: describe what the XDP program should do");
     require_utf8(req->task(), "task");
     const int attempts = req->attempts() == 0 ? 2 : req->attempts();

@@ -10,6 +10,7 @@
 #include "service/counters.h"
 #include "service/listener.h"
 #include "service/model_host.h"
+#include "service/verify_slots.h"
 
 namespace qwen3 {
 
@@ -63,7 +64,7 @@ class Qwen3BpfService final : public qwen3bpf::v1::Qwen3Bpf::Service {
   std::chrono::steady_clock::time_point started_;
   int64_t started_unix_ms_ = 0;
   std::unique_ptr<verify::Pipeline> pipeline_;
-  std::atomic<int> verify_running_{0};
+  VerifySlots verify_slots_{2};
 };
 
 }  // namespace qwen3

@@ -12,6 +12,7 @@
 #include "scheduler/scheduler.h"
 #include "service/config.h"
 #include "service/stop_matcher.h"
+#include "service/verify_slots.h"
 #include "sessions/session_manager.h"
 
 namespace qwen3 {
@@ -352,6 +353,33 @@ TEST(Scheduler, CancellationRollsBackAndFailuresAreIsolated) {
   EXPECT_EQ(r.positions.back().argmax, 21);
   EXPECT_EQ(bad->positions(), 0);
   EXPECT_EQ(good->positions(), 2);
+}
+
+// ------------------------------------------------------------- verify slots
+
+TEST(VerifySlots, QueueThenGiveUpOrCancel) {
+  VerifySlots slots(1);
+  auto first = slots.acquire(std::chrono::milliseconds(10), {});
+  EXPECT_EQ(slots.running(), 1);
+  try {
+    slots.acquire(std::chrono::milliseconds(150), {});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::resource_exhausted);
+  }
+  try {
+    slots.acquire(std::chrono::seconds(10), [] { return true; });
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::unavailable);
+  }
+  std::thread releaser([held = std::move(first)]() mutable {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto gone = std::move(held);
+  });
+  auto second = slots.acquire(std::chrono::seconds(5), {});  // waits for the release
+  EXPECT_EQ(slots.running(), 1);
+  releaser.join();
 }
 
 // ------------------------------------------------------------- config
