@@ -365,6 +365,16 @@ out=$(run_ct -- qwen3-bpf health 2>&1) || die "health right after systemctl star
 out=$(run_ct -- qwen3-bpf status --json 2>&1) || die "qwen3-bpf status --json failed:"$'\n'"$out"
 grep -q '"load_state": *"LOAD_STATE_READY"' <<<"$out" || die "status right after systemctl start is not READY:"$'\n'"$out"
 
+# The ids of the BPF programs a host process holds file descriptors for
+# (fdinfo; bpftool's pid listing needs a bpftool built with skeletons).
+prog_ids_of() {
+  local fd
+  for fd in /proc/"$1"/fd/*; do
+    [[ $(readlink "$fd" 2>/dev/null) == anon_inode:bpf-prog ]] || continue
+    awk '/^prog_id:/ {print $2}' "/proc/$1/fdinfo/${fd##*/}" 2>/dev/null
+  done
+}
+
 say "check: bpf() works for the daemon under its hardening (programs loaded, owned by its process)"
 main_pid=$(unit_prop qwen3-bpfd.service MainPID)
 host_pid=
@@ -374,7 +384,7 @@ for p in $(pgrep -x qwen3-bpfd || true); do
   [[ $(awk '/^NSpid:/ {print $NF}' "/proc/$p/status") == "$main_pid" ]] && host_pid=$p
 done
 [[ -n $host_pid ]] || die "cannot find the daemon (container pid $main_pid) among the host's processes"
-prog_ids=$(bpftool prog show --json | jq -r --argjson pid "$host_pid" '.[] | select(any(.pids[]?; .pid == $pid)) | .id')
+prog_ids=$(prog_ids_of "$host_pid")
 [[ -n $prog_ids ]] || die "the daemon (host pid $host_pid) holds no BPF programs"
 all_prog_ids=$prog_ids
 # Adds the programs of every qwen3-bpfd of the container to all_prog_ids.
@@ -382,7 +392,7 @@ record_progs() {
   local p
   for p in $(pgrep -x qwen3-bpfd || true); do
     [[ $(readlink "/proc/$p/ns/pid" 2>/dev/null) == "$ct_pidns" ]] || continue
-    all_prog_ids+=" $(bpftool prog show --json | jq -r --argjson pid "$p" '.[] | select(any(.pids[]?; .pid == $pid)) | .id')"
+    all_prog_ids+=" $(prog_ids_of "$p")"
   done
 }
 say "    the daemon holds $(wc -w <<<"$prog_ids") BPF programs in the host kernel"
@@ -486,10 +496,28 @@ run_ct -- qwen3-bpf generate --max-tokens 2 hi >/dev/null 2>&1 || die "generate 
 out=$(verify_good) && die "verify passed without CAP_NET_ADMIN:"$'\n'"$out"
 grep -q "stage infrastructure" <<<"$out" || die "verify without CAP_NET_ADMIN: unexpected result:"$'\n'"$out"
 
-say "check (control): without CAP_SETUID/CAP_SETGID the compiler sandbox cannot drop to nobody"
-restart_with setuid 'CapabilityBoundingSet=~CAP_SETUID CAP_SETGID' || die "the daemon did not start without CAP_SETUID"
-out=$(verify_good) && die "verify passed without CAP_SETUID/CAP_SETGID:"$'\n'"$out"
-grep -q "stage infrastructure" <<<"$out" || die "verify without CAP_SETUID: unexpected result:"$'\n'"$out"
+# The compiler sandbox: namespaces (+ chroot, running as nobody, Landlock on
+# top) when the unit allows it, else Landlock alone (uid 0 without any
+# capability). With Landlock filtered out, each capability of the namespace
+# mode must be present for verify to work at all.
+no_landlock='SystemCallFilter=~landlock_create_ruleset landlock_add_rule landlock_restrict_self'
+for cap in CAP_SYS_ADMIN CAP_SYS_CHROOT "CAP_SETUID CAP_SETGID"; do
+  say "check (control): without $cap (and Landlock) the compiler has no sandbox"
+  restart_with "$cap" "CapabilityBoundingSet=~$cap" "$no_landlock" || die "the daemon did not start without $cap"
+  out=$(verify_good) && die "verify passed without $cap and Landlock:"$'\n'"$out"
+  grep -q "no compiler sandbox" <<<"$out" || die "verify without $cap: unexpected result:"$'\n'"$out"
+done
+say "check (control): without CAP_SYS_ADMIN but with Landlock, verify falls back to the Landlock sandbox"
+restart_with landlock-only 'CapabilityBoundingSet=~CAP_SYS_ADMIN CAP_SYS_CHROOT CAP_SETUID CAP_SETGID CAP_KILL' ||
+  die "the daemon did not start with the Landlock-only capability set"
+out=$(verify_good) || die "verify fails in the Landlock-only configuration:"$'\n'"$out"
+say "check (control): without CAP_KILL root cannot kill the compiler once it runs as nobody (timeouts)"
+out=$(run_ct -p "CapabilityBoundingSet=CAP_SETUID CAP_SETGID" -- sh -c \
+  'setpriv --reuid=nobody --regid=nogroup --clear-groups sleep 30 & sleep 0.3; kill -KILL $! 2>&1 && echo killed; kill -0 $! 2>/dev/null && setpriv --reuid=nobody --regid=nogroup --clear-groups kill -KILL $!; true')
+grep -q "Operation not permitted" <<<"$out" || die "kill of a nobody process without CAP_KILL: $out"
+out=$(run_ct -p "CapabilityBoundingSet=CAP_SETUID CAP_SETGID CAP_KILL" -- sh -c \
+  'setpriv --reuid=nobody --regid=nogroup --clear-groups sleep 30 & sleep 0.3; kill -KILL $! && echo killed')
+[[ $out == killed ]] || die "kill of a nobody process with CAP_KILL: $out"
 
 say "check: with the unit as installed, verify works again"
 in_ct rm -rf /run/systemd/system/qwen3-bpfd.service.d
