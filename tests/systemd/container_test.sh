@@ -113,7 +113,7 @@ stage=$work/stage
 if ((!harness_only)); then
   say "installing $build_dir into a staging tree (prefix /usr)"
   DESTDIR=$stage cmake --install "$build_dir" --prefix /usr >"$work/install.log" 2>&1 ||
-    { cat "$work/install.log" >&2; die "cmake --install failed"; }
+    { cat "$work/install.log" >&2; die "cmake --install failed (build the whole project first: cmake --build $build_dir)"; }
   for f in usr/bin/qwen3-bpfd usr/bin/qwen3-bpf usr/lib/systemd/system/qwen3-bpfd.service \
            usr/lib/systemd/system/qwen3-bpfd.socket usr/lib/sysusers.d/qwen3-bpfd.conf; do
     [[ -e $stage/$f ]] || die "cmake --install did not install /$f (is the target built?)"
