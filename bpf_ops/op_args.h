@@ -13,6 +13,7 @@
 #define QN_TOPK_MAX 64        /* top-k kept per position and thread */
 #define QN_MAX_SESSIONS 1024  /* KV caches alive at once (slots of the outer map) */
 #define QN_WENTRY_BYTES (64u << 20) /* one weights-map entry; rows never straddle entries */
+#define QN_OUT_COLS 4         /* q8: columns per matrix kept exact (int64) instead of int8 */
 
 /* Which precision the weights were converted to. */
 #define QN_PREC_Q24 0
@@ -42,6 +43,8 @@ struct qn_matrix {
   qn_u32 rows_per_entry;  /* map path: row slots of row_bytes per entry */
   qn_u32 row_skip;        /* map path: row 0 sits in slot row_skip of entry0 */
   qn_u32 wfrac;           /* fraction bits of the weights (24 / 30, less for |w| >= 128) */
+  qn_u32 ocol[QN_OUT_COLS]; /* q8: outlier columns, stored after the groups as int64 w * 2^wfrac
+                             * (unused slots: column 0 with weight 0) */
   qn_u32 row_bytes;
   qn_u32 groups;          /* cols_pad / QN_GROUP */
   qn_u32 rows;

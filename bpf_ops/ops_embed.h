@@ -26,6 +26,18 @@ static long emb_pos_cb(u64 p, void *ctx) {
 #pragma unroll
     for (int k = 0; k < QN_GROUP; k++) out[g * QN_GROUP + k] = weight_q16(row, g, k, wf);
   }
+  if (SHAPE.precision == QN_PREC_Q8) {
+    /* outlier columns: their int8 slots are zero; add the exact int64 weights */
+    u32 groups = st->mat.groups;
+    if (groups > SHAPE.max_groups) return qn_fail(0, __LINE__);
+    const QN_WQ s64 *wo = (const QN_WQ s64 *)(row + groups * QN_Q8_GROUP_BYTES);
+#pragma unroll
+    for (int k = 0; k < QN_OUT_COLS; k++) {
+      u32 c = st->mat.ocol[k];
+      if (c >= HID_PAD) return qn_fail(0, __LINE__);
+      out[c] = qn_sat32((s64)out[c] + qn_round_shift(wo[k], wf - QN_ACT_FRAC));
+    }
+  }
   return 0;
 }
 

@@ -56,6 +56,12 @@ static __always_inline void topk_update(struct qn_topk_slot *t, s32 id, s32 v, u
 /* One row (or gate/up row pair) against compact position c; 0 or an error line. */
 static __always_inline u32 mm_row_pos(const struct mm_state *st, u32 r, u32 c) {
   s32 *x = xq_row(st->thread, c);
+  u32 ocol[QN_OUT_COLS];
+#pragma unroll
+  for (int k = 0; k < QN_OUT_COLS; k++) {
+    ocol[k] = st->mat.ocol[k];
+    if (ocol[k] >= IN_PAD) return __LINE__;
+  }
   s32 *shp = xq_shift_slot(st->thread, c);
   if (!x || !shp) return __LINE__;
   int s = *shp;
@@ -71,30 +77,38 @@ static __always_inline u32 mm_row_pos(const struct mm_state *st, u32 r, u32 c) {
     const QN_WQ u8 *wg = weight_row(&st->mat, 2 * r);
     const QN_WQ u8 *wu = weight_row(&st->mat, 2 * r + 1);
     if (!wg || !wu) return __LINE__;
-    s32 g = qn_matmul_out(weight_dot(wg, x, groups), wf, s);
-    s32 u = qn_matmul_out(weight_dot(wu, x, groups), wf, s);
+    s32 g = qn_matmul_out(weight_dot(wg, x, groups, ocol), wf, s);
+    s32 u = qn_matmul_out(weight_dot(wu, x, groups, ocol), wf, s);
     s32 *out = buf_lookup(&mlp_buf, 0);
-    if (!out || r >= INTER_PAD) return __LINE__;
-    out[p * INTER_PAD + r] = qn_silu_mul(g, u);
+    u32 oi = p * INTER_PAD + r;
+    QN_BARRIER(oi); /* check the final index right before the store */
+    if (!out || r >= INTER_PAD || oi >= QN_PMAX * INTER_PAD) return __LINE__;
+    out[oi] = qn_silu_mul(g, u);
     return 0;
   }
 
   const QN_WQ u8 *w = weight_row(&st->mat, r);
   if (!w) return __LINE__;
-  s32 y = qn_matmul_out(weight_dot(w, x, groups), wf, s);
+  s32 y = qn_matmul_out(weight_dot(w, x, groups, ocol), wf, s);
   if (st->op == QN_OP_QKV) {
     s32 *out = buf_lookup(&qkv_buf, 0);
-    if (!out || r >= QKV_PAD) return __LINE__;
-    out[p * QKV_PAD + r] = y;
+    u32 oi = p * QKV_PAD + r;
+    QN_BARRIER(oi);
+    if (!out || r >= QKV_PAD || oi >= QN_PMAX * QKV_PAD) return __LINE__;
+    out[oi] = y;
   } else if (st->op == QN_OP_O || st->op == QN_OP_DOWN) {
     s32 *out = buf_lookup(&resid_buf, 0);
-    if (!out || r >= HID_PAD) return __LINE__;
-    s32 *o = &out[p * HID_PAD + r];
+    u32 oi = p * HID_PAD + r;
+    QN_BARRIER(oi);
+    if (!out || r >= HID_PAD || oi >= QN_PMAX * HID_PAD) return __LINE__;
+    s32 *o = &out[oi];
     *o = qn_sat32((s64)*o + y);
   } else if (st->op == QN_OP_VOCAB) {
     s32 *out = buf_lookup(&logits_buf, 0);
-    if (!out || r >= SHAPE.vocab) return __LINE__;
-    out[c * SHAPE.vocab + r] = y;
+    u32 oi = c * SHAPE.vocab + r;
+    QN_BARRIER(oi);
+    if (!out || r >= SHAPE.vocab || oi >= QN_PMAX * SHAPE.vocab) return __LINE__;
+    out[oi] = y;
     struct qn_topk_slot *t = topk_slot(st->thread, c);
     if (!t) return __LINE__;
     topk_update(t, (s32)r, y, st->top_k);

@@ -51,8 +51,10 @@ static __always_inline s64 dot_q24(const QN_WQ u8 *row, const s32 *x, u32 groups
   return acc;
 }
 
-/* q8: per group an exact int64 sum of int8 * input, times the group's Q30 scale. */
-static __always_inline s64 dot_q8(const QN_WQ u8 *row, const s32 *x, u32 groups) {
+/* q8: per group an exact int64 sum of int8 * input, times the group's scale;
+ * then the matrix's outlier columns, whose weights are kept exact as int64
+ * after the groups (their int8 slots are zero). `ocol` entries are < IN_PAD. */
+static __always_inline s64 dot_q8(const QN_WQ u8 *row, const s32 *x, u32 groups, const u32 *ocol) {
   s64 acc = 0;
   for (u32 g = 0; g < groups; g++) {
     const QN_WQ u8 *gp = row + g * QN_Q8_GROUP_BYTES;
@@ -64,11 +66,14 @@ static __always_inline s64 dot_q8(const QN_WQ u8 *row, const s32 *x, u32 groups)
     for (int k = 0; k < QN_GROUP; k++) gs += (s64)wg[k] * xg[k];
     acc += gs * scale;
   }
+  const QN_WQ s64 *wo = (const QN_WQ s64 *)(row + groups * QN_Q8_GROUP_BYTES);
+#pragma unroll
+  for (int k = 0; k < QN_OUT_COLS; k++) acc += wo[k] * x[ocol[k]];
   return acc;
 }
 
-static __always_inline s64 weight_dot(const QN_WQ u8 *row, const s32 *x, u32 groups) {
-  if (SHAPE.precision == QN_PREC_Q8) return dot_q8(row, x, groups);
+static __always_inline s64 weight_dot(const QN_WQ u8 *row, const s32 *x, u32 groups, const u32 *ocol) {
+  if (SHAPE.precision == QN_PREC_Q8) return dot_q8(row, x, groups, ocol);
   return dot_q24(row, x, groups);
 }
 

@@ -167,8 +167,9 @@ void BpfBackend::convert_weights() {
     if (covered != mp.rows)
       throw invalid_argument("tensors of " + std::string(src[0].t->name) + " have " + std::to_string(covered) +
                              " rows in total, expected " + std::to_string(mp.rows));
-    // First pass: the largest |w| decides the matrix's fraction bits.
-    std::vector<double> max_abs(pool_->size(), 0.0);
+    // First pass: per-column maxima pick q8's outlier columns; the largest
+    // remaining |w| decides the matrix's fraction bits.
+    std::vector<std::vector<float>> col_max(pool_->size(), std::vector<float>(mp.cols, 0.0f));
     pool_->run([&](int t) {
       std::vector<float> row(mp.cols);
       const int T = pool_->size();
@@ -177,12 +178,19 @@ void BpfBackend::convert_weights() {
         const uint32_t r0 = uint32_t(uint64_t(rows) * t / T), r1 = uint32_t(uint64_t(rows) * (t + 1) / T);
         for (uint32_t r = r0; r < r1; r++) {
           s.t->to_float(row, int64_t(r) * mp.cols);
-          for (float v : row) max_abs[t] = std::max(max_abs[t], double(std::fabs(v)));
+          for (uint32_t c = 0; c < mp.cols; c++) col_max[t][c] = std::max(col_max[t][c], std::fabs(row[c]));
         }
       }
     });
-    const int frac = weight_frac_for(*std::max_element(max_abs.begin(), max_abs.end()), q8, src[0].t->name.c_str());
+    for (size_t t = 1; t < col_max.size(); t++)
+      for (uint32_t c = 0; c < mp.cols; c++) col_max[0][c] = std::max(col_max[0][c], col_max[t][c]);
+    std::vector<uint32_t> ocols = q8 ? pick_outlier_columns(col_max[0]) : std::vector<uint32_t>{};
+    double max_abs = 0;
+    for (uint32_t c = 0; c < mp.cols; c++)
+      if (std::find(ocols.begin(), ocols.end(), c) == ocols.end()) max_abs = std::max(max_abs, double(col_max[0][c]));
+    const int frac = weight_frac_for(max_abs, q8, src[0].t->name.c_str());
     mp.m.wfrac = static_cast<uint32_t>(frac);
+    for (int k = 0; k < QN_OUT_COLS; k++) mp.m.ocol[k] = k < int(ocols.size()) ? ocols[k] : 0;
     std::vector<uint64_t> max_l1(pool_->size(), 0);
     pool_->run([&](int t) {
       std::vector<float> row(mp.cols);
@@ -193,7 +201,8 @@ void BpfBackend::convert_weights() {
         for (uint32_t r = r0; r < r1; r++) {
           s.t->to_float(row, int64_t(r) * mp.cols);
           uint32_t dst = s.dst0 + r * s.stride;
-          uint64_t l1 = convert_row(row, q8, frac, progs_->weights() + mp.row_offset(dst), s.t->name.c_str());
+          uint64_t l1 =
+              convert_row(row, q8, frac, progs_->weights() + mp.row_offset(dst), s.t->name.c_str(), ocols);
           max_l1[t] = std::max(max_l1[t], l1);
         }
       }

@@ -10,7 +10,7 @@ uint32_t pad_to_group(uint32_t n) { return (n + QN_GROUP - 1) / QN_GROUP * QN_GR
 
 uint32_t row_bytes_for(uint32_t cols, bool q8) {
   uint32_t groups = pad_to_group(cols) / QN_GROUP;
-  return groups * (q8 ? 4 + QN_GROUP : 4 * QN_GROUP);
+  return q8 ? groups * (4 + QN_GROUP) + 8 * QN_OUT_COLS : groups * 4 * QN_GROUP;
 }
 
 uint64_t MatrixPlan::row_offset(uint32_t r) const {

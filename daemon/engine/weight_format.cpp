@@ -6,16 +6,28 @@
 #include <string>
 
 #include "common/error.h"
-#include "numerics.h"
+#include "op_args.h"
 
 namespace qwen3::engine {
 
+namespace {
+// 2^frac as a double, without libm (ldexp is the conversion's hot spot).
+double pow2(int frac) {
+  double p = 1.0;
+  for (int i = 0; i < frac; i++) p *= 2.0;
+  for (int i = 0; i > frac; i--) p *= 0.5;
+  return p;
+}
+// Round half away from zero (what llround does), for |v| < 2^62.
+int64_t round_away(double v) { return static_cast<int64_t>(v >= 0 ? v + 0.5 : v - 0.5); }
+}  // namespace
+
 int32_t to_fixed(float w, int frac, const char* what) {
-  double v = std::ldexp(static_cast<double>(w), frac);
+  double v = static_cast<double>(w) * pow2(frac);  // exact: a power of two
   if (!(std::fabs(v) < 2147483647.0))
     throw invalid_argument(std::string("weight ") + std::to_string(w) + " in " + what +
                            " is outside the fixed-point range (|w| < 2^" + std::to_string(31 - frac) + ")");
-  return static_cast<int32_t>(std::llround(v));
+  return static_cast<int32_t>(round_away(v));
 }
 
 int weight_frac_for(double max_abs, bool q8, const char* what) {
@@ -28,10 +40,29 @@ int weight_frac_for(double max_abs, bool q8, const char* what) {
   return frac;
 }
 
-uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, const char* what) {
+std::vector<uint32_t> pick_outlier_columns(std::span<const float> col_max) {
+  std::vector<float> sorted(col_max.begin(), col_max.end());
+  if (sorted.empty()) return {};
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  const float median = sorted[sorted.size() / 2];
+  std::vector<uint32_t> idx(col_max.size());
+  for (uint32_t i = 0; i < idx.size(); i++) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return col_max[a] > col_max[b]; });
+  std::vector<uint32_t> out;
+  for (uint32_t c : idx) {
+    if (out.size() == QN_OUT_COLS || !(col_max[c] > 16.0f * median)) break;
+    out.push_back(c);
+  }
+  return out;
+}
+
+uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, const char* what,
+                     std::span<const uint32_t> ocols) {
   const size_t cols = w.size();
   const size_t groups = (cols + QN_GROUP - 1) / QN_GROUP;
+  const double p2 = pow2(frac);
   uint64_t l1 = 0;
+  auto is_out = [&](size_t c) { return std::find(ocols.begin(), ocols.end(), c) != ocols.end(); };
   for (size_t g = 0; g < groups; g++) {
     const size_t c0 = g * QN_GROUP;
     const size_t n = std::min<size_t>(QN_GROUP, cols - c0);
@@ -45,17 +76,19 @@ uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, 
       continue;
     }
     float mx = 0.0f;
-    for (size_t k = 0; k < n; k++) mx = std::max(mx, std::fabs(w[c0 + k]));
-    double sc = std::ldexp(static_cast<double>(mx) / 127.0, frac);
+    for (size_t k = 0; k < n; k++)
+      if (!is_out(c0 + k)) mx = std::max(mx, std::fabs(w[c0 + k]));
+    double sc = static_cast<double>(mx) / 127.0 * p2;
     if (!(sc < 2147483647.0))
       throw invalid_argument(std::string("weight magnitude ") + std::to_string(mx) + " in " + what +
                              " is outside the fixed-point range of its matrix");
-    int32_t scale = static_cast<int32_t>(std::llround(sc));
+    int32_t scale = static_cast<int32_t>(round_away(sc));
     int8_t q[QN_GROUP] = {};
     uint64_t qsum = 0;
     if (scale > 0) {
       for (size_t k = 0; k < n; k++) {
-        long long v = std::llround(std::ldexp(static_cast<double>(w[c0 + k]), frac) / scale);
+        if (is_out(c0 + k)) continue;
+        long long v = round_away(static_cast<double>(w[c0 + k]) * p2 / scale);
         v = std::clamp(v, -127LL, 127LL);
         q[k] = static_cast<int8_t>(v);
         qsum += static_cast<uint64_t>(std::llabs(v));
@@ -65,6 +98,14 @@ uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, 
     std::memcpy(gp, &scale, 4);
     std::memcpy(gp + 4, q, QN_GROUP);
     l1 += qsum * static_cast<uint64_t>(scale);
+  }
+  if (q8) {
+    int64_t wo[QN_OUT_COLS] = {};
+    for (size_t k = 0; k < ocols.size() && k < QN_OUT_COLS; k++) {
+      wo[k] = round_away(static_cast<double>(w[ocols[k]]) * p2);
+      l1 += static_cast<uint64_t>(std::llabs(wo[k]));
+    }
+    std::memcpy(out + groups * (4 + QN_GROUP), wo, sizeof wo);
   }
   return l1;
 }
@@ -77,8 +118,14 @@ uint32_t act_bits_for(uint64_t max_l1) {
   return static_cast<uint32_t>(a);
 }
 
-double dequant(const uint8_t* row, uint32_t c, bool q8, int frac) {
+double dequant(const uint8_t* row, uint32_t c, bool q8, int frac, uint32_t cols, std::span<const uint32_t> ocols) {
   const uint32_t g = c / QN_GROUP, k = c % QN_GROUP;
+  for (size_t i = 0; q8 && i < ocols.size(); i++)
+    if (ocols[i] == c) {
+      int64_t v;
+      std::memcpy(&v, row + (cols + QN_GROUP - 1) / QN_GROUP * (4 + QN_GROUP) + 8 * i, 8);
+      return std::ldexp(static_cast<double>(v), -frac);
+    }
   if (!q8) {
     int32_t v;
     std::memcpy(&v, row + g * 4 * QN_GROUP + 4 * k, 4);

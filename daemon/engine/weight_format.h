@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace qwen3::engine {
 
@@ -21,14 +22,23 @@ int32_t to_fixed(float w, int frac, const char* what);
 // 16 bits (the activation format) would not hold it.
 int weight_frac_for(double max_abs, bool q8, const char* what);
 
-// Converts one row (cols floats) into `out` (row_bytes_for(cols, q8) bytes).
-// Returns the row's L1 norm in weight units (sum |w_q| * 2^-frac scaled by 2^frac).
-uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, const char* what);
+// q8 only: the few columns of a matrix whose magnitude dwarfs the rest (planted
+// or real outlier channels) are stored exactly (int64 w * 2^frac after the
+// groups) so they do not flatten the int8 scale of their group. Picks up to
+// QN_OUT_COLS columns whose max |w| exceeds 16x the median column max.
+std::vector<uint32_t> pick_outlier_columns(std::span<const float> col_max);
+
+// Converts one row (cols floats) into `out` (row_bytes_for(cols, q8) bytes);
+// `ocols` (q8) are the matrix's outlier columns.
+// Returns the row's L1 norm in weight units (sum |w| * 2^frac, as stored).
+uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, const char* what,
+                     std::span<const uint32_t> ocols = {});
 
 // act_bits such that max_l1 * 2^act_bits < 2^62.
 uint32_t act_bits_for(uint64_t max_l1);
 
 // Reads back column c of a converted row as float (tests, embedding checks).
-double dequant(const uint8_t* row, uint32_t c, bool q8, int frac);
+double dequant(const uint8_t* row, uint32_t c, bool q8, int frac, uint32_t cols = 0,
+               std::span<const uint32_t> ocols = {});
 
 }  // namespace qwen3::engine

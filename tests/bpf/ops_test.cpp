@@ -65,17 +65,33 @@ class OpsTest : public testing::TestWithParam<Param> {
     std::normal_distribution<float> nd(0.0f, 0.08f);
     for (size_t mi = 0; mi < plan_.matrices.size(); mi++) {
       MatrixPlan& mp = plan_.matrices[mi];
-      std::vector<float> row(mp.cols);
-      uint64_t max_l1 = 0;
-      // o_proj carries one weight of 300: its matrix drops to fewer fraction bits
-      const bool huge = mp.kind == MatrixKind::o;
-      mp.m.wfrac = weight_frac_for(huge ? 300.0 : 1.75, GetParam().q8, "test");
+      // o_proj carries one weight of 300 (its matrix drops to fewer fraction
+      // bits); the embedding has an outlier column of 150 in every row (q8
+      // stores it exactly, outside the int8 groups)
+      const bool huge = mp.kind == MatrixKind::o, embed = mp.kind == MatrixKind::embed;
+      std::vector<float> all(size_t(mp.rows) * mp.cols);
       for (uint32_t r = 0; r < mp.rows; r++) {
-        for (auto& w : row) w = nd(rng);
+        float* row = &all[size_t(r) * mp.cols];
+        for (uint32_t c = 0; c < mp.cols; c++) row[c] = nd(rng);
         if (r % 17 == 3) row[r % mp.cols] = 1.75f;  // a few large weights
         if (huge && r == 7) row[1] = 300.0f;
-        uint64_t l1 = convert_row(row, GetParam().q8, mp.m.wfrac, progs_->weights() + mp.row_offset(r), "test");
-        max_l1 = std::max(max_l1, l1);
+        if (embed) row[7] = 150.0f;
+      }
+      std::vector<float> col_max(mp.cols, 0.0f);
+      for (size_t i = 0; i < all.size(); i++) col_max[i % mp.cols] = std::max(col_max[i % mp.cols], std::fabs(all[i]));
+      std::vector<uint32_t> ocols = GetParam().q8 ? pick_outlier_columns(col_max) : std::vector<uint32_t>{};
+      if (GetParam().q8 && embed) EXPECT_EQ(ocols, std::vector<uint32_t>{7});
+      double mx = 0;
+      for (uint32_t c = 0; c < mp.cols; c++)
+        if (std::find(ocols.begin(), ocols.end(), c) == ocols.end()) mx = std::max(mx, double(col_max[c]));
+      mp.m.wfrac = weight_frac_for(mx, GetParam().q8, "test");
+      for (int k = 0; k < QN_OUT_COLS; k++) mp.m.ocol[k] = k < int(ocols.size()) ? ocols[k] : 0;
+      ocols_[mi] = ocols;
+      uint64_t max_l1 = 0;
+      for (uint32_t r = 0; r < mp.rows; r++) {
+        std::span<const float> row(&all[size_t(r) * mp.cols], mp.cols);
+        max_l1 = std::max(max_l1, convert_row(row, GetParam().q8, mp.m.wfrac, progs_->weights() + mp.row_offset(r),
+                                              "test", ocols));
       }
       mp.m.act_bits = act_bits_for(max_l1);
     }
@@ -136,8 +152,9 @@ class OpsTest : public testing::TestWithParam<Param> {
 
   // Float reference of rmsnorm -> matmul on the dequantized weights.
   double float_row(const MatrixPlan& mp, uint32_t r, const std::vector<double>& x) {
+    const auto& oc = ocols_[size_t(&mp - plan_.matrices.data())];
     double acc = 0;
-    for (uint32_t c = 0; c < mp.cols; c++) acc += dequant(row(mp, r), c, GetParam().q8, mp.m.wfrac) * x[c];
+    for (uint32_t c = 0; c < mp.cols; c++) acc += dequant(row(mp, r), c, GetParam().q8, mp.m.wfrac, mp.cols, oc) * x[c];
     return acc;
   }
   std::vector<double> float_norm(const std::vector<int32_t>& x, uint32_t n, std::span<const int32_t> w) {
@@ -151,6 +168,7 @@ class OpsTest : public testing::TestWithParam<Param> {
 
   ModelConfig cfg_;
   ModelPlan plan_;
+  std::map<size_t, std::vector<uint32_t>> ocols_;  // per matrix index
   std::unique_ptr<BpfPrograms> progs_;
 };
 
@@ -171,7 +189,7 @@ TEST_P(OpsTest, QkvMatchesModelAndFloat) {
     auto fx = float_norm(x, cfg_.hidden_size, norm_w(a.norm_off, cfg_.hidden_size));
     for (uint32_t r = 0; r < mp.rows; r++) {
       int32_t got = progs_->qkv()[p * plan_.layout.qkv_pad + r];
-      ASSERT_EQ(got, fm::matmul_row(row(mp, r), n, s, mp.m.groups, GetParam().q8, mp.m.wfrac)) << "p " << p << " row " << r;
+      ASSERT_EQ(got, fm::matmul_row(row(mp, r), n, s, mp.m, GetParam().q8)) << "p " << p << " row " << r;
       double f = float_row(mp, r, fx);
       worst = std::max(worst, std::fabs(q16(got) - f));
       scale = std::max(scale, std::fabs(f));
@@ -197,8 +215,8 @@ TEST_P(OpsTest, GateUpSiluMatchesModelAndFloat) {
     int s = fm::requant(n, mp.m.act_bits);
     auto fx = float_norm(x, cfg_.hidden_size, norm_w(a.norm_off, cfg_.hidden_size));
     for (uint32_t j = 0; j < mp.rows / 2; j++) {
-      int32_t g = fm::matmul_row(row(mp, 2 * j), n, s, mp.m.groups, GetParam().q8, mp.m.wfrac);
-      int32_t u = fm::matmul_row(row(mp, 2 * j + 1), n, s, mp.m.groups, GetParam().q8, mp.m.wfrac);
+      int32_t g = fm::matmul_row(row(mp, 2 * j), n, s, mp.m, GetParam().q8);
+      int32_t u = fm::matmul_row(row(mp, 2 * j + 1), n, s, mp.m, GetParam().q8);
       int32_t got = progs_->mlp()[p * plan_.layout.inter_pad + j];
       ASSERT_EQ(got, qn_silu_mul(g, u)) << "p " << p << " j " << j;
       double fg = float_row(mp, 2 * j, fx), fu = float_row(mp, 2 * j + 1, fx);
@@ -237,7 +255,7 @@ TEST_P(OpsTest, ProjectionsAddResidualExactly) {
       for (uint32_t i = 0; i < len; i++) fx[i] = q16(x[i]);
       int s = fm::requant(x, mp.m.act_bits);
       for (uint32_t r = 0; r < mp.rows; r++) {
-        int32_t y = fm::matmul_row(row(mp, r), x, s, mp.m.groups, GetParam().q8, mp.m.wfrac);
+        int32_t y = fm::matmul_row(row(mp, r), x, s, mp.m, GetParam().q8);
         int32_t got = resid_row(p)[r];
         ASSERT_EQ(got, qn_sat32(int64_t(before[p][r]) + y)) << "p " << p << " row " << r;
         double f = float_row(mp, r, fx);
@@ -269,7 +287,7 @@ TEST_P(OpsTest, VocabLogitsArgmaxTopK) {
     int s = fm::requant(n, mp.m.act_bits);
     std::vector<std::pair<int32_t, int32_t>> all;  // (-logit, id)
     for (uint32_t r = 0; r < mp.rows; r++) {
-      int32_t want = fm::matmul_row(row(mp, r), n, s, mp.m.groups, GetParam().q8, mp.m.wfrac);
+      int32_t want = fm::matmul_row(row(mp, r), n, s, mp.m, GetParam().q8);
       ASSERT_EQ(progs_->logits()[c * cfg_.vocab_size + r], want) << "c " << c << " row " << r;
       all.push_back({-want, static_cast<int32_t>(r)});
     }
@@ -301,7 +319,7 @@ TEST_P(OpsTest, EmbedDequantizesRows) {
   progs_->embed(a);
   for (uint32_t p = 0; p < 4; p++)
     for (uint32_t c = 0; c < plan_.layout.hid_pad; c++)
-      ASSERT_EQ(resid_row(p)[c], fm::embed_value(row(mp, toks[p]), c, GetParam().q8, mp.m.wfrac)) << p << " " << c;
+      ASSERT_EQ(resid_row(p)[c], fm::embed_value(row(mp, toks[p]), c, GetParam().q8, mp.m)) << p << " " << c;
   a.tokens[1] = 1000;  // out of vocabulary: the program refuses
   EXPECT_THROW(progs_->embed(a), Error);
 }
