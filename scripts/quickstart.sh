@@ -35,7 +35,7 @@ export PATH=$prefix/bin:$PATH
 
 if [[ -n ${QWEN3_MODEL:-} ]]; then
   say "using the model at $QWEN3_MODEL"
-  sed -i "s|^#\? *model *=.*|model = $QWEN3_MODEL|" "$conf"
+  sed -i "s|^#\\? *model_dir *=.*|model_dir = $QWEN3_MODEL|" "$conf"
 elif [[ ! -f $default_model/config.json ]]; then
   say "generating the default model (small Qwen3-architecture, random weights) in $default_model"
   qwen3-bpf-mkmodel "$default_model" --preset small --seed 1 --outliers
