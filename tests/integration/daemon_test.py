@@ -134,7 +134,8 @@ class DaemonTest(unittest.TestCase):
         cls.log_path = os.path.join(cls.tmp, "daemon.log")
         cls.write_config(log_level="info")
         cls.notify = NotifyListener(os.path.join(cls.tmp, "notify.sock"))
-        env = dict(os.environ, NOTIFY_SOCKET=cls.notify.path, QWEN3_BPFD_LOAD_DELAY_MS=str(LOAD_DELAY_MS))
+        env = dict(os.environ, NOTIFY_SOCKET=cls.notify.path, QWEN3_BPFD_LOAD_DELAY_MS=str(LOAD_DELAY_MS),
+                   WATCHDOG_USEC="400000")
         env.pop("LISTEN_FDS", None)
         cls.log = open(cls.log_path, "w")
         cls.proc = subprocess.Popen([DAEMON, "--config", cls.config_path, "--foreground"],
@@ -250,6 +251,8 @@ state_dir = {cls.tmp}/state
         self.assertTrue(ready, msgs)
         loading = [i for i, m in enumerate(msgs) if "STATUS=loading" in m]
         self.assertLess(loading[0], ready[0])
+        # WATCHDOG_USEC=400000: pinged every 200 ms, during loading too.
+        self.assertTrue(self.notify.wait_for("WATCHDOG=1", 2), msgs)
         st = self.stub.GetStatus(pb.GetStatusRequest(), timeout=5)
         self.assertEqual(st.load_state, pb.LOAD_STATE_READY)
         self.assertEqual(st.load_progress, 1.0)
