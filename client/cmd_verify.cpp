@@ -117,9 +117,12 @@ void print_result(const v1::VerifyResult& r, const std::string& name) {
     for (const auto& d : r.compiler_diagnostics()) {
       std::string where = name;
       if (d.line() > 0) where += ":" + std::to_string(d.line()) + (d.column() > 0 ? ":" + std::to_string(d.column()) : "");
-      std::string first = d.text().empty() ? d.stage_message() : d.text();
-      std::printf("  %s: %s", where.c_str(), indent(first, "").c_str());
-      if (first.empty() || first.back() != '\n') std::printf("\n");
+      // First line after the location; clang's source/caret lines below it, indented.
+      std::string text = d.text().empty() ? d.stage_message() : d.text();
+      while (!text.empty() && text.back() == '\n') text.pop_back();
+      const size_t nl = text.find('\n');
+      std::printf("  %s: %s\n", where.c_str(), text.substr(0, nl).c_str());
+      if (nl != std::string::npos) std::printf("%s", indent(text.substr(nl + 1), "    ").c_str());
     }
   }
   if (r.verifier_class() != v1::VERIFIER_CLASS_NONE || !r.verifier_log_excerpt().empty()) {
@@ -147,7 +150,9 @@ void print_result(const v1::VerifyResult& r, const std::string& name) {
         std::printf("        expected packet %s\n", f.expected_packet_hex().c_str());
         std::printf("        got packet      %s\n", f.got_packet_hex().c_str());
       }
-      if (!f.note().empty()) std::printf("        note: %s\n", f.note().c_str());
+      // The note often repeats the verdict; print it only when it adds something.
+      const std::string verdict = "expected " + f.expected_action() + ", got " + f.got_action();
+      if (!f.note().empty() && f.note() != verdict) std::printf("        note: %s\n", f.note().c_str());
     }
   }
 }
