@@ -6,6 +6,7 @@
 #include "cli_error.h"
 #include "command.h"
 #include "format.h"
+#include "input.h"
 #include "json_output.h"
 
 namespace qwen3::cli {
@@ -27,15 +28,11 @@ int run_forward(const std::vector<std::string>& argv) {
   Command cmd(info, argv);
   const Args& a = cmd.args();
   v1::ForwardRequest req;
-  std::vector<std::string> words = a.positional();
-  if (words.empty() || (words.size() == 1 && words[0] == "-"))
-    words = {std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>())};
+  const std::string text = text_from_args_or_stdin(a.positional(), a.has("ids") ? "token ids" : "text");
   if (a.has("ids")) {
-    for (int32_t id : parse_id_list(words)) req.add_token_ids(id);
+    for (int32_t id : parse_id_list({text})) req.add_token_ids(id);
     if (req.token_ids().empty()) throw usage_error("--ids: no token ids given");
   } else {
-    std::string text;
-    for (const auto& w : words) text += (text.empty() ? "" : " ") + w;
     if (text.empty()) throw usage_error("empty input (give TEXT, or --ids)");
     req.set_text(text);
   }

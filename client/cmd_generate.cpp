@@ -9,26 +9,13 @@
 #include "cli_error.h"
 #include "command.h"
 #include "generation.h"
+#include "input.h"
 #include "interrupt.h"
 #include "json_output.h"
 
 namespace qwen3::cli {
 
 namespace v1 = qwen3bpf::v1;
-
-namespace {
-
-std::string read_all_stdin() {
-  return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-}
-
-std::string join(const std::vector<std::string>& words) {
-  std::string out;
-  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
-}
-
-}  // namespace
 
 int run_generate(const std::vector<std::string>& argv) {
   CommandInfo info{
@@ -48,8 +35,7 @@ int run_generate(const std::vector<std::string>& argv) {
   const Args& a = cmd.args();
 
   v1::GenerateRequest request;
-  std::vector<std::string> words = a.positional();
-  std::string prompt = (words.empty() || (words.size() == 1 && words[0] == "-")) ? read_all_stdin() : join(words);
+  std::string prompt = text_from_args_or_stdin(a.positional(), a.has("ids") ? "token ids" : "prompt");
   bool chat = a.has("chat") || a.has("system") || a.has("no-think");
   if (a.has("ids")) {
     if (chat) throw usage_error("--ids cannot be combined with the chat template");

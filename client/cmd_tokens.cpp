@@ -9,6 +9,7 @@
 #include "cli_error.h"
 #include "command.h"
 #include "common/error.h"
+#include "input.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qwen3::cli {
@@ -16,17 +17,6 @@ namespace qwen3::cli {
 namespace v1 = qwen3bpf::v1;
 
 namespace {
-
-std::string read_all_stdin() {
-  return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-}
-
-std::string text_argument(const std::vector<std::string>& words) {
-  if (words.empty() || (words.size() == 1 && words[0] == "-")) return read_all_stdin();
-  std::string out;
-  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
-}
 
 struct Tokens {
   std::vector<int32_t> ids;
@@ -162,7 +152,7 @@ int run_tokenize(const std::vector<std::string>& argv) {
     if (!a.positional().empty()) throw usage_error("--jsonl reads stdin; give no TEXT");
     return tokenize_jsonl(*source, pieces, split);
   }
-  Tokens t = source->encode(text_argument(a.positional()), pieces, split);
+  Tokens t = source->encode(text_from_args_or_stdin(a.positional(), "text"), pieces, split);
   if (cmd.json()) {
     nlohmann::json out = {{"ids", t.ids}};
     if (pieces) out["pieces"] = t.pieces;
@@ -185,9 +175,7 @@ int run_detokenize(const std::vector<std::string>& argv) {
       {kModelOption, {"skip-special", false, false, "leave special tokens out of the text"}}};
   Command cmd(info, argv);
   const Args& a = cmd.args();
-  std::vector<std::string> words = a.positional();
-  if (words.empty() || (words.size() == 1 && words[0] == "-")) words = {read_all_stdin()};
-  std::vector<int32_t> ids = parse_id_list(words);
+  std::vector<int32_t> ids = parse_id_list({text_from_args_or_stdin(a.positional(), "token ids")});
   auto source = token_source(cmd);
   std::string text = source->decode(ids, a.has("skip-special"));
   if (cmd.json()) {
