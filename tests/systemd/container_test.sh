@@ -207,6 +207,9 @@ EOF
 else
   say "using the cached rootfs $cache"
 fi
+touch "$cache"
+# Root file systems for other package lists (older builds) not used for two weeks go.
+find "$cache_root" -mindepth 1 -maxdepth 1 -type d -mtime +14 ! -path "$cache" -exec rm -rf {} + 2>/dev/null || true
 flock -u 9
 
 # ---------------------------------------------------------------- per-run root
