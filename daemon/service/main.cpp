@@ -4,10 +4,12 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -266,6 +268,14 @@ int serve(const Flags& flags, DaemonConfig config) {
   }
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
+  if (host.progress().state == LoadState::loading) {
+    // Loading cannot be interrupted and may take minutes for a large model; the
+    // kernel frees the programs and maps loaded so far when the process exits.
+    spdlog::info("stopped while loading; exiting without waiting for the load to finish");
+    if (!listener.activated()) ::unlink(listener.path().c_str());
+    spdlog::default_logger()->flush();
+    std::_Exit(exit_code);
+  }
   if (restorer.joinable()) restorer.join();
   if (Runtime* rt = host.runtime_if_ready(); rt && config.persist_sessions) save_sessions(sessions_file, *rt->sessions);
   host.unload();

@@ -708,6 +708,24 @@ class DaemonCommandLineTest(unittest.TestCase):
         self.assertIn(f"qwen3-bpf-mkmodel {state}/models/default --preset small", out.stderr)
         self.assertFalse(os.path.exists(f"{self.tmp}/nomodel.sock"))
 
+    def test_sigterm_while_loading_exits_promptly(self):
+        sock = os.path.join(self.tmp, "early.sock")
+        conf = self.config("early.conf", f"model_dir = {MODEL}\nbackend = {BACKEND}\nsocket_path = {sock}\n"
+                                         f"state_dir = {self.tmp}/early-state\n")
+        proc = subprocess.Popen([DAEMON, "--config", conf], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=dict(os.environ, QWEN3_BPFD_LOAD_DELAY_MS="60000"))
+        deadline = time.time() + 30
+        while not os.path.exists(sock):
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.02)
+        t = time.time()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        self.assertEqual(proc.returncode, 0, out)
+        self.assertLess(time.time() - t, 10)
+        self.assertIn("stopped while loading", out)
+        self.assertFalse(os.path.exists(sock))
+
     def test_socket_activation_uses_the_inherited_socket(self):
         path = os.path.join(self.tmp, "activated.sock")
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
