@@ -65,7 +65,13 @@ int run_generate(const std::vector<std::string>& argv) {
   StreamOutcome out = stream_generate(cmd.client(), request, cmd.json() ? StreamOutput::json_lines : StreamOutput::text);
   if (!cmd.json() && !out.text.empty() && out.text.back() != '\n') std::cout << "\n" << std::flush;
   if (a.has("stats") || out.interrupted) std::cerr << describe_final(out.final_message) << "\n";
-  return out.interrupted ? kExitInterrupted : kExitOk;
+  if (out.interrupted) return kExitInterrupted;
+  if (out.final_message.finish_reason() == v1::FINISH_REASON_CANCELLED) {
+    // Not our Ctrl-C: the daemon ended the stream (it is stopping).
+    std::cerr << "qwen3-bpf generate: the daemon cancelled the generation (is it stopping?)\n";
+    return kExitUnavailable;
+  }
+  return kExitOk;
 }
 
 int run_chat(const std::vector<std::string>& argv) {

@@ -143,7 +143,13 @@ pass "daemon errors: exit 1 with the status code name"
 # ---- an unprivileged user is refused
 expect_exit 4 "nobody" -- setpriv --reuid=nobody --regid=nogroup --clear-groups "$cli" status
 expect_contains "$err" "permission denied" "nobody's message"
-pass "user nobody: permission denied, exit 4"
+# With the socket opened to everyone, the daemon's own SO_PEERCRED check refuses
+# nobody by closing the connection; the CLI must say so too.
+chmod 0666 "$sock"
+expect_exit 4 "nobody past the socket mode" -- setpriv --reuid=nobody --regid=nogroup --clear-groups "$cli" status
+expect_contains "$err" "permission denied: qwen3-bpfd closed the connection (credential check)" "peer-credential refusal"
+chmod 0600 "$sock"
+pass "user nobody: permission denied, exit 4 (socket mode, and the daemon's credential check)"
 
 # ---- verify: pass, compile error with line, verifier class, wrong verdict
 cat >"$tmp/good.c" <<'C'
