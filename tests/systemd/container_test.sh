@@ -522,6 +522,12 @@ out=$(run_ct -p "CapabilityBoundingSet=CAP_SETUID CAP_SETGID CAP_KILL" -- sh -c 
   'setpriv --reuid=nobody --regid=nogroup --clear-groups sleep 30 & sleep 0.3; kill -KILL $! && echo killed')
 [[ $out == killed ]] || die "kill of a nobody process with CAP_KILL: $out"
 
+say "check (control): without RuntimeDirectoryPreserve=yes stopping the service deletes the activation socket"
+restart_with preserve 'RuntimeDirectoryPreserve=no' || die "the daemon did not start with RuntimeDirectoryPreserve=no"
+in_ct systemctl stop qwen3-bpfd.service
+in_ct test -S /run/qwen3-bpfd/qwen3-bpfd.sock && die "the socket survived the stop although the runtime directory is not preserved"
+in_ct systemctl restart qwen3-bpfd.socket || die "cannot restart qwen3-bpfd.socket"
+
 say "check: with the unit as installed, verify works again"
 in_ct rm -rf /run/systemd/system/qwen3-bpfd.service.d
 in_ct systemctl daemon-reload
