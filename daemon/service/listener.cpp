@@ -130,9 +130,26 @@ void Listener::stop() {
   }
 }
 
-bool Listener::member_of(uid_t uid, gid_t gid, const std::optional<gid_t>& group) const {
+// The groups the peer process holds right now (SO_PEERGROUPS, Linux >= 4.13).
+static std::vector<gid_t> peer_groups(int conn) {
+  std::vector<gid_t> groups(64);
+  socklen_t len = groups.size() * sizeof(gid_t);
+  if (getsockopt(conn, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) != 0) {
+    if (errno != ERANGE) return {};
+    groups.resize(len / sizeof(gid_t));
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) != 0) return {};
+  }
+  groups.resize(len / sizeof(gid_t));
+  return groups;
+}
+
+bool Listener::member_of(uid_t uid, gid_t gid, const std::vector<gid_t>& held,
+                         const std::optional<gid_t>& group) const {
   if (!group) return false;
   if (gid == *group) return true;
+  for (gid_t g : held)
+    if (g == *group) return true;
+  // Membership recorded in the group database counts too (getgrouplist).
   const passwd* pw = getpwuid(uid);
   if (!pw) return false;
   int n = 64;
@@ -171,11 +188,12 @@ void Listener::accept_loop() {
       continue;
     }
     PeerIdentity who{cred.pid, cred.uid, cred.gid, false};
+    const std::vector<gid_t> held = cred.uid == 0 ? std::vector<gid_t>{} : peer_groups(conn);
     bool allowed;
     {
       std::lock_guard lock(mu_);
-      allowed = cred.uid == 0 || member_of(cred.uid, cred.gid, socket_gid_);
-      who.admin = cred.uid == 0 || member_of(cred.uid, cred.gid, admin_gid_);
+      allowed = cred.uid == 0 || member_of(cred.uid, cred.gid, held, socket_gid_);
+      who.admin = cred.uid == 0 || member_of(cred.uid, cred.gid, held, admin_gid_);
     }
     if (!allowed) {
       spdlog::warn("connection refused: pid {} uid {} ({}) is neither root nor in group '{}'", cred.pid, cred.uid,

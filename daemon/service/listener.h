@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace grpc {
 class Server;
@@ -57,7 +58,8 @@ class Listener {
 
  private:
   void accept_loop();
-  bool member_of(uid_t uid, gid_t gid, const std::optional<gid_t>& group) const;
+  // Primary gid, the groups the peer process holds, or the group database.
+  bool member_of(uid_t uid, gid_t gid, const std::vector<gid_t>& held, const std::optional<gid_t>& group) const;
 
   ListenerOptions options_;
   int fd_ = -1;

@@ -523,15 +523,17 @@ state_dir = {cls.tmp}/state
         if BACKEND == "bpf":
             self.assertEqual(bpf_maps_of(self.proc.pid), maps_before)
 
-    def run_as(self, user, call):
-        """Runs a GetStatus/VerifyProgram call in a child that setuid's to `user`; returns (code, details)."""
+    def run_as(self, user, call, extra_groups=()):
+        """Runs a call in a child that setuid's to `user` (with `extra_groups` as its
+        supplementary groups); returns its status name and details, or OK."""
         pw = pwd.getpwnam(user)
+        groups = [grp.getgrnam(g).gr_gid for g in extra_groups]
         script = f"""
 import sys, grpc
 sys.path.insert(0, {os.path.join(self.tmp, 'stubs')!r})
 from qwen3bpf.v1 import qwen3bpf_pb2 as pb, qwen3bpf_pb2_grpc as g
 import os
-os.setgroups([])
+os.setgroups({groups!r})
 os.setgid({pw.pw_gid}); os.setuid({pw.pw_uid})
 stub = g.Qwen3BpfStub(grpc.insecure_channel('unix:{self.socket_path}'))
 try:
@@ -553,6 +555,9 @@ except grpc.RpcError as e:
         after = self.stub.GetStatus(pb.GetStatusRequest(), timeout=5).requests.rejected_connections
         self.assertGreater(after, before)
         self.assertIn("connection refused", self.daemon_log())
+        # The same user holding nogroup as a supplementary group (SO_PEERGROUPS): allowed.
+        self.assertEqual(self.run_as("daemon", "stub.GetStatus(pb.GetStatusRequest(), timeout=5)",
+                                     extra_groups=("nogroup",)), "OK")
         # `nobody` is in nogroup: allowed, but not an admin.
         self.assertEqual(self.run_as("nobody", "stub.GetStatus(pb.GetStatusRequest(), timeout=5)"), "OK")
         out = self.run_as("nobody", "stub.VerifyProgram(pb.VerifyProgramRequest(source='x'), timeout=5)")
