@@ -1,5 +1,8 @@
 #include "engine/bpf_backend.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -37,6 +40,13 @@ namespace engine {
 namespace {
 
 constexpr int kDefaultMaxContext = 40960;
+
+void release_pages(const uint8_t* data, size_t n) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t b = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  uintptr_t e = (reinterpret_cast<uintptr_t>(data) + n) / page * page;
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+}
 
 class BpfBackend final : public BpfBackendApi {
  public:
@@ -208,6 +218,10 @@ void BpfBackend::convert_weights() {
       }
     });
     mp.m.act_bits = act_bits_for(*std::max_element(max_l1.begin(), max_l1.end()));
+    // The source pages are no longer needed by the engine: drop them from this
+    // process's resident set so peak RAM stays near the converted bytes plus
+    // one matrix (they are re-read from the page cache if anyone reads them).
+    for (auto& s : src) release_pages(s.t->data, s.t->nbytes);
     done += uint64_t(mp.rows) * mp.cols;
     progress(0.02 + 0.98 * double(done) / double(total), "converting weights");
   }
