@@ -322,6 +322,35 @@ TEST(Scheduler, ConcurrentSequencesShareSteps) {
   EXPECT_LT(backend.batch_sizes.size(), static_cast<size_t>(kClients * kSteps));
 }
 
+TEST(Scheduler, LongPrefillDoesNotStallADecodingSession) {
+  FakeBackend backend;
+  backend.step_delay = std::chrono::milliseconds(2);
+  SchedulerOptions o;
+  o.prefill_chunk = 8;
+  o.max_batch_tokens = 16;
+  Scheduler sched(backend, o);
+  auto long_kv = backend.create_kv(512);
+  auto short_kv = backend.create_kv(64);
+  std::atomic<bool> prefill_done{false};
+  std::atomic<int> decoded_during_prefill{0};
+  std::thread prefill([&] {
+    std::vector<int32_t> tokens(400, 7);  // 50 chunks
+    sched.run(*long_kv, tokens, {});
+    prefill_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int i = 0; i < 10; ++i) {
+    const int32_t t[1] = {3};
+    sched.run(*short_kv, t, {});
+    if (!prefill_done) ++decoded_during_prefill;
+  }
+  prefill.join();
+  EXPECT_EQ(long_kv->positions(), 400);
+  EXPECT_EQ(short_kv->positions(), 10);
+  // The decode steps rode along with the prefill chunks instead of waiting for all 50.
+  EXPECT_GE(decoded_during_prefill.load(), 8);
+}
+
 TEST(Scheduler, CancellationRollsBackAndFailuresAreIsolated) {
   FakeBackend backend;
   SchedulerOptions o;
