@@ -8,10 +8,8 @@
 #include <vector>
 
 namespace qwen3::cli {
-namespace {
-
 // Field 1 (service), wire type 2 (length-delimited).
-std::string encode_request(const std::string& service) {
+std::string encode_health_request(const std::string& service) {
   if (service.empty()) return {};
   std::string out;
   out.push_back(0x0a);
@@ -25,7 +23,7 @@ std::string encode_request(const std::string& service) {
 }
 
 // Reads field 1 (status, varint); other fields are skipped per wire type.
-ServingStatus decode_response(const std::string& bytes) {
+ServingStatus decode_health_response(const std::string& bytes) {
   size_t i = 0;
   auto varint = [&](uint64_t& v) {
     v = 0;
@@ -46,15 +44,17 @@ ServingStatus decode_response(const std::string& bytes) {
         if ((key >> 3) == 1) status = static_cast<ServingStatus>(v <= 3 ? v : 0);
         break;
       case 1: i += 8; break;
-      case 2: if (!varint(v)) return status; i += v; break;
+      case 2:
+        // A length past the end (or one that would wrap) ends the message.
+        if (!varint(v) || v > bytes.size() - i) return status;
+        i += v;
+        break;
       case 5: i += 4; break;
       default: return status;
     }
   }
   return status;
 }
-
-}  // namespace
 
 const char* to_string(ServingStatus s) {
   switch (s) {
@@ -70,7 +70,7 @@ ServingStatus health_check(DaemonClient& client, const std::string& service,
   grpc::GenericStub stub(client.channel());
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-  std::string request = encode_request(service);
+  std::string request = encode_health_request(service);
   grpc::Slice slice(request);
   grpc::ByteBuffer send(&slice, 1);
   grpc::ByteBuffer recv;
@@ -94,7 +94,7 @@ ServingStatus health_check(DaemonClient& client, const std::string& service,
   recv.Dump(&slices);
   std::string bytes;
   for (auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  return decode_response(bytes);
+  return decode_health_response(bytes);
 }
 
 }  // namespace qwen3::cli

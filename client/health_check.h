@@ -15,6 +15,11 @@ enum class ServingStatus { unknown = 0, serving = 1, not_serving = 2, service_un
 
 const char* to_string(ServingStatus s);
 
+// The wire form of HealthCheckRequest{service} and the status field of a
+// HealthCheckResponse (unknown fields skipped; malformed input -> unknown).
+std::string encode_health_request(const std::string& service);
+ServingStatus decode_health_response(const std::string& bytes);
+
 // Throws CliError (via client.check) when the call itself fails.
 ServingStatus health_check(DaemonClient& client, const std::string& service = "",
                            std::chrono::milliseconds timeout = std::chrono::seconds(10));
