@@ -140,6 +140,16 @@ class DaemonTest(unittest.TestCase):
         cls.log = open(cls.log_path, "w")
         cls.proc = subprocess.Popen([DAEMON, "--config", cls.config_path, "--foreground"],
                                     stdout=cls.log, stderr=subprocess.STDOUT, env=env)
+        try:
+            cls.wait_until_serving()
+        except BaseException:
+            # tearDownClass does not run when setUpClass fails: leave no daemon behind.
+            cls.proc.kill()
+            cls.proc.wait()
+            raise
+
+    @classmethod
+    def wait_until_serving(cls):
         deadline = time.time() + 30
         while not os.path.exists(cls.socket_path):
             if cls.proc.poll() is not None or time.time() > deadline:
