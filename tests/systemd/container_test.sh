@@ -73,6 +73,14 @@ dump_diagnostics() {
   nsenter -t "$cpid" -a journalctl --no-pager -n 60 -u qwen3-bpfd -u qwen3-bpfd.socket 2>&1 || true
 }
 
+# --hold: keep the container running until WORK/release exists.
+hold_here() {
+  if ((hold)) && [[ -n $nspawn_pid ]] && kill -0 "$nspawn_pid" 2>/dev/null; then
+    echo "holding: container systemd is host pid $cpid; 'touch $work/release' to stop it" >&2
+    while [[ ! -e $work/release ]]; do sleep 1; done
+  fi
+}
+
 stop_container() {
   if [[ -n $nspawn_pid ]] && kill -0 "$nspawn_pid" 2>/dev/null; then
     say "stopping the container"
@@ -91,10 +99,7 @@ stop_container() {
 cleanup() {
   local rc=$?
   set +e
-  if ((hold)) && [[ -n $cpid ]]; then
-    echo "holding: container systemd is host pid $cpid; 'touch $work/release' to stop it" >&2
-    while [[ ! -e $work/release ]]; do sleep 1; done
-  fi
+  hold_here
   stop_container
   ((mounted)) && umount "$root"
   if ((keep)); then
@@ -544,6 +549,7 @@ done
 # Every program the container's daemons held lives in the host kernel: after
 # the container is gone, none may remain.
 record_progs
+hold_here
 stop_container
 say "check: no BPF program of the container's daemons remains in the host kernel"
 for id in $all_prog_ids; do
