@@ -259,7 +259,7 @@ QN_INLINE int qn_kv_dot_shift(qn_s32 levels) { return levels > 127 ? 8 : 0; }
  * ds = 8 for int16 K), then
  * score_Q16 = dot * kmax * 2^(sq + ds) / (L * 2^16 * sqrt(d)),
  * with c = 2^(24 + ds) / (L * sqrt(d)) computed in the kernel by qn_rsqrt_q30. */
-#define QN_Q_BITS 15
+#define QN_Q_BITS 17
 QN_INLINE qn_s64 qn_attn_scale_q24(qn_u32 head_dim, qn_s32 levels) {
   int e = 0;
   qn_s64 r = qn_rsqrt_q30(head_dim, &e);                         /* 1/sqrt(d) = r * 2^-e */
@@ -277,12 +277,16 @@ QN_INLINE qn_s64 qn_attn_prob(qn_s64 e_q30, qn_u64 sum) {
   return (qn_s64)((((qn_u64)e_q30 << 30) + sum / 2) / sum);
 }
 
-/* Weight of one cached value vector: p * vmax in Q16 (|w| <= vmax). */
+/* Weight of one cached value vector: p * vmax in Q24 (8 bits below the Q16
+ * activation step, |w| <= vmax * 2^8; sum_i w_i * vq_i < 2^31 * 2^8 * 2^15). */
+#define QN_VW_EXTRA 8
 QN_INLINE qn_s64 qn_attn_vweight(qn_s64 p_q30, qn_s32 vmax) {
-  return qn_round_shift(p_q30 * (qn_s64)vmax, 30);
+  return qn_round_shift(p_q30 * (qn_s64)vmax, 30 - QN_VW_EXTRA);
 }
 
 /* Output element from sum_i w_i * vq_i: divide the L levels back out. */
-QN_INLINE qn_s32 qn_attn_out(qn_s64 acc, qn_s32 levels) { return qn_sat32(qn_div_round(acc, levels)); }
+QN_INLINE qn_s32 qn_attn_out(qn_s64 acc, qn_s32 levels) {
+  return qn_sat32(qn_div_round(acc, (qn_s64)levels << QN_VW_EXTRA));
+}
 
 #endif
