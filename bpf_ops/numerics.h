@@ -39,7 +39,7 @@ typedef __u64 qn_u64;
 #define QN_TRIG_FRAC 30     /* RoPE cos/sin: int32, Q30 */
 #define QN_ONE_Q30 (1LL << 30)
 #define QN_GROUP 64         /* columns per q8 scale group (and row padding unit) */
-#define QN_ACT_BITS_MAX 23  /* matmul inputs are requantized to |x| <= 2^23 */
+#define QN_ACT_BITS_MAX 30  /* matmul inputs are requantized to |x| <= 2^30 (int32) */
 #define QN_RMS_BITS 20      /* rmsnorm squares inputs reduced to |x| < 2^20 */
 #define QN_KV_LEVELS8 127     /* int8 K/V: value = q * max / 127 */
 #define QN_KV_LEVELS16 32767  /* int16 K/V: value = q * max / 32767 */
@@ -109,7 +109,9 @@ QN_INLINE int qn_input_shift(qn_u64 max_abs, int act_bits) {
   return (int)qn_max64(qn_bits_u64(max_abs) - act_bits, 0);
 }
 
-/* Output of a matmul row: acc is y * 2^(wfrac + 16 - s); returns y in Q16. */
+/* Output of a matmul row: acc is y * 2^(wfrac + 16 - s); returns y in Q16.
+ * s may be negative (down to -16) when the input carries more than 16
+ * fraction bits (RMSNorm output requantized from Q32). */
 QN_INLINE qn_s32 qn_matmul_out(qn_s64 acc, int wfrac, int s) {
   return qn_sat32(qn_round_shift(acc, wfrac - s));
 }
@@ -229,6 +231,15 @@ QN_INLINE qn_s64 qn_rms_factor(qn_u64 ss, qn_u32 n, int t, qn_u64 eps_q32, int *
   return r;
 }
 
+/* RMSNorm feeding a matmul: (x / rms) * w in Q32 as int64 (|.| < 2^23 * 2^31),
+ * requantized once for the matmul instead of being rounded to Q16 first: with
+ * outlier channels the other normalized channels are small, and Q16 would
+ * leave them only ~10 bits. */
+QN_INLINE qn_s64 qn_rms_apply_wide(qn_s32 x, qn_s64 r, int sh, qn_s32 w_q16) {
+  qn_s64 nrm = qn_round_shift((qn_s64)x * r, sh);
+  return nrm * (qn_s64)w_q16;
+}
+
 QN_INLINE qn_s32 qn_rms_apply(qn_s32 x, qn_s64 r, int sh, qn_s32 w_q16) {
   qn_s64 nrm = qn_round_shift((qn_s64)x * r, sh); /* |nrm| <= sqrt(n) * 2^16 < 2^23 */
   return qn_sat32(qn_round_shift(nrm * (qn_s64)w_q16, QN_NORM_FRAC));
@@ -254,7 +265,7 @@ QN_INLINE qn_s32 qn_kv_quant(qn_s32 x, qn_s32 max_abs, qn_s32 levels) {
 QN_INLINE int qn_kv_dot_shift(qn_s32 levels) { return levels > 127 ? 8 : 0; }
 
 /* ---- attention ------------------------------------------------------------------
- * Query requantized like a matmul input to |q >> sq| <= 2^15; the score of one
+ * Query requantized like a matmul input to |q >> sq| <= 2^17; the score of one
  * cached key: dot = sum (q >> sq) * kq >> ds (|dot| < 2^30 for head_dim <= 256;
  * ds = 8 for int16 K), then
  * score_Q16 = dot * kmax * 2^(sq + ds) / (L * 2^16 * sqrt(d)),

@@ -65,7 +65,7 @@ static __always_inline u32 mm_row_pos(const struct mm_state *st, u32 r, u32 c) {
   s32 *shp = xq_shift_slot(st->thread, c);
   if (!x || !shp) return __LINE__;
   int s = *shp;
-  if (s < 0 || s > 31) return __LINE__;
+  if (s < -16 || s > 31) return __LINE__;
   int wf = weight_frac(&st->mat);
   if (s > wf) return __LINE__;
   u32 p = st->comp_pos[c & (QN_PMAX - 1)];

@@ -13,7 +13,7 @@ struct prep_state {
   u32 op, thread, c, p;
   u32 n_pad, n_true, norm_off, act_bits;
   s64 r;
-  s32 t, sh, s;
+  s32 t, sh, s, sh2;
 };
 
 static __always_inline s32 *xq_row(u32 thread, u32 c) {
@@ -79,7 +79,8 @@ static long prep_ss_cb(u64 i, void *ctx) {
   return 0;
 }
 
-static long prep_norm_cb(u64 i, void *ctx) {
+/* Pass 1 of the fused norm: the largest |(x / rms) * w| (Q32) of the vector. */
+static long prep_norm_max_cb(u64 i, void *ctx) {
   struct prep_state *st = ctx;
   u32 e = (u32)i * 8;
   s32 *x = xq_row(st->thread, st->c);
@@ -89,12 +90,22 @@ static long prep_norm_cb(u64 i, void *ctx) {
   if (!x || !w || !acc || e > IN_PAD - 8 || wo > SHAPE.norms_len - 8) return qn_fail(st->thread, __LINE__);
   s64 mx = (s64)acc->max_abs;
 #pragma unroll
-  for (int k = 0; k < 8; k++) {
-    s32 y = qn_rms_apply(x[e + k], st->r, st->sh, w[wo + k]);
-    x[e + k] = y;
-    mx = qn_max64(mx, (s64)qn_abs64(y));
-  }
+  for (int k = 0; k < 8; k++) mx = qn_max64(mx, (s64)qn_abs64(qn_rms_apply_wide(x[e + k], st->r, st->sh, w[wo + k])));
   acc->max_abs = (u64)mx;
+  return 0;
+}
+
+/* Pass 2: the same values requantized straight to the matmul input. */
+static long prep_norm_quant_cb(u64 i, void *ctx) {
+  struct prep_state *st = ctx;
+  u32 e = (u32)i * 8;
+  s32 *x = xq_row(st->thread, st->c);
+  s32 *w = buf_lookup(&norms_buf, 0);
+  u32 wo = st->norm_off + e;
+  if (!x || !w || e > IN_PAD - 8 || wo > SHAPE.norms_len - 8) return qn_fail(st->thread, __LINE__);
+#pragma unroll
+  for (int k = 0; k < 8; k++)
+    x[e + k] = (s32)qn_round_shift(qn_rms_apply_wide(x[e + k], st->r, st->sh, w[wo + k]), st->sh2);
   return 0;
 }
 
@@ -128,13 +139,17 @@ static __always_inline u32 prep_input(struct prep_state *st, int with_norm) {
     st->r = qn_rms_factor(acc->ss, st->n_true, st->t, SHAPE.eps_q32, &sh);
     st->sh = sh;
     acc->max_abs = 0;
-    bpf_loop(chunks, prep_norm_cb, st, 0);
+    bpf_loop(chunks, prep_norm_max_cb, st, 0);
     if (qn_err(st->thread)) return qn_err(st->thread);
     acc = acc_of(st->thread);
     if (!acc) return __LINE__;
+    st->sh2 = qn_input_shift(acc->max_abs, st->act_bits);
+    st->s = st->sh2 - 16; /* the input is Q32 before this shift */
+    bpf_loop(chunks, prep_norm_quant_cb, st, 0);
+  } else {
+    st->s = qn_input_shift(acc->max_abs, st->act_bits);
+    bpf_loop(chunks, prep_quant_cb, st, 0);
   }
-  st->s = qn_input_shift(acc->max_abs, st->act_bits);
-  bpf_loop(chunks, prep_quant_cb, st, 0);
   s32 *slot = xq_shift_slot(st->thread, st->c);
   if (!slot) return __LINE__;
   *slot = st->s;

@@ -36,6 +36,27 @@ inline std::vector<int32_t> rmsnorm(std::span<const int32_t> x, uint32_t n_true,
   return y;
 }
 
+// RMSNorm feeding a matmul, fused with the requantization (Q32 -> act_bits):
+// fills xq and returns the matmul shift s (= Q32 shift - 16, may be < 0).
+inline int rmsnorm_requant(std::span<const int32_t> x, uint32_t n_true, std::span<const int32_t> w,
+                           uint64_t eps_q32, int act_bits, std::vector<int32_t>& xq) {
+  int t = qn_rms_reduce_shift(max_abs(x));
+  uint64_t ss = 0;
+  for (int32_t v : x) {
+    int64_t s = static_cast<int64_t>(v) >> t;
+    ss += static_cast<uint64_t>(s * s);
+  }
+  int sh = 0;
+  int64_t r = qn_rms_factor(ss, n_true, t, eps_q32, &sh);
+  uint64_t mx = 0;
+  for (size_t i = 0; i < x.size(); i++) mx = std::max<uint64_t>(mx, qn_abs64(qn_rms_apply_wide(x[i], r, sh, w[i])));
+  int sh2 = qn_input_shift(mx, act_bits);
+  xq.resize(x.size());
+  for (size_t i = 0; i < x.size(); i++)
+    xq[i] = static_cast<int32_t>(qn_round_shift(qn_rms_apply_wide(x[i], r, sh, w[i]), sh2));
+  return sh2 - 16;
+}
+
 // Block-floating-point requantization of a matmul input; returns the shift.
 inline int requant(std::vector<int32_t>& x, int act_bits) {
   int s = qn_input_shift(max_abs(x), act_bits);

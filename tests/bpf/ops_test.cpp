@@ -184,8 +184,9 @@ TEST_P(OpsTest, QkvMatchesModelAndFloat) {
   double worst = 0, scale = 0;
   for (uint32_t p = 0; p < npos; p++) {
     auto x = resid_row(p);
-    auto n = fm::rmsnorm(x, cfg_.hidden_size, norm_w(a.norm_off, plan_.layout.hid_pad), plan_.layout.shape.eps_q32);
-    int s = fm::requant(n, mp.m.act_bits);
+    std::vector<int32_t> n;
+    int s = fm::rmsnorm_requant(x, cfg_.hidden_size, norm_w(a.norm_off, plan_.layout.hid_pad),
+                                plan_.layout.shape.eps_q32, mp.m.act_bits, n);
     auto fx = float_norm(x, cfg_.hidden_size, norm_w(a.norm_off, cfg_.hidden_size));
     for (uint32_t r = 0; r < mp.rows; r++) {
       int32_t got = progs_->qkv()[p * plan_.layout.qkv_pad + r];
@@ -211,8 +212,9 @@ TEST_P(OpsTest, GateUpSiluMatchesModelAndFloat) {
   double worst = 0, scale = 0;
   for (uint32_t p = 0; p < npos; p++) {
     auto x = resid_row(p);
-    auto n = fm::rmsnorm(x, cfg_.hidden_size, norm_w(a.norm_off, plan_.layout.hid_pad), plan_.layout.shape.eps_q32);
-    int s = fm::requant(n, mp.m.act_bits);
+    std::vector<int32_t> n;
+    int s = fm::rmsnorm_requant(x, cfg_.hidden_size, norm_w(a.norm_off, plan_.layout.hid_pad),
+                                plan_.layout.shape.eps_q32, mp.m.act_bits, n);
     auto fx = float_norm(x, cfg_.hidden_size, norm_w(a.norm_off, cfg_.hidden_size));
     for (uint32_t j = 0; j < mp.rows / 2; j++) {
       int32_t g = fm::matmul_row(row(mp, 2 * j), n, s, mp.m, GetParam().q8);
@@ -283,8 +285,9 @@ TEST_P(OpsTest, VocabLogitsArgmaxTopK) {
   const uint32_t positions[] = {0, 2};
   for (uint32_t c = 0; c < 2; c++) {
     auto x = resid_row(positions[c]);
-    auto n = fm::rmsnorm(x, cfg_.hidden_size, norm_w(a.norm_off, plan_.layout.hid_pad), plan_.layout.shape.eps_q32);
-    int s = fm::requant(n, mp.m.act_bits);
+    std::vector<int32_t> n;
+    int s = fm::rmsnorm_requant(x, cfg_.hidden_size, norm_w(a.norm_off, plan_.layout.hid_pad),
+                                plan_.layout.shape.eps_q32, mp.m.act_bits, n);
     std::vector<std::pair<int32_t, int32_t>> all;  // (-logit, id)
     for (uint32_t r = 0; r < mp.rows; r++) {
       int32_t want = fm::matmul_row(row(mp, r), n, s, mp.m, GetParam().q8);
