@@ -36,6 +36,13 @@ done
 
 cache_root=${QWEN3_NSPAWN_CACHE:-/var/cache/qwen3-bpf/nspawn-rootfs}
 mirror=${QWEN3_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# debootstrap fetches with wget, which knows nothing of apt's proxy setting.
+if [[ -z ${http_proxy:-} ]] && command -v apt-config >/dev/null; then
+  eval "$(apt-config shell http_proxy Acquire::http::Proxy)"
+  [[ -n ${http_proxy:-} ]] && export http_proxy
+fi
+apt_proxy_opts=()
+[[ -n ${http_proxy:-} ]] && apt_proxy_opts=(-o "Acquire::http::Proxy=$http_proxy")
 suite=bookworm
 cache_version=2   # bump when the way the rootfs is built changes
 
@@ -198,8 +205,8 @@ if [[ ! -f $cache/.complete ]]; then
     cat >"$cache/rootfs/etc/apt/sources.list.d/backports.list" <<EOF
 deb $mirror $suite-backports main
 EOF
-    { chroot "$cache/rootfs" apt-get update -q &&
-      DEBIAN_FRONTEND=noninteractive chroot "$cache/rootfs" apt-get install -y -q --no-install-recommends \
+    { chroot "$cache/rootfs" apt-get "${apt_proxy_opts[@]}" update -q &&
+      DEBIAN_FRONTEND=noninteractive chroot "$cache/rootfs" apt-get "${apt_proxy_opts[@]}" install -y -q --no-install-recommends \
         "${backports[@]/%//$suite-backports}"; } >"$cache/backports.log" 2>&1 ||
       { tail -n 30 "$cache/backports.log" >&2; die "installing ${backports[*]} from $suite-backports failed"; }
   fi
