@@ -3,12 +3,14 @@
 # with systemd-nspawn, installs the project into it the way the README does
 # (cmake --install --prefix /usr, a generated tiny model as the default model)
 # and checks the units: socket activation, Type=notify readiness, STATUS text,
-# generation through the socket, reload, stop, access control, and that the
-# unit's hardening leaves bpf() working. Everything loaded in the container is
+# generation and XDP verification through the socket, reload, stop, access
+# control, that the unit's hardening leaves bpf() working, and (controls with
+# drop-ins) that each capability and filter entry it keeps is needed.
+# Everything loaded in the container is
 # loaded into the host kernel, so the test stops the container and checks no
 # program of its daemon remains.
 #
-# usage: container_test.sh --build-dir DIR --model DIR --probe FILE [--harness-only] [--keep]
+# usage: container_test.sh --build-dir DIR --model DIR --probe FILE [--harness-only] [--keep] [--hold]
 #   --build-dir DIR   configured and built tree to install (cmake --install)
 #   --model DIR       model directory installed as /var/lib/qwen3-bpfd/models/default
 #   --probe FILE      qwen3-bpf-feature-probe binary (raw bpf() feature checks)
