@@ -476,8 +476,20 @@ sleep 1
 [[ $(unit_prop qwen3-bpfd.service ActiveState) == active ]] || die "the daemon is not active after reload"
 out=$(run_ct -- qwen3-bpf generate --max-tokens 2 "Hi" 2>&1) || die "generate after reload failed:"$'\n'"$out"
 
+say "check: systemctl stop during a generation ends the stream cleanly (CANCELLED, client exit 5)"
+in_ct systemd-run --quiet --unit=qwen3-longgen -p StandardOutput=file:/var/tmp/longgen.out \
+  -p StandardError=file:/var/tmp/longgen.err -- qwen3-bpf generate --max-tokens 100000 --ignore-eos "Count" ||
+  die "cannot start the long generation"
+for _ in $(seq 300); do in_ct test -s /var/tmp/longgen.out && break; sleep 0.1; done
+in_ct test -s /var/tmp/longgen.out || die "the long generation printed nothing in 30 s"
 say "check: systemctl stop is clean, frees the daemon's BPF programs; the socket re-activates it"
 in_ct systemctl stop qwen3-bpfd.service || die "systemctl stop qwen3-bpfd failed"
+for _ in $(seq 100); do [[ $(unit_prop qwen3-longgen.service ActiveState) == active ]] || break; sleep 0.1; done
+gen_status=$(unit_prop qwen3-longgen.service ExecMainStatus)
+gen_err=$(in_ct cat /var/tmp/longgen.err)
+[[ $gen_status == 5 ]] && grep -q "the daemon cancelled the generation" <<<"$gen_err" ||
+  die "the generation cut by systemctl stop ended with status '$gen_status': $gen_err"
+in_ct systemctl reset-failed qwen3-longgen.service 2>/dev/null || true
 [[ $(unit_prop qwen3-bpfd.service Result) == success ]] || die "stop ended with Result=$(unit_prop qwen3-bpfd.service Result)"
 kill -0 "$host_pid" 2>/dev/null && die "the daemon process $host_pid survived systemctl stop"
 for id in $prog_ids; do
