@@ -41,12 +41,21 @@ std::string stamp_for(const IncludeTreeSources& src) {
                     " (vmlinux.h is generated from it; is CONFIG_DEBUG_INFO_BTF enabled?)",
                 ErrorKind::unavailable);
   std::ostringstream s;
-  s << "v1 " << u.release << " " << u.version << " btf-size=" << st.st_size << "\n";
+  s << "v2 " << u.release << " " << u.version << " btf-size=" << st.st_size << "\n";
   return s.str();
 }
 
-// Copies regular files only (never follows or copies symlinks) so the tree
-// cannot point anywhere else. filter() decides which files to take.
+// Where a header symlink may lead: newer linux-libc-dev packages ship asm/*.h
+// as links into /usr/lib/linux/uapi.
+bool inside_system_headers(const fs::path& p) {
+  for (const char* root : {"/usr/include/", "/usr/lib/linux/"})
+    if (p.string().rfind(root, 0) == 0) return true;
+  return false;
+}
+
+// Copies regular files as plain files so the tree cannot point anywhere else.
+// A symlink is copied as the file it resolves to, only when that file is a
+// regular file inside the system header directories; other links are skipped.
 void copy_headers(const fs::path& from, const fs::path& to, bool only_h) {
   if (!fs::is_directory(from)) throw Error("header directory " + from.string() + " is missing", ErrorKind::unavailable);
   fs::create_directories(to);
@@ -56,9 +65,15 @@ void copy_headers(const fs::path& from, const fs::path& to, bool only_h) {
     if (fs::is_directory(status)) {
       fs::create_directories(to / rel);
       fs::permissions(to / rel, fs::perms(0755));
-    } else if (fs::is_regular_file(status)) {
+    } else if (fs::is_regular_file(status) || fs::is_symlink(status)) {
       if (only_h && it->path().extension() != ".h") continue;
-      fs::copy_file(it->path(), to / rel, fs::copy_options::overwrite_existing);
+      fs::path source = it->path();
+      if (fs::is_symlink(status)) {
+        std::error_code ec;
+        source = fs::canonical(it->path(), ec);
+        if (ec || !fs::is_regular_file(source) || !inside_system_headers(source)) continue;
+      }
+      fs::copy_file(source, to / rel, fs::copy_options::overwrite_existing);
       fs::permissions(to / rel, fs::perms(0644));
     }
   }
