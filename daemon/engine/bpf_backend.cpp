@@ -103,6 +103,13 @@ BpfBackend::BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOpt
   plan_ = engine::make_model_plan(cfg_, opts.precision == Precision::q8, opts.weight_path == WeightPath::arena,
                                   static_cast<uint32_t>(opts.threads), static_cast<uint32_t>(max_ctx),
                                   static_cast<uint32_t>(opts.kv_bits));
+  // Opening the model validated (and so paged in) every tensor; the weight map
+  // is resident from its creation on. Drop the file pages first so the peak
+  // is the converted weights plus one source matrix at a time.
+  for (const auto& name : model_->tensor_names()) {
+    const TensorView& t = model_->tensor(name);
+    release_pages(t.data, t.nbytes);
+  }
   progress(0.0, "loading BPF programs");
   progs_ = std::make_unique<BpfPrograms>(plan_.layout);
   if (opts.verbose)
