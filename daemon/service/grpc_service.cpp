@@ -153,6 +153,7 @@ Qwen3BpfService::Qwen3BpfService(ModelHost& host, const Listener* listener)
   default_max_new_tokens_ = host.config().default_max_new_tokens;
 #ifdef QWEN3_VERIFY_AVAILABLE
   verify::PipelineOptions po;
+  po.data_dir = host.config().state_dir + "/verify";  // vmlinux.h and the header tree are cached there
   pipeline_ = std::make_unique<verify::Pipeline>(po);
 #endif
 }
