@@ -95,7 +95,7 @@ TEST(Numerics, RmsFactorOverOutlierRanges) {
     int64_t r = qn_rms_factor(ss, n, t, 4295, &sh);
     double inv = 1.0 / std::sqrt(ssd / n + 1e-6);
     for (int i = 0; i < n; i += 7) {
-      double got = qn_rms_apply(x[i], r, sh, 1 << 24) / 65536.0;
+      double got = qn_rms_apply(x[i], r, sh, 1 << QN_NORM_FRAC) / 65536.0;  // weight 1.0
       worst = std::max(worst, std::fabs(got - x[i] / 65536.0 * inv));
     }
   }
