@@ -27,7 +27,7 @@ say "installing dependencies"
 "$root_dir/scripts/setup-deps.sh"
 
 say "building (into $build_dir)"
-QWEN3_BUILD_TYPE=Release QWEN3_PREFIX=$prefix "$root_dir/scripts/build.sh"
+QWEN3_PREFIX=$prefix "$root_dir/scripts/build.sh"
 
 say "installing into $prefix"
 cmake --install "$build_dir" >/dev/null
