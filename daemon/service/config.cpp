@@ -63,6 +63,8 @@ void set_config_value(DaemonConfig& c, const std::string& key, const std::string
     c.weight_path = one_of(key, value, where, {"map", "arena"});
   } else if (key == "precision") {
     c.precision = one_of(key, value, where, {"q24", "q8"});
+  } else if (key == "kv_bits") {
+    c.kv_bits = std::stoi(one_of(key, value, where, {"8", "16"}));
   } else if (key == "threads") {
     c.threads = parse_int(key, value, where, 0, 1024);
   } else if (key == "socket_path") {
@@ -96,7 +98,7 @@ void set_config_value(DaemonConfig& c, const std::string& key, const std::string
     else throw invalid_argument(where + ": persist_sessions must be true or false (got '" + value + "')");
   } else {
     throw invalid_argument(where + ": unknown key '" + key +
-                           "' (known: model_dir, backend, weight_path, precision, threads, socket_path, socket_group, "
+                           "' (known: model_dir, backend, weight_path, precision, kv_bits, threads, socket_path, socket_group, "
                            "admin_group, max_sessions, kv_budget_mib, session_ttl_seconds, default_context, max_context, "
                            "default_max_new_tokens, prefill_chunk, log_level, state_dir, persist_sessions)");
   }
@@ -146,6 +148,7 @@ std::map<std::string, std::string> describe_config(const DaemonConfig& c) {
       {"backend", c.backend},
       {"weight_path", c.weight_path},
       {"precision", c.precision},
+      {"kv_bits", std::to_string(c.kv_bits)},
       {"threads", std::to_string(c.threads)},
       {"socket_path", c.socket_path},
       {"socket_group", c.socket_group},

@@ -164,6 +164,7 @@ void ModelHost::load_impl() {
     BpfEngineOptions opts;
     opts.weight_path = parse_weight_path(config_.weight_path);
     opts.precision = parse_precision(config_.precision);
+    opts.kv_bits = config_.kv_bits;
     opts.threads = rt->threads;
     opts.max_context = session_limits_from(config_, rt->model->config()).max_context;
     opts.progress = [this](double fraction, const std::string& what) {

@@ -23,7 +23,7 @@ const char* kUsage =
     "usage: qwen3-bpf-run --model DIR [--backend reference|bpf] (--ids N... | --prompt TEXT)\n"
     "                     [--generate N] [--top-k K] [--score] [--json] [--chat] [--no-think]\n"
     "                     [--temperature T] [--top-p P] [--min-p P] [--repetition-penalty R] [--seed S]\n"
-    "                     [--weights map|arena] [--precision q24|q8] [--threads N] [--verbose]\n"
+    "                     [--weights map|arena] [--precision q24|q8] [--kv-bits 16|8] [--threads N] [--verbose]\n"
     "  --json   one JSON line {\"generated\": [...ids], \"topk\": [[id, logit], ...]}\n"
     "           (top-k of the first next-token distribution after the prompt)\n"
     "  --score  one JSON line {\"argmax\": [...]}: the argmax at every prompt position\n"
@@ -44,6 +44,7 @@ struct Options {
   qwen3::SamplingParams sampling;
   std::string weights = "map";
   std::string precision = "q24";
+  int kv_bits = 16;
   int threads = 2;
   bool verbose = false;
 };
@@ -101,6 +102,7 @@ Options parse_args(int argc, char** argv) {
     else if (a == "--seed") o.sampling.seed = parse_number<uint64_t>(a, value());
     else if (a == "--weights") o.weights = value();
     else if (a == "--precision") o.precision = value();
+    else if (a == "--kv-bits") o.kv_bits = parse_number<int>(a, value());
     else if (a == "--threads") o.threads = parse_number<int>(a, value());
     else if (a == "--verbose") o.verbose = true;
     else usage_error("unknown argument '" + a + "'");
@@ -118,6 +120,7 @@ std::unique_ptr<qwen3::Backend> make_backend(const Options& o, std::shared_ptr<c
   eo.weight_path = qwen3::parse_weight_path(o.weights);
   eo.precision = qwen3::parse_precision(o.precision);
   eo.threads = o.threads;
+  eo.kv_bits = o.kv_bits;
   eo.verbose = o.verbose;
   if (o.verbose && !o.json)
     eo.progress = [](double fraction, const std::string& what) {
