@@ -19,7 +19,7 @@ socket=/run/qwen3-bpfd/qwen3-bpfd.sock
 say() { printf '\n== %s\n' "$*"; }
 
 if [[ $(id -u) -ne 0 ]]; then
-  echo "quickstart: run as root (qwen3-bpfd loads BPF programs): sudo $0" >&2
+  echo "quickstart: run as root (qwen3-bpfd loads BPF programs)" >&2
   exit 2
 fi
 

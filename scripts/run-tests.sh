@@ -6,7 +6,7 @@ set -euo pipefail
 root_dir=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${QWEN3_BUILD_DIR:-$root_dir/build}
 if [[ $(id -u) -ne 0 ]]; then
-  echo "run-tests: run as root (the tests load BPF programs): sudo $0" >&2
+  echo "run-tests: run as root (the tests load BPF programs)" >&2
   exit 2
 fi
 "$root_dir/scripts/setup-deps.sh"
