@@ -9,19 +9,7 @@ cli=$1
 daemon=$2
 model=$(realpath "$3")
 [[ -f $model/config.json ]] || { echo "FAIL: no model at $model" >&2; exit 1; }
-tmp=$(mktemp -d)
-chmod 755 "$tmp"
-sock=$tmp/qwen3-bpfd.sock
-daemon_pid=
-cleanup() {
-  if [[ -n $daemon_pid ]] && kill -0 "$daemon_pid" 2>/dev/null; then
-    kill -TERM "$daemon_pid"
-    for _ in $(seq 100); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$daemon_pid" 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/../../tests/lib/daemon_scratch.sh"
 source "$(dirname "$0")/test_lib.sh"
 fail() {
   printf 'FAIL: %s\n' "$*" >&2

@@ -10,19 +10,7 @@ daemon=$2
 model=$(realpath "$3")
 corpus=$(realpath "$4")
 [[ -f $model/config.json ]] || { echo "FAIL: no model at $model" >&2; exit 1; }
-tmp=$(mktemp -d)
-chmod 755 "$tmp"
-sock=$tmp/qwen3-bpfd.sock
-daemon_pid=
-cleanup() {
-  if [[ -n $daemon_pid ]] && kill -0 "$daemon_pid" 2>/dev/null; then
-    kill -TERM "$daemon_pid"
-    for _ in $(seq 100); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$daemon_pid" 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/../lib/daemon_scratch.sh"
 fail() {
   printf 'FAIL: %s\n' "$*" >&2
   [[ -f $tmp/daemon.log ]] && { echo "---- daemon log (tail)"; tail -n 30 "$tmp/daemon.log"; } >&2
