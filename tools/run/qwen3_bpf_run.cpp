@@ -1,11 +1,13 @@
 // qwen3-bpf-run: one offline run of a model on a backend, without any daemon.
 //   qwen3-bpf-run --model DIR --backend reference|bpf (--ids N... | --prompt TEXT)
 //                 [--generate N] [--top-k K] [--score] [--json] [sampling and engine flags]
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
