@@ -67,6 +67,7 @@ struct qn_args {
   qn_u32 row_begin, row_end;
   qn_u32 npos;            /* positions in this pass (<= QN_PMAX) */
   qn_u32 pos0;            /* absolute position of the first one */
+  qn_u32 pass_off;        /* attention: pass row of that first position (sessions share a pass) */
   qn_u32 layer;
   qn_u32 kv_slot;         /* attention: the session's slot in the outer KV map */
   qn_u32 norm_off;        /* int32 offset of this step's norm weights in the norms map */

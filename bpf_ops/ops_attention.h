@@ -1,4 +1,5 @@
-/* qn_attention: for the positions of a pass, in order, and the KV heads
+/* qn_attention: for one session's positions of a pass (rows pass_off ..
+ * pass_off + npos - 1, absolute positions pos0 ..), in order, and the KV heads
  * [head_begin, head_end) of this worker (with their query heads):
  *   k: RMSNorm(k_norm) -> RoPE -> int8 + max -> the session's KV map
  *   v: int8 + max -> KV map
@@ -16,7 +17,7 @@
  * verifier sees one state per loop. What changes per query head (position,
  * heads, query shift) lives in the per-worker acc map. */
 struct att_state {
-  u32 thread, npos, pos0, layer, slot, qnorm_off, knorm_off, hb, nh, group;
+  u32 thread, npos, pos0, pass_off, layer, slot, qnorm_off, knorm_off, hb, nh, group;
   s64 c_q24;
 };
 
@@ -226,13 +227,14 @@ static long att_item_cb(u64 i, void *ctx) {
   u32 per_pos = st->nh * st->group;
   if (!b || per_pos == 0 || st->group == 0) return qn_fail(st->thread, __LINE__);
   u32 idx = (u32)i;
-  u32 p = idx / per_pos;
+  u32 k = idx / per_pos; /* k-th position of this session's slice */
+  u32 p = st->pass_off + k;
   u32 rem = idx % per_pos;
   u32 h = st->hb + rem / st->group;
   u32 j = rem % st->group;
   QN_BARRIER(p);
   QN_BARRIER(h);
-  u32 pos = st->pos0 + p;
+  u32 pos = st->pos0 + k;
   if (p >= QN_PMAX || h >= SHAPE.n_kv_heads) return qn_fail(st->thread, __LINE__);
   if (j == 0) {
     u32 e = write_kv(st, b, p, pos, h);
@@ -251,6 +253,7 @@ int qn_attention(struct qn_args *a) {
   st.thread = a->thread;
   st.npos = a->npos;
   st.pos0 = a->pos0;
+  st.pass_off = a->pass_off;
   st.layer = a->layer;
   st.slot = a->kv_slot;
   st.qnorm_off = a->norm_off;
@@ -259,7 +262,8 @@ int qn_attention(struct qn_args *a) {
   st.nh = a->head_end - a->head_begin;
   st.group = SHAPE.n_heads / SHAPE.n_kv_heads;
   st.c_q24 = qn_attn_scale_q24(SHAPE.head_dim, kv_levels());
-  if (st.thread >= QN_THREADS_MAX || st.npos == 0 || st.npos > QN_PMAX || a->head_begin >= a->head_end ||
+  if (st.thread >= QN_THREADS_MAX || st.npos == 0 || st.npos > QN_PMAX || st.pass_off > QN_PMAX - st.npos ||
+      a->head_begin >= a->head_end ||
       a->head_end > SHAPE.n_kv_heads || st.layer >= SHAPE.n_layers || (SHAPE.kv_bytes != 1 && SHAPE.kv_bytes != 2)) {
     a->status = __LINE__;
     return a->status;

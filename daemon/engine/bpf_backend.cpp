@@ -14,6 +14,7 @@
 #include "engine/bpf_kv_cache.h"
 #include "engine/bpf_programs.h"
 #include "engine/model_plan.h"
+#include "engine/pass_builder.h"
 #include "engine/rope_table.h"
 #include "engine/weight_format.h"
 #include "engine/worker_pool.h"
@@ -56,6 +57,7 @@ class BpfBackend final : public BpfBackendApi {
   BackendInfo info() const override;
   std::unique_ptr<KvCache> create_kv(int max_context) override;
   ForwardResult forward(KvCache& kv, std::span<const int32_t> tokens, const ForwardWants& wants) override;
+  void forward_batch(std::span<BatchItem> items) override;
   BpfBackendStats stats() const override;
   void set_debug_trace(std::function<void(const BpfTracePoint&)> fn) override { trace_ = std::move(fn); }
 
@@ -76,9 +78,15 @@ class BpfBackend final : public BpfBackendApi {
   qn_args mat_args(const MatrixPlan& mp) const;
   void matmul_op(uint32_t op, const MatrixPlan& mp, uint32_t norm_off, uint32_t npos, uint32_t mask = 0,
                  uint32_t top_k = 0);
-  void attention_op(uint32_t layer, const BpfKvCache& kv, uint32_t npos, uint32_t pos0);
-  void run_chunk(BpfKvCache& kv, std::span<const int32_t> tokens, uint32_t pos0, uint32_t mask,
-                 const ForwardWants& wants, ForwardResult& out);
+  // What one batch item becomes once checked: its cache and where its tokens start.
+  struct Sequence {
+    BatchItem* item;
+    BpfKvCache* kv;
+    uint32_t start;
+  };
+  BpfKvCache& checked_cache(KvCache* kv, std::span<const int32_t> tokens) const;
+  void attention_op(uint32_t layer, const Pass& pass, std::span<const Sequence> seqs);
+  void run_pass(const Pass& pass, std::span<const Sequence> seqs);
   PositionLogits collect(uint32_t c, const ForwardWants& wants) const;
 
   std::shared_ptr<const ModelDir> model_;
@@ -263,21 +271,27 @@ void BpfBackend::matmul_op(uint32_t op, const MatrixPlan& mp, uint32_t norm_off,
   });
 }
 
-void BpfBackend::attention_op(uint32_t layer, const BpfKvCache& kv, uint32_t npos, uint32_t pos0) {
+// Each worker runs its kv heads for every sequence's slice of the pass, one
+// call per slice: a slice names its session's cache and absolute positions.
+void BpfBackend::attention_op(uint32_t layer, const Pass& pass, std::span<const Sequence> seqs) {
   const uint32_t heads = cfg_.num_key_value_heads;
   pool_->run([&](int t) {
     const int T = pool_->size();
     qn_args a{};
     a.thread = static_cast<uint32_t>(t);
-    a.npos = npos;
-    a.pos0 = pos0;
     a.layer = layer;
-    a.kv_slot = kv.slot();
     a.norm_off = plan_.norms[layer].q;
     a.norm2_off = plan_.norms[layer].k;
     a.head_begin = uint32_t(uint64_t(heads) * t / T);
     a.head_end = uint32_t(uint64_t(heads) * (t + 1) / T);
-    if (a.head_begin < a.head_end) progs_->attention(a);
+    if (a.head_begin >= a.head_end) return;
+    for (const PassSlice& s : pass.slices) {
+      a.npos = s.npos;
+      a.pos0 = seqs[s.item].start + s.token_off;
+      a.pass_off = s.pass_off;
+      a.kv_slot = seqs[s.item].kv->slot();
+      progs_->attention(a);
+    }
   });
 }
 
@@ -311,21 +325,35 @@ PositionLogits BpfBackend::collect(uint32_t c, const ForwardWants& wants) const 
   return pl;
 }
 
-void BpfBackend::run_chunk(BpfKvCache& kv, std::span<const int32_t> tokens, uint32_t pos0, uint32_t mask,
-                           const ForwardWants& wants, ForwardResult& out) {
-  const uint32_t npos = static_cast<uint32_t>(tokens.size());
+// One pass: the positions of every slice embedded together, each weight
+// matrix run once over all of them, attention per slice, and the vocabulary
+// projection only for the positions whose sequence wants logits there.
+void BpfBackend::run_pass(const Pass& pass, std::span<const Sequence> seqs) {
+  const uint32_t npos = pass.npos;
   qn_args e = mat_args(plan_.embed());
   e.npos = npos;
-  for (uint32_t p = 0; p < npos; p++) e.tokens[p] = tokens[p];
+  uint32_t mask = 0, top_k = 0;
+  for (const PassSlice& s : pass.slices) {
+    const BatchItem& it = *seqs[s.item].item;
+    for (uint32_t k = 0; k < s.npos; k++) e.tokens[s.pass_off + k] = it.tokens[s.token_off + k];
+    uint32_t bits = 0;
+    if (it.wants.all_positions) bits = ((1u << s.npos) - 1) << s.pass_off;
+    else if (s.token_off + s.npos == it.tokens.size()) bits = 1u << (s.pass_off + s.npos - 1);
+    // The kernel keeps the best k of each position; a larger k than an item
+    // asked for holds its best k as a prefix, so the pass uses the largest.
+    if (bits) top_k = std::max(top_k, static_cast<uint32_t>(std::min(it.wants.top_k, QN_TOPK_MAX)));
+    mask |= bits;
+  }
   progs_->embed(e);
   const ProgramLayout& L = plan_.layout;
   const uint32_t H = cfg_.hidden_size;
+  const uint32_t pos0 = seqs[pass.slices[0].item].start + pass.slices[0].token_off;  // for the trace only
   trace("embedding", -1, pos0, npos, progs_->resid(), L.hid_pad, H);
   for (int l = 0; l < cfg_.num_hidden_layers; l++) {
     const NormOffsets& n = plan_.norms[l];
     matmul_op(QN_OP_QKV, plan_.layer_matrix(l, MatrixKind::qkv), n.input, npos);
     trace("qkv", l, pos0, npos, progs_->qkv(), L.qkv_pad, L.shape.qkv_dim);
-    attention_op(static_cast<uint32_t>(l), kv, npos, pos0);
+    attention_op(static_cast<uint32_t>(l), pass, seqs);
     trace("attention", l, pos0, npos, progs_->attn(), L.qd_pad, L.shape.q_dim);
     matmul_op(QN_OP_O, plan_.layer_matrix(l, MatrixKind::o), 0, npos);
     trace("attn_residual", l, pos0, npos, progs_->resid(), L.hid_pad, H);
@@ -335,15 +363,15 @@ void BpfBackend::run_chunk(BpfKvCache& kv, std::span<const int32_t> tokens, uint
     trace("residual", l, pos0, npos, progs_->resid(), L.hid_pad, H);
   }
   if (mask == 0) return;
-  const uint32_t kernel_k = static_cast<uint32_t>(std::min(wants.top_k, QN_TOPK_MAX));
-  matmul_op(QN_OP_VOCAB, plan_.lm_head(), plan_.final_norm, npos, mask, kernel_k);
-  uint32_t c = 0;
-  for (uint32_t p = 0; p < npos; p++)
-    if (mask >> p & 1) out.positions.push_back(collect(c++, wants));
+  matmul_op(QN_OP_VOCAB, plan_.lm_head(), plan_.final_norm, npos, mask, top_k);
+  uint32_t c = 0;  // logits rows are compact: one per set bit of the mask, in pass order
+  for (const PassSlice& s : pass.slices)
+    for (uint32_t p = s.pass_off; p < s.pass_off + s.npos; p++)
+      if (mask >> p & 1) seqs[s.item].item->result->positions.push_back(collect(c++, seqs[s.item].item->wants));
 }
 
-ForwardResult BpfBackend::forward(KvCache& kv, std::span<const int32_t> tokens, const ForwardWants& wants) {
-  auto* cache = dynamic_cast<BpfKvCache*>(&kv);
+BpfKvCache& BpfBackend::checked_cache(KvCache* kv, std::span<const int32_t> tokens) const {
+  auto* cache = dynamic_cast<BpfKvCache*>(kv);
   if (!cache || !cache->belongs_to(slots_.get()))
     throw invalid_argument("KV cache was not created by this BPF backend");
   if (tokens.empty()) throw invalid_argument("forward needs at least one token");
@@ -356,23 +384,54 @@ ForwardResult BpfBackend::forward(KvCache& kv, std::span<const int32_t> tokens, 
     throw invalid_argument("context overflow: " + std::to_string(start) + " cached + " +
                            std::to_string(tokens.size()) + " new tokens exceed the session's " +
                            std::to_string(cache->max_context()) + " positions");
-  std::lock_guard lock(mu_);
+  return *cache;
+}
+
+ForwardResult BpfBackend::forward(KvCache& kv, std::span<const int32_t> tokens, const ForwardWants& wants) {
   ForwardResult out;
+  BatchItem item{&kv, tokens, wants, &out};
+  forward_batch(std::span<BatchItem>(&item, 1));
+  return out;
+}
+
+// Every item is checked before anything runs, so a bad item throws with all
+// caches untouched; a failure inside a pass rolls every cache back to where
+// it was (the K/V entries written past it are overwritten when those
+// positions are fed again).
+void BpfBackend::forward_batch(std::span<BatchItem> items) {
+  std::vector<Sequence> seqs;
+  seqs.reserve(items.size());
+  for (size_t i = 0; i < items.size(); i++) {
+    if (!items[i].result) throw invalid_argument("batch item " + std::to_string(i) + " has no result to fill");
+    BpfKvCache& kv = checked_cache(items[i].kv, items[i].tokens);
+    for (const Sequence& s : seqs)
+      if (s.kv == &kv) {
+        // The same cache twice: the later item must see the earlier one's
+        // K/V, so this batch runs item after item.
+        for (auto& it : items) *it.result = forward(*it.kv, it.tokens, it.wants);
+        return;
+      }
+    seqs.push_back({&items[i], &kv, 0});
+  }
+  if (seqs.empty()) return;
+  std::vector<uint32_t> lengths;
+  for (const Sequence& s : seqs) lengths.push_back(static_cast<uint32_t>(s.item->tokens.size()));
+  const std::vector<Pass> passes = pack_passes(lengths, QN_PMAX);
+  std::lock_guard lock(mu_);
+  for (Sequence& s : seqs) {
+    s.start = static_cast<uint32_t>(s.kv->positions());
+    s.item->result->positions.clear();
+  }
   try {
-    for (size_t off = 0; off < tokens.size(); off += QN_PMAX) {
-      const size_t n = std::min<size_t>(QN_PMAX, tokens.size() - off);
-      const bool last = off + n == tokens.size();
-      uint32_t mask = 0;
-      if (wants.all_positions) mask = (n == 32 ? 0xffffffffu : (1u << n) - 1);
-      else if (last) mask = 1u << (n - 1);
-      run_chunk(*cache, tokens.subspan(off, n), static_cast<uint32_t>(start + off), mask, wants, out);
-    }
+    for (const Pass& pass : passes) run_pass(pass, seqs);
   } catch (...) {
-    cache->set_positions(start);
+    for (Sequence& s : seqs) {
+      s.kv->set_positions(static_cast<int>(s.start));
+      s.item->result->positions.clear();
+    }
     throw;
   }
-  cache->set_positions(start + static_cast<int>(tokens.size()));
-  return out;
+  for (Sequence& s : seqs) s.kv->set_positions(static_cast<int>(s.start + s.item->tokens.size()));
 }
 
 std::unique_ptr<KvCache> BpfBackend::create_kv(int max_context) {

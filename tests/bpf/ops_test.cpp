@@ -449,6 +449,71 @@ TEST_P(OpsTest, AttentionRejectsPositionsPastTheCache) {
   EXPECT_THROW(progs_->attention(a), Error);
 }
 
+// Sessions sharing a pass: a slice at rows pass_off.. of the pass computes
+// exactly what the same rows compute as a pass of their own, and writes the
+// same K/V (the model comparison above covers pass_off = 0).
+TEST_P(OpsTest, AttentionSliceAtPassOffsetEqualsItsOwnPass) {
+  auto slots = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->kv_value_size());
+  BpfKvCache shared_a(slots, 16), shared_b(slots, 16), own_a(slots, 16), own_b(slots, 16);
+  const uint32_t qp = plan_.layout.qkv_pad, dp = plan_.layout.qd_pad, layer = 1;
+  const NormOffsets& no = plan_.norms[layer];
+  std::mt19937_64 rng(31);
+  std::normal_distribution<double> nd;
+  auto run = [&](const BpfKvCache& kv, uint32_t npos, uint32_t pos0, uint32_t pass_off) {
+    qn_args a{};
+    a.npos = npos;
+    a.pos0 = pos0;
+    a.pass_off = pass_off;
+    a.layer = layer;
+    a.kv_slot = kv.slot();
+    a.norm_off = no.q;
+    a.norm2_off = no.k;
+    for (uint32_t t = 0; t < 2; t++) {
+      a.thread = t;
+      a.head_begin = t;
+      a.head_end = t + 1;
+      progs_->attention(a);
+    }
+  };
+  auto entries = [&](const BpfKvCache& kv, uint32_t n) {
+    std::vector<uint8_t> all(size_t(n) * progs_->kv_value_size());
+    for (uint32_t p = 0; p < n; p++)
+      EXPECT_EQ(bpf_map_lookup_elem(kv.map_fd(), &p, all.data() + size_t(p) * progs_->kv_value_size()), 0);
+    return all;
+  };
+  // step 1: a has 3 positions at rows 0..2, b 5 at rows 3..7; step 2: b decodes at row 0, a 2 positions at rows 14..15
+  struct Slice {
+    bool is_a;
+    uint32_t npos, pos0, pass_off;
+  };
+  for (auto step : {std::vector<Slice>{{true, 3, 0, 0}, {false, 5, 0, 3}},
+                    std::vector<Slice>{{false, 1, 5, 0}, {true, 2, 3, 14}}}) {
+    for (uint32_t i = 0; i < QN_PMAX * qp; i++)
+      progs_->qkv()[i] = static_cast<int32_t>(std::llround(nd(rng) * (i % 9 == 0 ? 12 : 2) * 65536.0));
+    std::vector<int32_t> qkv(progs_->qkv(), progs_->qkv() + QN_PMAX * qp);
+    for (const Slice& s : step) run(s.is_a ? shared_a : shared_b, s.npos, s.pos0, s.pass_off);
+    std::vector<int32_t> attn(progs_->attn(), progs_->attn() + QN_PMAX * dp);
+    for (const Slice& s : step) {
+      // the slice's rows moved to the top of a pass of its own
+      std::copy_n(qkv.begin() + s.pass_off * qp, s.npos * qp, progs_->qkv());
+      run(s.is_a ? own_a : own_b, s.npos, s.pos0, 0);
+      for (uint32_t p = 0; p < s.npos; p++)
+        for (uint32_t i = 0; i < uint32_t(cfg_.q_dim()); i++)
+          ASSERT_EQ(progs_->attn()[p * dp + i], attn[(s.pass_off + p) * dp + i]) << "row " << s.pass_off + p;
+    }
+  }
+  EXPECT_EQ(entries(shared_a, 5), entries(own_a, 5));
+  EXPECT_EQ(entries(shared_b, 6), entries(own_b, 6));
+  qn_args bad{};
+  bad.npos = 3;
+  bad.pass_off = QN_PMAX - 2;  // the slice would run past the pass
+  bad.kv_slot = shared_a.slot();
+  bad.norm_off = no.q;
+  bad.norm2_off = no.k;
+  bad.head_end = 1;
+  EXPECT_THROW(progs_->attention(bad), Error);
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, OpsTest,
                          testing::Values(Param{false, false}, Param{false, true}, Param{true, false},
                                          Param{true, true}, Param{false, false, 8}, Param{true, true, 8}),

@@ -5,8 +5,22 @@
 //   qwen3-bpf-bench --model DIR [--json] [--weights map|arena|both]
 //                   [--precision q24|q8|both] [--prompt-tokens N] [--decode N]
 //                   [--threads N] [--kv-bits 8|16] [--no-reference]
+//                   [--sessions N[,N...]] [--context N] [--context-fill copy|prefill]
+//                   [--prefill N] [--rounds N]
+//
+// --sessions: aggregate decode tokens/s of N sessions stepping together
+//   (one forward_batch per step) against one session, A and B interleaved
+//   over --rounds rounds so machine noise hits both.
+// --context: decode ms/token after N cached positions against the
+//   --prompt-tokens context, interleaved the same way. `copy` (default) fills
+//   the cache by a real prefill of --prompt-tokens positions repeated up to N
+//   (attention's cost does not depend on the cached values; a real prefill of
+//   thousands of positions takes minutes here), `prefill` runs the real thing.
+// --prefill: prefill tokens/s of an N-token prompt (default: --prompt-tokens).
+#include <bpf/bpf.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <cstdio>
@@ -22,6 +36,7 @@
 
 #include "common/error.h"
 #include "engine/bpf_backend.h"
+#include "engine/bpf_kv_cache.h"
 #include "model/model_dir.h"
 #include "reference/reference_backend.h"
 
@@ -40,13 +55,19 @@ struct Options {
   int threads = 2;
   int kv_bits = 16;
   bool reference = true;
+  std::vector<int> sessions;   // session counts compared with one session
+  int context = 0;             // long context compared with prompt_tokens
+  bool context_copy = true;    // fill the long context by copying, not by a real prefill
+  int prefill = 0;             // prompt length of the prefill figure (0: prompt_tokens)
+  int rounds = 2;              // interleaved rounds of the sessions/context figures
 };
 
 [[noreturn]] void usage(const std::string& msg) {
   std::fprintf(stderr,
                "qwen3-bpf-bench: %s\nusage: qwen3-bpf-bench --model DIR [--json] [--weights map|arena|both] "
                "[--precision q24|q8|both] [--prompt-tokens N] [--decode N] [--threads N] [--kv-bits 8|16] "
-               "[--no-reference]\n",
+               "[--no-reference] [--sessions N[,N...]] [--context N] [--context-fill copy|prefill] [--prefill N] "
+               "[--rounds N]\n",
                msg.c_str());
   std::exit(2);
 }
@@ -82,9 +103,30 @@ Options parse(int argc, char** argv) {
     else if (a == "--threads") o.threads = number(1, 4);
     else if (a == "--kv-bits") o.kv_bits = number(8, 16);
     else if (a == "--no-reference") o.reference = false;
+    else if (a == "--sessions") {
+      std::string v = next();
+      size_t at = 0;
+      while (at <= v.size()) {
+        size_t comma = v.find(',', at);
+        std::string part = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        char* end = nullptr;
+        long n = std::strtol(part.c_str(), &end, 10);
+        if (part.empty() || !end || *end || n < 1 || n > 64) usage("--sessions takes counts in [1, 64], e.g. 2,4");
+        o.sessions.push_back(static_cast<int>(n));
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+      }
+    } else if (a == "--context") o.context = number(2, 131072);
+    else if (a == "--context-fill") {
+      std::string v = next();
+      if (v != "copy" && v != "prefill") usage("--context-fill is copy or prefill");
+      o.context_copy = v == "copy";
+    } else if (a == "--prefill") o.prefill = number(1, 65536);
+    else if (a == "--rounds") o.rounds = number(1, 100);
     else usage("unknown argument '" + a + "'");
   }
   if (o.model.empty()) usage("--model DIR is required");
+  if (o.context && o.context <= o.prompt_tokens) usage("--context must exceed --prompt-tokens (the short context)");
   return o;
 }
 
@@ -109,6 +151,17 @@ struct Run {
   double decode_cpu_ms = 0;  // CPU time (user + kernel, all threads) per decoded token
   size_t weight_bytes = 0, kv_bytes = 0, rss_after_load = 0;
   std::vector<int32_t> generated;
+  double prefill_n_tok_s = 0;  // --prefill
+  struct Sessions {
+    int n = 0;
+    double tokens_per_s = 0, cpu_ms_per_token = 0, ratio = 0;  // ratio: tokens/s vs one session, same rounds
+  };
+  std::vector<Sessions> sessions;
+  struct Context {
+    int positions = 0;
+    double decode_ms = 0, cpu_ms = 0, ratio = 0;  // ratio: ms/token vs the short context, same rounds
+  };
+  std::vector<Context> context;  // [0] short (prompt_tokens), [1] long (--context)
 };
 
 // Prefill the prompt, then greedy-decode `decode` tokens, one at a time.
@@ -133,6 +186,124 @@ void time_generation(qwen3::Backend& b, const std::vector<int32_t>& prompt, int 
   r.kv_bytes = kv->bytes();
 }
 
+std::vector<int32_t> random_ids(std::mt19937_64& rng, int n, int vocab) {
+  std::vector<int32_t> ids(n);
+  for (auto& id : ids) id = static_cast<int32_t>(rng() % std::min(vocab, 20000));
+  return ids;
+}
+
+// Prefill tokens/s of one prompt in a fresh cache.
+double time_prefill(qwen3::Backend& b, const std::vector<int32_t>& prompt) {
+  auto kv = b.create_kv(static_cast<int>(prompt.size()) + 1);
+  auto t0 = Clock::now();
+  b.forward(*kv, prompt, {});
+  return prompt.size() / seconds_since(t0);
+}
+
+// Sessions that decode greedily in lock step: one forward_batch per step.
+struct DecodeGroup {
+  std::vector<std::unique_ptr<qwen3::KvCache>> kv;
+  std::vector<int32_t> next;
+  // Runs `steps` batched decode steps; returns (wall s, cpu s).
+  std::pair<double, double> step(qwen3::Backend& b, int steps) {
+    std::vector<qwen3::ForwardResult> res(kv.size());
+    std::vector<qwen3::BatchItem> items(kv.size());
+    double cpu0 = cpu_seconds();
+    auto t0 = Clock::now();
+    for (int s = 0; s < steps; s++) {
+      for (size_t i = 0; i < kv.size(); i++)
+        items[i] = {kv[i].get(), std::span<const int32_t>(&next[i], 1), {}, &res[i]};
+      b.forward_batch(items);
+      for (size_t i = 0; i < kv.size(); i++) next[i] = res[i].positions.back().argmax;
+    }
+    return {seconds_since(t0), cpu_seconds() - cpu0};
+  }
+};
+
+// Brings a BPF cache to `positions` cached positions: a real prefill of the
+// prompt, then its K/V entries repeated (one map entry per position,
+// docs/kv-cache.md). Attention's work per position does not depend on the values.
+void fill_by_copy(qwen3::Backend& b, qwen3::KvCache& kv, const std::vector<int32_t>& prompt, int positions) {
+  auto* cache = dynamic_cast<qwen3::engine::BpfKvCache*>(&kv);
+  if (!cache) throw qwen3::invalid_argument("--context-fill copy needs the BPF backend's caches");
+  b.forward(kv, prompt, {});
+  bpf_map_info info{};
+  uint32_t len = sizeof info;
+  if (bpf_map_get_info_by_fd(cache->map_fd(), &info, &len) != 0 ||
+      info.max_entries != static_cast<uint32_t>(kv.max_context()))
+    throw qwen3::invalid_argument("the KV cache is not one map entry per position; use --context-fill prefill");
+  std::vector<uint8_t> entry(info.value_size);
+  const int n = static_cast<int>(prompt.size());
+  for (int pos = n; pos < positions; pos++) {
+    uint32_t from = static_cast<uint32_t>(pos % n), to = static_cast<uint32_t>(pos);
+    if (bpf_map_lookup_elem(cache->map_fd(), &from, entry.data()) != 0 ||
+        bpf_map_update_elem(cache->map_fd(), &to, entry.data(), BPF_ANY) != 0)
+      throw qwen3::Error("copying KV entry " + std::to_string(from) + " -> " + std::to_string(to) + " failed");
+  }
+  cache->set_positions(positions);
+}
+
+// --sessions: aggregate decode tokens/s of each count vs one session, the
+// groups stepping in turn within each round.
+void time_sessions(qwen3::Backend& b, const Options& o, const std::vector<int32_t>& prompt, int vocab, Run& r) {
+  std::vector<int> counts{1};
+  for (int n : o.sessions)
+    if (std::find(counts.begin(), counts.end(), n) == counts.end()) counts.push_back(n);
+  std::mt19937_64 rng(11);
+  std::vector<DecodeGroup> groups(counts.size());
+  for (size_t g = 0; g < counts.size(); g++)
+    for (int i = 0; i < counts[g]; i++) {
+      auto kv = b.create_kv(static_cast<int>(prompt.size()) + o.rounds * o.decode + 1);
+      // session 0 continues the benchmark prompt, the others their own prompts
+      auto ids = i == 0 ? prompt : random_ids(rng, static_cast<int>(prompt.size()), vocab);
+      groups[g].next.push_back(b.forward(*kv, ids, {}).positions.back().argmax);
+      groups[g].kv.push_back(std::move(kv));
+    }
+  std::vector<double> wall(counts.size()), cpu(counts.size());
+  for (int round = 0; round < o.rounds; round++)
+    for (size_t g = 0; g < counts.size(); g++) {
+      auto [w, c] = groups[g].step(b, o.decode);
+      wall[g] += w;
+      cpu[g] += c;
+    }
+  for (size_t g = 0; g < counts.size(); g++) {
+    Run::Sessions s;
+    s.n = counts[g];
+    const double tokens = double(counts[g]) * o.rounds * o.decode;
+    s.tokens_per_s = tokens / wall[g];
+    s.cpu_ms_per_token = cpu[g] * 1000.0 / tokens;
+    s.ratio = s.tokens_per_s / (o.rounds * o.decode / wall[0]);
+    r.sessions.push_back(s);
+  }
+}
+
+// --context: decode ms/token after --context cached positions vs after the prompt.
+void time_context(qwen3::Backend& b, const Options& o, const std::vector<int32_t>& prompt, int vocab, Run& r) {
+  const int extra = o.rounds * o.decode + 1;
+  DecodeGroup shortc, longc;
+  auto kv = b.create_kv(static_cast<int>(prompt.size()) + extra);
+  shortc.next.push_back(b.forward(*kv, prompt, {}).positions.back().argmax);
+  shortc.kv.push_back(std::move(kv));
+  kv = b.create_kv(o.context + extra);
+  if (o.context_copy) {
+    fill_by_copy(b, *kv, prompt, o.context);
+    longc.next.push_back(prompt.back());
+  } else {
+    std::mt19937_64 rng(13);
+    longc.next.push_back(b.forward(*kv, random_ids(rng, o.context, vocab), {}).positions.back().argmax);
+  }
+  longc.kv.push_back(std::move(kv));
+  double w[2] = {0, 0}, c[2] = {0, 0};
+  for (int round = 0; round < o.rounds; round++) {
+    auto [ws, cs] = shortc.step(b, o.decode);
+    auto [wl, cl] = longc.step(b, o.decode);
+    w[0] += ws, c[0] += cs, w[1] += wl, c[1] += cl;
+  }
+  const double steps = double(o.rounds) * o.decode;
+  r.context.push_back({o.prompt_tokens, w[0] * 1000 / steps, c[0] * 1000 / steps, 1.0});
+  r.context.push_back({o.context, w[1] * 1000 / steps, c[1] * 1000 / steps, w[1] / w[0]});
+}
+
 double load_average() {
   std::ifstream f("/proc/loadavg");
   double v = 0;
@@ -150,6 +321,8 @@ int main(int argc, char** argv) {
     std::mt19937_64 rng(7);
     std::vector<int32_t> prompt(o.prompt_tokens);
     for (auto& id : prompt) id = static_cast<int32_t>(rng() % std::min(cfg.vocab_size, 20000));
+    std::vector<int32_t> prefill_prompt;
+    if (o.prefill) prefill_prompt = random_ids(rng, o.prefill, cfg.vocab_size);
 
     std::vector<Run> runs;
     Run ref;
@@ -162,6 +335,7 @@ int main(int argc, char** argv) {
       ref.load_s = seconds_since(t0);
       ref.weight_bytes = b->info().weight_bytes;
       time_generation(*b, prompt, o.decode, ref, {});
+      if (o.prefill) ref.prefill_n_tok_s = time_prefill(*b, prefill_prompt);
       if (!o.json)
         std::fprintf(stderr, "reference: prefill %.1f tok/s, decode %.1f ms/token\n", ref.prefill_tok_s,
                      ref.decode_ms);
@@ -177,7 +351,8 @@ int main(int argc, char** argv) {
         eo.precision = prec;
         eo.threads = o.threads;
         eo.kv_bits = o.kv_bits;
-        eo.max_context = std::max(4096, o.prompt_tokens + o.decode + 1);
+        eo.max_context = std::max({4096, o.prompt_tokens + o.rounds * o.decode + 1, o.context + o.rounds * o.decode + 1,
+                                   o.prefill + 1});
         auto t0 = Clock::now();
         auto b = qwen3::make_bpf_backend(model, eo);
         r.load_s = seconds_since(t0);
@@ -188,6 +363,9 @@ int main(int argc, char** argv) {
         if (!o.json)
           std::fprintf(stderr, "bpf %s %s: load %.1f s, prefill %.1f tok/s, decode %.1f ms/token\n", r.weights.c_str(),
                        r.precision.c_str(), r.load_s, r.prefill_tok_s, r.decode_ms);
+        if (o.prefill) r.prefill_n_tok_s = time_prefill(*b, prefill_prompt);
+        if (!o.sessions.empty()) time_sessions(*b, o, prompt, cfg.vocab_size, r);
+        if (o.context) time_context(*b, o, prompt, cfg.vocab_size, r);
         runs.push_back(r);
       }
 
@@ -200,6 +378,12 @@ int main(int argc, char** argv) {
       j["kv_bits"] = o.kv_bits;
       j["peak_rss_bytes"] = rss_bytes("VmHWM:");
       j["load_average_1min"] = load_average();
+      j["rounds"] = o.rounds;
+      if (o.prefill) j["prefill_tokens"] = o.prefill;
+      if (o.context) {
+        j["context"] = o.context;
+        j["context_fill"] = o.context_copy ? "copy" : "prefill";
+      }
       auto put = [&](const Run& r) {
         nlohmann::json x = {{"backend", r.name},         {"weights", r.weights},
                             {"precision", r.precision},  {"load_seconds", r.load_s},
@@ -209,6 +393,27 @@ int main(int argc, char** argv) {
                             {"bpf_calls_per_decoded_token", r.calls_per_token},
                             {"weight_bytes", r.weight_bytes}, {"kv_bytes", r.kv_bytes},
                             {"rss_after_load_bytes", r.rss_after_load}};
+        if (o.prefill) x["prefill_n_tokens_per_second"] = r.prefill_n_tok_s;
+        if (o.prefill && o.reference && r.name == "bpf")
+          x["prefill_n_ratio_vs_reference"] = r.prefill_n_tok_s / ref.prefill_n_tok_s;
+        if (!r.sessions.empty()) {
+          nlohmann::json ss = nlohmann::json::array();
+          for (auto& s : r.sessions)
+            ss.push_back({{"sessions", s.n},
+                          {"aggregate_tokens_per_second", s.tokens_per_s},
+                          {"cpu_ms_per_token", s.cpu_ms_per_token},
+                          {"ratio_vs_one_session", s.ratio}});
+          x["sessions"] = ss;
+        }
+        if (!r.context.empty()) {
+          nlohmann::json cs = nlohmann::json::array();
+          for (auto& c : r.context)
+            cs.push_back({{"cached_positions", c.positions},
+                          {"decode_ms_per_token", c.decode_ms},
+                          {"decode_cpu_ms_per_token", c.cpu_ms},
+                          {"ratio_vs_short_context", c.ratio}});
+          x["context"] = cs;
+        }
         if (o.reference && r.name == "bpf") {
           x["decode_ratio_vs_reference"] = r.decode_ms / ref.decode_ms;
           x["prefill_ratio_vs_reference"] = ref.prefill_tok_s / r.prefill_tok_s;
@@ -249,6 +454,35 @@ int main(int argc, char** argv) {
     };
     if (o.reference) row(ref);
     for (auto& r : runs) row(r);
+    if (o.prefill) {
+      std::printf("prefill of %d tokens:", o.prefill);
+      if (o.reference) std::printf(" reference %.1f tok/s;", ref.prefill_n_tok_s);
+      for (auto& r : runs) {
+        std::printf(" bpf %s %s %.1f tok/s", r.weights.c_str(), r.precision.c_str(), r.prefill_n_tok_s);
+        if (o.reference) std::printf(" (%.2fx reference)", r.prefill_n_tok_s / ref.prefill_n_tok_s);
+        std::printf(";");
+      }
+      std::printf("\n");
+    }
+    if (!o.sessions.empty()) {
+      std::printf("concurrent sessions (%d rounds x %d decode steps each, interleaved):\n", o.rounds, o.decode);
+      std::printf("%-6s %-5s %9s %18s %14s %14s\n", "path", "prec", "sessions", "aggregate tok/s", "cpu ms/token",
+                  "vs 1 session");
+      for (auto& r : runs)
+        for (auto& s : r.sessions)
+          std::printf("%-6s %-5s %9d %18.2f %14.1f %13.2fx\n", r.weights.c_str(), r.precision.c_str(), s.n,
+                      s.tokens_per_s, s.cpu_ms_per_token, s.ratio);
+    }
+    if (o.context) {
+      std::printf("decode at long context (%d rounds x %d steps, interleaved; long cache filled by %s):\n", o.rounds,
+                  o.decode, o.context_copy ? "copying a real prefill" : "a real prefill");
+      std::printf("%-6s %-5s %16s %14s %12s %16s\n", "path", "prec", "cached positions", "decode ms/t", "cpu ms/t",
+                  "vs short context");
+      for (auto& r : runs)
+        for (auto& c : r.context)
+          std::printf("%-6s %-5s %16d %14.1f %12.1f %15.2fx\n", r.weights.c_str(), r.precision.c_str(), c.positions,
+                      c.decode_ms, c.cpu_ms, c.ratio);
+    }
     std::printf("peak resident memory of this process: %.0f MiB (1-minute load average %.1f)\n",
                 rss_bytes("VmHWM:") / 1048576.0, load_average());
   } catch (const qwen3::Error& e) {
