@@ -121,9 +121,82 @@ inline QuantVec kv_quant(std::span<const int32_t> x, int32_t levels) {
   return r;
 }
 
+// Compact int8 K/V (kv_bits = 8): unnormalized Walsh-Hadamard transform in
+// blocks of 2^lb, exact in int64.
+inline void hadamard(std::vector<int64_t>& x, int lb) {
+  for (int st = 0; st < lb; st++)
+    for (size_t a = 0; a < x.size(); a++)
+      if (!((a >> st) & 1)) {
+        int64_t u = x[a], w = x[a + (size_t(1) << st)];
+        x[a] = u + w;
+        x[a + (size_t(1) << st)] = u - w;
+      }
+}
+
+// Rotated int8 codes of x; the scale code rides in the LSBs of codes 0..7
+// (QuantVec.max holds it too, for the tests' convenience).
+inline QuantVec kv8_quant(std::span<const int32_t> x) {
+  const int lb = qn_kv8_block_log2(static_cast<uint32_t>(x.size()));
+  std::vector<int64_t> y(x.begin(), x.end());
+  hadamard(y, lb);
+  uint64_t mx = 0;
+  for (int64_t v : y) mx = std::max<uint64_t>(mx, qn_abs64(v));
+  QuantVec r;
+  r.max = static_cast<int32_t>(qn_kv8_code(mx));
+  for (size_t d = 0; d < y.size(); d++)
+    r.q.push_back(d < QN_KV8_SCALE_CODES ? qn_kv8_quant_bit(y[d], r.max, (r.max >> d) & 1)
+                                         : qn_kv8_quant(y[d], r.max));
+  return r;
+}
+
+inline int64_t kv8_scale_code(const std::vector<int32_t>& codes) {
+  int64_t e = 0;
+  for (int i = 0; i < QN_KV8_SCALE_CODES; i++) e |= int64_t(codes[i] & 1) << i;
+  return e;
+}
+
+// One query head over compact int8 cached (K, V): rotate q, score, softmax,
+// weighted sum of rotated values, rotate back.
+inline std::vector<int32_t> attend_kv8(const std::vector<int32_t>& q_in, const std::vector<QuantVec>& k,
+                                       const std::vector<QuantVec>& v, uint32_t head_dim) {
+  const int lb = qn_kv8_block_log2(head_dim);
+  std::vector<int64_t> qr(q_in.begin(), q_in.end());
+  hadamard(qr, lb);
+  uint64_t mx = 0;
+  for (int64_t e : qr) mx = std::max<uint64_t>(mx, qn_abs64(e));
+  int sq = qn_input_shift(mx, QN_Q_BITS);
+  std::vector<int32_t> q(head_dim);
+  for (uint32_t d = 0; d < head_dim; d++) q[d] = static_cast<int32_t>(qn_round_shift(qr[d], sq));
+  int64_t c = qn_attn_scale_q24(head_dim, QN_KV8_LEVELS);
+  std::vector<int64_t> scores(k.size());
+  int64_t smax = -2147483647;
+  for (size_t j = 0; j < k.size(); j++) {
+    int64_t dot = 0;
+    for (uint32_t d = 0; d < head_dim; d++) dot += int64_t(q[d]) * k[j].q[d];
+    scores[j] = qn_kv8_score(dot, kv8_scale_code(k[j].q), sq, lb, c);
+    smax = std::max(smax, scores[j]);
+  }
+  uint64_t sum = 0;
+  for (auto& s : scores) {
+    s = qn_exp_neg_q30(s - smax);
+    sum += static_cast<uint64_t>(s);
+  }
+  std::vector<int64_t> acc(head_dim, 0);
+  for (size_t j = 0; j < k.size(); j++) {
+    int64_t w = qn_kv8_vweight(qn_attn_prob(scores[j], sum), kv8_scale_code(v[j].q));
+    for (uint32_t d = 0; d < head_dim; d++) acc[d] += w * v[j].q[d];
+  }
+  for (auto& a : acc) a = qn_kv8_out_rot(a);
+  hadamard(acc, lb);
+  std::vector<int32_t> out(head_dim);
+  for (uint32_t d = 0; d < head_dim; d++) out[d] = qn_kv8_out(acc[d], lb);
+  return out;
+}
+
 // One query head over cached (K, V) of positions 0..n-1.
 inline std::vector<int32_t> attend(std::vector<int32_t> q, const std::vector<QuantVec>& k,
                                    const std::vector<QuantVec>& v, uint32_t head_dim, int32_t levels) {
+  if (levels == QN_KV8_LEVELS) return attend_kv8(q, k, v, head_dim);
   int sq = qn_input_shift(max_abs(q), QN_Q_BITS);
   for (auto& e : q) e = static_cast<int32_t>(qn_round_shift(e, sq));
   int64_t c = qn_attn_scale_q24(head_dim, levels);
