@@ -5,8 +5,9 @@
  *   q: RMSNorm(q_norm) -> RoPE -> [kv8: Hadamard] -> requantize -> scores over
  *      cached positions 0..pos -> stable softmax (max subtracted, fixed-point
  *      exp) -> sum p*v -> [kv8: Hadamard back]
- * int16 K/V carry an int32 max per vector; the compact int8 layout (kv_bytes 1)
- * carries a log scale code in the low bits of codes 0..7 (numerics.h).
+ * int16 K/V carry an int32 max per vector; the compact layout (kv_bytes 1)
+ * packs a 9-bit K code and a 7-bit V code per element into one 16-bit word
+ * and carries the log scale codes in the low bits of K codes 0..15 (numerics.h).
  * Causality holds because position p's K/V are written before p attends.
  * Workers own disjoint KV heads, so they never touch the same cache bytes.
  */
@@ -40,25 +41,19 @@ static __always_inline u8 *kv_entry(u32 slot, u32 pos) {
 }
 
 /* Byte offsets inside one position's KV entry (layout in docs/kv-cache.md). */
-static __always_inline u32 kv_vec_bytes(void) { return SHAPE.head_dim * SHAPE.kv_bytes; }
-static __always_inline s32 kv_levels(void) { return SHAPE.kv_bytes == 2 ? QN_KV_LEVELS16 : QN_KV_LEVELS8; }
 static __always_inline int kv_compact(void) { return SHAPE.kv_bytes == 1; }
+/* int16: one vector of K or V; compact: the K|V words of one kv head */
+static __always_inline u32 kv_vec_bytes(void) { return SHAPE.head_dim * 2; }
+static __always_inline s32 kv_levels(void) { return kv_compact() ? QN_KV8_K_LEVELS : QN_KV_LEVELS16; }
 static __always_inline u32 kv_k_off(u32 layer, u32 h) {
   return layer * SHAPE.kv_layer_bytes + h * kv_vec_bytes();
 }
 static __always_inline u32 kv_v_off(u32 layer, u32 h) {
+  if (kv_compact()) return kv_k_off(layer, h); /* the same words */
   return layer * SHAPE.kv_layer_bytes + (SHAPE.n_kv_heads + h) * kv_vec_bytes();
 }
 static __always_inline u32 kv_kmax_off(u32 layer, u32 h) {
   return layer * SHAPE.kv_layer_bytes + 2 * SHAPE.n_kv_heads * kv_vec_bytes() + h * 4;
-}
-/* Element d of a cached vector; `wide` is read once per loop so clang hoists the choice. */
-static __always_inline s64 kv_get(const u8 *v, u32 d, int wide) {
-  return wide ? ((const short *)v)[d] : ((const s8 *)v)[d];
-}
-static __always_inline void kv_put(u8 *v, u32 d, s32 q, int wide) {
-  if (wide) ((short *)v)[d] = (short)q;
-  else ((s8 *)v)[d] = (s8)q;
 }
 static __always_inline u32 kv_vmax_off(u32 layer, u32 h) {
   return kv_kmax_off(layer, h) + SHAPE.n_kv_heads * 4;
@@ -85,22 +80,39 @@ static __always_inline void kv8_hadamard(s64 *x) {
   }
 }
 
-/* The scale code e hidden in the least significant bits of codes 0..7. */
-static __always_inline s64 kv8_scale_code(const u8 *codes) {
+/* A scale code hidden in the least significant bits of K codes first..first+7
+ * (bit 7 of the words): K's at 0, V's at 8. */
+static __always_inline s64 kv8_scale_code(const u8 *words, u32 first) {
+  const short *w = (const short *)words + first;
   s64 e = 0;
 #pragma unroll
-  for (int i = 0; i < QN_KV8_SCALE_CODES; i++) e |= (s64)(codes[i] & 1) << i;
+  for (int i = 0; i < QN_KV8_SCALE_CODES; i++) e |= (s64)((w[i] >> QN_KV8_V_BITS) & 1) << i;
   return e;
 }
 
-/* Rotates x (int64, hd) and stores it as int8 codes with its scale code. */
-static __always_inline void kv8_store(u8 *dst, s64 *x) {
+/* Rotates x (int64, hd); returns its scale code. */
+static __always_inline s64 kv8_rotate(s64 *x) {
   kv8_hadamard(x);
   u64 mx = 0;
   for (u32 d = 0; d < SHAPE.head_dim; d++) mx = (u64)qn_max64((s64)mx, (s64)qn_abs64(x[d]));
-  s64 e = qn_kv8_code(mx);
-  for (u32 d = 0; d < QN_KV8_SCALE_CODES; d++) ((s8 *)dst)[d] = (s8)qn_kv8_quant_bit(x[d], e, (e >> d) & 1);
-  for (u32 d = QN_KV8_SCALE_CODES; d < SHAPE.head_dim; d++) ((s8 *)dst)[d] = (s8)qn_kv8_quant(x[d], e);
+  return qn_kv8_code(mx);
+}
+
+/* Packs rotated K (kx) and V (vx) of one kv head into its words; kx and vx
+ * may be the same scratch: V is coded first, then K over it. */
+static __always_inline void kv8_store_v(short *w, s64 *vx, s64 *ev) {
+  s64 e = kv8_rotate(vx);
+  for (u32 d = 0; d < SHAPE.head_dim; d++) w[d] = (short)qn_kv8_word(0, qn_kv8_quant(vx[d], e, QN_KV8_V_LEVELS));
+  *ev = e;
+}
+static __always_inline void kv8_store_k(short *w, s64 *kx, s64 ev) {
+  s64 e = kv8_rotate(kx);
+  for (u32 d = 0; d < 2 * QN_KV8_SCALE_CODES; d++) {
+    s64 bit = d < QN_KV8_SCALE_CODES ? (e >> d) & 1 : (ev >> (d - QN_KV8_SCALE_CODES)) & 1;
+    w[d] = (short)qn_kv8_word(qn_kv8_quant_bit(kx[d], e, bit, QN_KV8_K_LEVELS), w[d]);
+  }
+  for (u32 d = 2 * QN_KV8_SCALE_CODES; d < SHAPE.head_dim; d++)
+    w[d] = (short)qn_kv8_word(qn_kv8_quant(kx[d], e, QN_KV8_K_LEVELS), w[d]);
 }
 
 /* tmp0 = qkv[p][off .. off+hd), RMSNorm'd in place with norms[norm_off ..],
@@ -154,13 +166,15 @@ static long att_score_cb(u64 j, void *ctx) {
   if (ko > SHAPE.kv_pos_bytes - kv_vec_bytes()) return qn_fail(st->thread, __LINE__);
   const u8 *kq = e + ko;
   const s32 *q = att_tmp1(b);
-  const int wide = SHAPE.kv_bytes == 2;
   s64 dot = 0;
-  for (u32 d = 0; d < SHAPE.head_dim; d++) dot += (s64)q[d] * kv_get(kq, d, wide);
   s32 score;
   if (kv_compact()) {
-    score = qn_kv8_score(dot, kv8_scale_code(kq), acc->sq, kv8_lb(), st->c_q24);
+    const short *kw = (const short *)kq;
+    for (u32 d = 0; d < SHAPE.head_dim; d++) dot += (s64)q[d] * qn_kv8_kcode(kw[d]);
+    score = qn_kv8_score(dot, kv8_scale_code(kq, 0), acc->sq, kv8_lb(), st->c_q24);
   } else {
+    const short *kw = (const short *)kq;
+    for (u32 d = 0; d < SHAPE.head_dim; d++) dot += (s64)q[d] * kw[d];
     if (mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
     dot = qn_round_shift(dot, qn_kv_dot_shift(kv_levels()));
     score = qn_attn_score(dot, *(const s32 *)(e + mo), acc->sq, st->c_q24);
@@ -185,23 +199,31 @@ static long att_exp_cb(u64 j, void *ctx) {
 static long att_acc_cb(u64 j, void *ctx) {
   const struct att_state *st = ctx;
   u8 *b = att_scratch(st->thread);
+  if (!b || j >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
+  /* exp weight 0 (score > 20.8 below the max): adds exactly nothing; skip the read */
+  if (att_scores(b)[j] == 0) return 0;
   u8 *e = kv_entry(st->slot, (u32)j);
   struct qn_acc *acc = acc_of(st->thread);
-  if (!b || !e || !acc || j >= SHAPE.max_ctx || acc->sum == 0) return qn_fail(st->thread, __LINE__);
+  if (!e || !acc || acc->sum == 0) return qn_fail(st->thread, __LINE__);
   u32 vo = kv_v_off(st->layer, acc->h), mo = kv_vmax_off(st->layer, acc->h);
   if (vo > SHAPE.kv_pos_bytes - kv_vec_bytes()) return qn_fail(st->thread, __LINE__);
   const u8 *vq = e + vo;
   s64 p = qn_attn_prob(att_scores(b)[j], acc->sum);
   s64 w;
   if (kv_compact()) {
-    w = qn_kv8_vweight(p, kv8_scale_code(vq));
+    w = qn_kv8_vweight(p, kv8_scale_code(vq, QN_KV8_SCALE_CODES));
   } else {
     if (mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
     w = qn_attn_vweight(p, *(const s32 *)(e + mo));
   }
-  const int wide = SHAPE.kv_bytes == 2;
+  if (w == 0) return 0;
   s64 *accv = att_acc(b);
-  for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] += w * kv_get(vq, d, wide);
+  const short *vw = (const short *)vq;
+  if (kv_compact()) {
+    for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] += w * qn_kv8_vcode(vw[d]);
+  } else {
+    for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] += w * vw[d];
+  }
   return 0;
 }
 
@@ -269,23 +291,24 @@ static __always_inline u32 write_kv(const struct att_state *st, u8 *b, u32 p, u3
   const s32 *v = qkv + p * QKV_PAD + off;
   if (kv_compact()) { /* rotated in the acc scratch, free until attend_head clears it */
     s64 *x = att_acc(b);
-    for (u32 d = 0; d < SHAPE.head_dim; d++) x[d] = t1[d];
-    kv8_store(e + ko, x);
+    short *w = (short *)(e + ko);
+    s64 ev = 0;
     for (u32 d = 0; d < SHAPE.head_dim; d++) x[d] = v[d];
-    kv8_store(e + vo, x);
+    kv8_store_v(w, x, &ev);
+    for (u32 d = 0; d < SHAPE.head_dim; d++) x[d] = t1[d];
+    kv8_store_k(w, x, ev);
     return 0;
   }
-  const int wide = SHAPE.kv_bytes == 2;
   const s32 levels = kv_levels();
   s32 kmax = qn_sat32(mx);
-  u8 *kq = e + ko;
-  for (u32 d = 0; d < SHAPE.head_dim; d++) kv_put(kq, d, qn_kv_quant(t1[d], kmax, levels), wide);
+  short *kq = (short *)(e + ko);
+  for (u32 d = 0; d < SHAPE.head_dim; d++) kq[d] = (short)qn_kv_quant(t1[d], kmax, levels);
   *(s32 *)(e + km) = kmax;
   u64 vmx = 0;
   for (u32 d = 0; d < SHAPE.head_dim; d++) vmx = (u64)qn_max64((s64)vmx, (s64)qn_abs64(v[d]));
   s32 vmax = qn_sat32(vmx);
-  u8 *vq = e + vo;
-  for (u32 d = 0; d < SHAPE.head_dim; d++) kv_put(vq, d, qn_kv_quant(v[d], vmax, levels), wide);
+  short *vq = (short *)(e + vo);
+  for (u32 d = 0; d < SHAPE.head_dim; d++) vq[d] = (short)qn_kv_quant(v[d], vmax, levels);
   *(s32 *)(e + vm) = vmax;
   return 0;
 }

@@ -3,11 +3,14 @@
 // int16 and the compact int8 K/V layouts, measured in the same run with the
 // layouts and contexts interleaved (the machine is shared: compare ratios).
 //
-//   bpf_attention_bench [--contexts 128,2048] [--reps N]
+//   bpf_attention_bench [--contexts 128,2048] [--reps N] [--fill]
 //
 // One call = one decode position of one layer, all 8 kv heads on one thread
-// (the engine splits the heads over its 2 workers). The cache entries are
-// left as created (zeros): the program's work does not depend on the values.
+// (the engine splits the heads over its 2 workers). Without --fill the cache
+// entries stay zero: every position gets the same weight, the worst case.
+// With --fill, layer 0 is first filled through the program itself from random
+// q/k/v with q/k-norm weights in [1.5, 3.5] (as the generated models have):
+// positions whose softmax weight rounds to 0 are skipped, as in real decoding.
 // Prints, per layout and context, the median wall and thread-CPU time of a
 // call, and the slope between the first and last context: ns per cached
 // position per layer, which times 28 layers is the decode cost of context.
@@ -57,6 +60,7 @@ struct Layout {
 int main(int argc, char** argv) {
   std::vector<uint32_t> contexts{128, 2048};
   int reps = 30;
+  bool fill = false;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     if (a == "--contexts" && i + 1 < argc) {
@@ -65,8 +69,10 @@ int main(int argc, char** argv) {
       for (std::string t; std::getline(ss, t, ',');) contexts.push_back(static_cast<uint32_t>(std::stoul(t)));
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::atoi(argv[++i]);
+    } else if (a == "--fill") {
+      fill = true;
     } else {
-      std::fprintf(stderr, "usage: bpf_attention_bench [--contexts 128,2048] [--reps N]\n");
+      std::fprintf(stderr, "usage: bpf_attention_bench [--contexts 128,2048] [--reps N] [--fill]\n");
       return 2;
     }
   }
@@ -92,13 +98,30 @@ int main(int argc, char** argv) {
     l.plan = make_model_plan(c, false, false, 2, max_ctx, bits);
     l.plan.layout.weight_entries = 1;  // attention reads no weights
     l.progs = std::make_unique<BpfPrograms>(l.plan.layout);
-    for (uint32_t i = 0; i < l.plan.layout.shape.norms_len; i++) l.progs->norms()[i] = 1 << QN_NORM_FRAC;
-    fill_rope_table(l.progs->rope(), l.plan.layout.rope_positions, c.head_dim, c.rope_theta);
     std::mt19937_64 rng(1);
+    std::uniform_real_distribution<double> ud(1.5, 3.5);
+    for (uint32_t i = 0; i < l.plan.layout.shape.norms_len; i++)
+      l.progs->norms()[i] = static_cast<int32_t>(ud(rng) * (1 << QN_NORM_FRAC));
+    fill_rope_table(l.progs->rope(), l.plan.layout.rope_positions, c.head_dim, c.rope_theta);
     std::normal_distribution<double> nd(0, 2);
-    for (uint32_t i = 0; i < l.plan.layout.qkv_pad; i++) l.progs->qkv()[i] = static_cast<int32_t>(nd(rng) * 65536);
+    auto random_qkv = [&] {
+      for (uint32_t i = 0; i < QN_PMAX * l.plan.layout.qkv_pad; i++)
+        l.progs->qkv()[i] = static_cast<int32_t>(nd(rng) * 65536);
+    };
+    random_qkv();
     l.slots = std::make_shared<KvSlots>(l.progs->kv_outer_fd(), l.progs->kv_value_size());
     l.kv = std::make_unique<BpfKvCache>(l.slots, static_cast<int>(max_ctx));
+    for (uint32_t p0 = 0; fill && p0 < max_ctx; p0 += QN_PMAX) {
+      random_qkv();
+      qn_args a{};
+      a.npos = std::min<uint32_t>(QN_PMAX, max_ctx - p0);
+      a.pos0 = p0;
+      a.kv_slot = l.kv->slot();
+      a.norm_off = l.plan.norms[0].q;
+      a.norm2_off = l.plan.norms[0].k;
+      a.head_end = c.num_key_value_heads;
+      l.progs->attention(a);
+    }
     layouts.push_back(std::move(l));
   }
 
@@ -113,7 +136,7 @@ int main(int argc, char** argv) {
         qn_args a{};
         a.npos = 1;
         a.pos0 = contexts[ci] - 1;
-        a.layer = static_cast<uint32_t>(r % c.num_hidden_layers);
+        a.layer = fill ? 0 : static_cast<uint32_t>(r % c.num_hidden_layers);
         a.kv_slot = l.kv->slot();
         a.norm_off = l.plan.norms[a.layer].q;
         a.norm2_off = l.plan.norms[a.layer].k;
@@ -125,7 +148,8 @@ int main(int argc, char** argv) {
         cpu[li][ci].push_back(now_ns(CLOCK_THREAD_CPUTIME_ID) - c0);
       }
 
-  std::printf("attention program, 0.6B shape, one layer, 8 kv heads / 16 query heads on one thread, %d reps\n", reps);
+  std::printf("attention program, 0.6B shape, one layer, 8 kv heads / 16 query heads on one thread, %d reps, %s\n",
+              reps, fill ? "cache filled from random q/k/v" : "zero cache (all weights equal)");
   std::printf("%-8s %8s %14s %14s\n", "K/V", "context", "wall us/call", "cpu us/call");
   for (size_t li = 0; li < layouts.size(); li++)
     for (size_t ci = 0; ci < contexts.size(); ci++)

@@ -121,8 +121,8 @@ inline QuantVec kv_quant(std::span<const int32_t> x, int32_t levels) {
   return r;
 }
 
-// Compact int8 K/V (kv_bits = 8): unnormalized Walsh-Hadamard transform in
-// blocks of 2^lb, exact in int64.
+// Compact K/V (kv_bits = 8): unnormalized Walsh-Hadamard transform in blocks
+// of 2^lb, exact in int64.
 inline void hadamard(std::vector<int64_t>& x, int lb) {
   for (int st = 0; st < lb; st++)
     for (size_t a = 0; a < x.size(); a++)
@@ -133,32 +133,43 @@ inline void hadamard(std::vector<int64_t>& x, int lb) {
       }
 }
 
-// Rotated int8 codes of x; the scale code rides in the LSBs of codes 0..7
-// (QuantVec.max holds it too, for the tests' convenience).
-inline QuantVec kv8_quant(std::span<const int32_t> x) {
-  const int lb = qn_kv8_block_log2(static_cast<uint32_t>(x.size()));
+// Compact K/V of one kv head: rotated (QN_KV8_ROTATE) k and v coded at their
+// own scale codes and packed into one 16-bit word per element (9-bit K code
+// above the 7-bit V code); the scale codes ride in the LSBs of K codes 0..15.
+inline std::vector<int64_t> kv8_rotated(std::span<const int32_t> x, int64_t& code) {
   std::vector<int64_t> y(x.begin(), x.end());
-  hadamard(y, lb);
+  hadamard(y, qn_kv8_block_log2(static_cast<uint32_t>(x.size())));
   uint64_t mx = 0;
   for (int64_t v : y) mx = std::max<uint64_t>(mx, qn_abs64(v));
-  QuantVec r;
-  r.max = static_cast<int32_t>(qn_kv8_code(mx));
-  for (size_t d = 0; d < y.size(); d++)
-    r.q.push_back(d < QN_KV8_SCALE_CODES ? qn_kv8_quant_bit(y[d], r.max, (r.max >> d) & 1)
-                                         : qn_kv8_quant(y[d], r.max));
-  return r;
+  code = qn_kv8_code(mx);
+  return y;
 }
 
-inline int64_t kv8_scale_code(const std::vector<int32_t>& codes) {
+inline std::vector<int32_t> kv8_pack(std::span<const int32_t> k, std::span<const int32_t> v) {
+  int64_t ek = 0, ev = 0;
+  auto ky = kv8_rotated(k, ek), vy = kv8_rotated(v, ev);
+  std::vector<int32_t> words(k.size());
+  for (size_t d = 0; d < k.size(); d++) {
+    int32_t kc;
+    if (d < QN_KV8_SCALE_CODES) kc = qn_kv8_quant_bit(ky[d], ek, (ek >> d) & 1, QN_KV8_K_LEVELS);
+    else if (d < 2 * QN_KV8_SCALE_CODES)
+      kc = qn_kv8_quant_bit(ky[d], ek, (ev >> (d - QN_KV8_SCALE_CODES)) & 1, QN_KV8_K_LEVELS);
+    else kc = qn_kv8_quant(ky[d], ek, QN_KV8_K_LEVELS);
+    words[d] = static_cast<int16_t>(qn_kv8_word(kc, qn_kv8_quant(vy[d], ev, QN_KV8_V_LEVELS)));
+  }
+  return words;
+}
+
+inline int64_t kv8_scale_code(const std::vector<int32_t>& words, size_t first) {
   int64_t e = 0;
-  for (int i = 0; i < QN_KV8_SCALE_CODES; i++) e |= int64_t(codes[i] & 1) << i;
+  for (int i = 0; i < QN_KV8_SCALE_CODES; i++) e |= (qn_kv8_kcode(words[first + i]) & 1) << i;
   return e;
 }
 
-// One query head over compact int8 cached (K, V): rotate q, score, softmax,
+// One query head over compact cached K|V words: rotate q, score, softmax,
 // weighted sum of rotated values, rotate back.
-inline std::vector<int32_t> attend_kv8(const std::vector<int32_t>& q_in, const std::vector<QuantVec>& k,
-                                       const std::vector<QuantVec>& v, uint32_t head_dim) {
+inline std::vector<int32_t> attend_kv8(const std::vector<int32_t>& q_in, const std::vector<std::vector<int32_t>>& kv,
+                                       uint32_t head_dim) {
   const int lb = qn_kv8_block_log2(head_dim);
   std::vector<int64_t> qr(q_in.begin(), q_in.end());
   hadamard(qr, lb);
@@ -167,13 +178,13 @@ inline std::vector<int32_t> attend_kv8(const std::vector<int32_t>& q_in, const s
   int sq = qn_input_shift(mx, QN_Q_BITS);
   std::vector<int32_t> q(head_dim);
   for (uint32_t d = 0; d < head_dim; d++) q[d] = static_cast<int32_t>(qn_round_shift(qr[d], sq));
-  int64_t c = qn_attn_scale_q24(head_dim, QN_KV8_LEVELS);
-  std::vector<int64_t> scores(k.size());
+  int64_t c = qn_attn_scale_q24(head_dim, QN_KV8_K_LEVELS);
+  std::vector<int64_t> scores(kv.size());
   int64_t smax = -2147483647;
-  for (size_t j = 0; j < k.size(); j++) {
+  for (size_t j = 0; j < kv.size(); j++) {
     int64_t dot = 0;
-    for (uint32_t d = 0; d < head_dim; d++) dot += int64_t(q[d]) * k[j].q[d];
-    scores[j] = qn_kv8_score(dot, kv8_scale_code(k[j].q), sq, lb, c);
+    for (uint32_t d = 0; d < head_dim; d++) dot += int64_t(q[d]) * qn_kv8_kcode(kv[j][d]);
+    scores[j] = qn_kv8_score(dot, kv8_scale_code(kv[j], 0), sq, lb, c);
     smax = std::max(smax, scores[j]);
   }
   uint64_t sum = 0;
@@ -182,9 +193,9 @@ inline std::vector<int32_t> attend_kv8(const std::vector<int32_t>& q_in, const s
     sum += static_cast<uint64_t>(s);
   }
   std::vector<int64_t> acc(head_dim, 0);
-  for (size_t j = 0; j < k.size(); j++) {
-    int64_t w = qn_kv8_vweight(qn_attn_prob(scores[j], sum), kv8_scale_code(v[j].q));
-    for (uint32_t d = 0; d < head_dim; d++) acc[d] += w * v[j].q[d];
+  for (size_t j = 0; j < kv.size(); j++) {
+    int64_t w = qn_kv8_vweight(qn_attn_prob(scores[j], sum), kv8_scale_code(kv[j], QN_KV8_SCALE_CODES));
+    for (uint32_t d = 0; d < head_dim; d++) acc[d] += w * qn_kv8_vcode(kv[j][d]);
   }
   for (auto& a : acc) a = qn_kv8_out_rot(a);
   hadamard(acc, lb);
@@ -196,7 +207,6 @@ inline std::vector<int32_t> attend_kv8(const std::vector<int32_t>& q_in, const s
 // One query head over cached (K, V) of positions 0..n-1.
 inline std::vector<int32_t> attend(std::vector<int32_t> q, const std::vector<QuantVec>& k,
                                    const std::vector<QuantVec>& v, uint32_t head_dim, int32_t levels) {
-  if (levels == QN_KV8_LEVELS) return attend_kv8(q, k, v, head_dim);
   int sq = qn_input_shift(max_abs(q), QN_Q_BITS);
   for (auto& e : q) e = static_cast<int32_t>(qn_round_shift(e, sq));
   int64_t c = qn_attn_scale_q24(head_dim, levels);
