@@ -166,15 +166,19 @@ static long att_score_cb(u64 j, void *ctx) {
   if (ko > SHAPE.kv_pos_bytes - kv_vec_bytes()) return qn_fail(st->thread, __LINE__);
   const u8 *kq = e + ko;
   const s32 *q = att_tmp1(b);
+  const u32 hd = SHAPE.head_dim; /* read once: SHAPE is volatile */
   s64 dot = 0;
   s32 score;
   if (kv_compact()) {
     const short *kw = (const short *)kq;
-    for (u32 d = 0; d < SHAPE.head_dim; d++) dot += (s64)q[d] * qn_kv8_kcode(kw[d]);
+    for (u32 d = 0; d < hd; d += 4) /* head_dim is a multiple of 8 (model_plan) */
+      dot += (s64)q[d] * qn_kv8_kcode(kw[d]) + (s64)q[d + 1] * qn_kv8_kcode(kw[d + 1]) +
+             (s64)q[d + 2] * qn_kv8_kcode(kw[d + 2]) + (s64)q[d + 3] * qn_kv8_kcode(kw[d + 3]);
     score = qn_kv8_score(dot, kv8_scale_code(kq, 0), acc->sq, kv8_lb(), st->c_q24);
   } else {
     const short *kw = (const short *)kq;
-    for (u32 d = 0; d < SHAPE.head_dim; d++) dot += (s64)q[d] * kw[d];
+    for (u32 d = 0; d < hd; d += 4)
+      dot += (s64)q[d] * kw[d] + (s64)q[d + 1] * kw[d + 1] + (s64)q[d + 2] * kw[d + 2] + (s64)q[d + 3] * kw[d + 3];
     if (mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
     dot = qn_round_shift(dot, qn_kv_dot_shift(kv_levels()));
     score = qn_attn_score(dot, *(const s32 *)(e + mo), acc->sq, st->c_q24);
@@ -219,10 +223,21 @@ static long att_acc_cb(u64 j, void *ctx) {
   if (w == 0) return 0;
   s64 *accv = att_acc(b);
   const short *vw = (const short *)vq;
+  const u32 hd = SHAPE.head_dim; /* read once: SHAPE is volatile */
   if (kv_compact()) {
-    for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] += w * qn_kv8_vcode(vw[d]);
+    for (u32 d = 0; d < hd; d += 4) {
+      accv[d] += w * qn_kv8_vcode(vw[d]);
+      accv[d + 1] += w * qn_kv8_vcode(vw[d + 1]);
+      accv[d + 2] += w * qn_kv8_vcode(vw[d + 2]);
+      accv[d + 3] += w * qn_kv8_vcode(vw[d + 3]);
+    }
   } else {
-    for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] += w * vw[d];
+    for (u32 d = 0; d < hd; d += 4) {
+      accv[d] += w * vw[d];
+      accv[d + 1] += w * vw[d + 1];
+      accv[d + 2] += w * vw[d + 2];
+      accv[d + 3] += w * vw[d + 3];
+    }
   }
   return 0;
 }
