@@ -98,8 +98,8 @@ static __always_inline s64 kv8_rotate(s64 *x) {
   return qn_kv8_code(mx);
 }
 
-/* Packs rotated K (kx) and V (vx) of one kv head into its words; kx and vx
- * may be the same scratch: V is coded first, then K over it. */
+/* The words of one kv head: V is rotated and coded into the low 7 bits first,
+ * then K above it (so both can use the same int64 scratch, one after the other). */
 static __always_inline void kv8_store_v(short *w, s64 *vx, s64 *ev) {
   s64 e = kv8_rotate(vx);
   for (u32 d = 0; d < SHAPE.head_dim; d++) w[d] = (short)qn_kv8_word(0, qn_kv8_quant(vx[d], e, QN_KV8_V_LEVELS));
