@@ -72,9 +72,84 @@ static __always_inline s64 dot_q8(const QN_WQ u8 *row, const s32 *x, u32 groups,
   return acc;
 }
 
-static __always_inline s64 weight_dot(const QN_WQ u8 *row, const s32 *x, u32 groups, const u32 *ocol) {
-  if (SHAPE.precision == QN_PREC_Q8) return dot_q8(row, x, groups, ocol);
-  return dot_q24(row, x, groups);
+/* Keeps clang from hoisting the loads of later columns (it would run out of
+ * BPF's 10 registers and spill them to the stack): the loads of a block of
+ * four columns come after this point. Emits no instruction. */
+#define QN_KERNEL_ORDER(a, b, c) asm volatile("" : "+r"(a), "+r"(b), "+r"(c))
+
+/* Two rows against one input: the decode kernel (and each position of a
+ * prefill pass). Every input element is loaded once for both rows. */
+struct qn_dot2 {
+  s64 a, b;
+};
+
+/* q24: plain int64 products, two accumulators. */
+static __always_inline void dot2_q24(const QN_WQ u8 *ra, const QN_WQ u8 *rb, const s32 *x, u32 groups,
+                                     struct qn_dot2 *out) {
+  s64 acc_a = 0, acc_b = 0;
+  const QN_WQ s32 *pa = (const QN_WQ s32 *)ra, *pb = (const QN_WQ s32 *)rb;
+  const s32 *px = x;
+  for (u32 g = 0; g < groups * (QN_GROUP / 4); g++) {
+    QN_KERNEL_ORDER(pa, pb, px);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      s64 xv = px[k];
+      acc_a += (s64)pa[k] * xv;
+      acc_b += (s64)pb[k] * xv;
+    }
+    pa += 4;
+    pb += 4;
+    px += 4;
+  }
+  out->a = acc_a;
+  out->b = acc_b;
+}
+
+/* q8, packed: one 64-bit multiply per column serves both rows,
+ * (wa + wb * 2^32) * x = wa*x + (wb*x) * 2^32. With |x| <= 2^QN_Q8_ACT_BITS
+ * a group's sum per row stays below 2^31 (64 * 127 * 2^18), so the low 32
+ * bits (sign-extended) are row a's group sum exactly and the rest, shifted
+ * down, row b's; the whole stays below 2^63. Each group sum then meets its
+ * row's scale as in dot_q8, so the result equals dot_q8 bit for bit. */
+static __always_inline void dot2_q8(const QN_WQ u8 *ra, const QN_WQ u8 *rb, const s32 *x, u32 groups,
+                                    const u32 *ocol, struct qn_dot2 *out) {
+  s64 acc_a = 0, acc_b = 0;
+  for (u32 g = 0; g < groups; g++) {
+    const QN_WQ u8 *ga = ra + g * QN_Q8_GROUP_BYTES;
+    const QN_WQ u8 *gb = rb + g * QN_Q8_GROUP_BYTES;
+    const QN_WQ s8 *pa = (const QN_WQ s8 *)(ga + 4);
+    const QN_WQ s8 *pb = (const QN_WQ s8 *)(gb + 4);
+    const s32 *px = x + g * QN_GROUP;
+    s64 t = 0;
+    for (int q = 0; q < QN_GROUP / 4; q++) {
+      QN_KERNEL_ORDER(pa, pb, px);
+#pragma unroll
+      for (int k = 0; k < 4; k++) t += ((s64)pa[k] + (s64)pb[k] * (1LL << 32)) * px[k];
+      pa += 4;
+      pb += 4;
+      px += 4;
+    }
+    s64 lo = (s64)(s32)t;
+    s64 hi = (t - lo) >> 32;
+    acc_a += lo * *(const QN_WQ s32 *)ga;
+    acc_b += hi * *(const QN_WQ s32 *)gb;
+  }
+  const QN_WQ s64 *oa = (const QN_WQ s64 *)(ra + groups * QN_Q8_GROUP_BYTES);
+  const QN_WQ s64 *ob = (const QN_WQ s64 *)(rb + groups * QN_Q8_GROUP_BYTES);
+#pragma unroll
+  for (int k = 0; k < QN_OUT_COLS; k++) {
+    s64 xv = x[ocol[k]];
+    acc_a += oa[k] * xv;
+    acc_b += ob[k] * xv;
+  }
+  out->a = acc_a;
+  out->b = acc_b;
+}
+
+static __always_inline void weight_dot2(const QN_WQ u8 *ra, const QN_WQ u8 *rb, const s32 *x, u32 groups,
+                                        const u32 *ocol, struct qn_dot2 *out) {
+  if (SHAPE.precision == QN_PREC_Q8) dot2_q8(ra, rb, x, groups, ocol, out);
+  else dot2_q24(ra, rb, x, groups, out);
 }
 
 static __always_inline int weight_frac(const struct qn_matrix *m) {

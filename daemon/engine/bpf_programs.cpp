@@ -189,6 +189,7 @@ BpfPrograms::BpfPrograms(const ProgramLayout& layout) : layout_(layout) {
     kv_outer_ = s->maps.kv_outer;
     weights_map = s->maps.weights_arena;
     prog_matmul_ = bpf_program__fd(s->progs.qn_matmul);
+    prog_matmul_proj_ = bpf_program__fd(s->progs.qn_matmul_proj);
     prog_attention_ = bpf_program__fd(s->progs.qn_attention);
     prog_embed_ = bpf_program__fd(s->progs.qn_embed);
     size_t sz = 0;
@@ -211,6 +212,7 @@ BpfPrograms::BpfPrograms(const ProgramLayout& layout) : layout_(layout) {
     kv_outer_ = s->maps.kv_outer;
     weights_map = s->maps.weights_map;
     prog_matmul_ = bpf_program__fd(s->progs.qn_matmul);
+    prog_matmul_proj_ = bpf_program__fd(s->progs.qn_matmul_proj);
     prog_attention_ = bpf_program__fd(s->progs.qn_attention);
     prog_embed_ = bpf_program__fd(s->progs.qn_embed);
     weights_ = static_cast<uint8_t*>(
@@ -272,7 +274,8 @@ int BpfPrograms::map_count() const {
 
 std::vector<ProgramStat> BpfPrograms::stats() const {
   std::vector<ProgramStat> out;
-  for (auto [fd, name] : {std::pair{prog_matmul_, "qn_matmul"}, std::pair{prog_attention_, "qn_attention"},
+  for (auto [fd, name] : {std::pair{prog_matmul_, "qn_matmul"}, std::pair{prog_matmul_proj_, "qn_matmul_proj"},
+                          std::pair{prog_attention_, "qn_attention"},
                           std::pair{prog_embed_, "qn_embed"}}) {
     bpf_prog_info info{};
     uint32_t len = sizeof info;

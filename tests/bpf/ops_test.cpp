@@ -93,7 +93,7 @@ class OpsTest : public testing::TestWithParam<Param> {
         max_l1 = std::max(max_l1, convert_row(row, GetParam().q8, mp.m.wfrac, progs_->weights() + mp.row_offset(r),
                                               "test", ocols));
       }
-      mp.m.act_bits = act_bits_for(max_l1);
+      mp.m.act_bits = act_bits_for(max_l1, GetParam().q8);
     }
     std::uniform_real_distribution<float> ud(0.5f, 1.5f);
     for (uint32_t i = 0; i < plan_.layout.shape.norms_len; i++)
