@@ -99,6 +99,24 @@ static __always_inline u32 mm_store(const struct mm_state *st, u32 op, int cls, 
   return 0;
 }
 
+/* The outputs of one step for compact position c (at position p): gate/up
+ * -> silu(ya) * yb at r; otherwise ya at row ra and yb at row rb (unless rb
+ * repeats ra, the odd last row). */
+static __always_inline u32 mm_emit(const struct mm_state *st, u32 op, int cls, u32 r, u32 ra, u32 rb, u32 c, u32 p,
+                                   s32 ya, s32 yb) {
+  if (cls == QN_MM_NORMED && op == QN_OP_GATEUP) {
+    s32 *out = buf_lookup(&mlp_buf, 0);
+    u32 oi = p * INTER_PAD + r;
+    QN_BARRIER(oi);
+    if (!out || r >= INTER_PAD || oi >= QN_PMAX * INTER_PAD) return __LINE__;
+    out[oi] = qn_silu_mul(ya, yb);
+    return 0;
+  }
+  u32 e = mm_store(st, op, cls, ra, c, p, ya);
+  if (e || rb == ra) return e;
+  return mm_store(st, op, cls, rb, c, p, yb);
+}
+
 /* Step r of the row loop against compact position c: for gate/up the row
  * pair (2r, 2r+1) -> silu(gate) * up at r; otherwise rows r and r+1 (r+1
  * only when below row_end; the kernel then reads row r twice). 0 or an
@@ -139,33 +157,67 @@ static __always_inline u32 mm_rows_pos(const struct mm_state *st, u32 r, u32 c, 
    * once per length */
   op = st->op;
   QN_BARRIER(op);
-  s32 ya = qn_matmul_out(d.a, wf, s), yb = qn_matmul_out(d.b, wf, s);
-  if (cls == QN_MM_NORMED && op == QN_OP_GATEUP) {
-    s32 *out = buf_lookup(&mlp_buf, 0);
-    u32 oi = p * INTER_PAD + r;
-    QN_BARRIER(oi);
-    if (!out || r >= INTER_PAD || oi >= QN_PMAX * INTER_PAD) return __LINE__;
-    out[oi] = qn_silu_mul(ya, yb);
-    return 0;
-  }
-  u32 e = mm_store(st, op, cls, ra, c, p, ya);
-  if (e || rb == ra) return e;
-  return mm_store(st, op, cls, rb, c, p, yb);
+  return mm_emit(st, op, cls, r, ra, rb, c, p, qn_matmul_out(d.a, wf, s), qn_matmul_out(d.b, wf, s));
 }
 
-static __always_inline long mm_row_step(u64 i, void *ctx, int cls) {
+/* Prefill (q8): step r against the compact positions 2j and 2j+1 (the
+ * second only when it exists) with the packed kernel dot4_q8. */
+static __always_inline u32 mm_rows_pair(const struct mm_state *st, u32 r, u32 j, int cls) {
+  u32 op = st->op;
+  QN_BARRIER(op);
+  u32 c0 = 2 * j, c1 = 2 * j + 1;
+  s64 *xp = xq_pair_row(st->thread, j);
+  s32 *x0 = xq_row(st->thread, c0), *x1 = xq_row(st->thread, c1);
+  s32 *sh0 = xq_shift_slot(st->thread, c0), *sh1 = xq_shift_slot(st->thread, c1);
+  if (!xp || !x0 || !x1 || !sh0 || !sh1) return __LINE__;
+  int s0 = *sh0, s1 = *sh1;
+  int wf = st->wf;
+  if (s0 < -16 || s0 > wf || s1 < -16 || s1 > wf || wf > 31) return __LINE__;
+  u32 groups = cls == QN_MM_NORMED ? HID_PAD / QN_GROUP : op == QN_OP_O ? QD_PAD / QN_GROUP : INTER_PAD / QN_GROUP;
+  u32 ocol[QN_OUT_COLS];
+#pragma unroll
+  for (int k = 0; k < QN_OUT_COLS; k++) {
+    ocol[k] = st->mat.ocol[k];
+    if (ocol[k] >= IN_PAD) return __LINE__;
+  }
+  u32 ra = r, rb = r + 1 < st->row_end ? r + 1 : r;
+  if (cls == QN_MM_NORMED && op == QN_OP_GATEUP) {
+    ra = 2 * r;
+    rb = 2 * r + 1;
+  }
+  const QN_WQ u8 *wa = weight_row(&st->mat, ra);
+  const QN_WQ u8 *wb = weight_row(&st->mat, rb);
+  if (!wa || !wb) return __LINE__;
+  struct qn_dot4 d = {};
+  dot4_q8(wa, wb, xp, x0, x1, groups, ocol, &d);
+  op = st->op;
+  QN_BARRIER(op);
+  u32 p0 = st->comp_pos[c0 & (QN_PMAX - 1)];
+  if (p0 >= QN_PMAX) return __LINE__;
+  u32 e = mm_emit(st, op, cls, r, ra, rb, c0, p0, qn_matmul_out(d.a0, wf, s0), qn_matmul_out(d.b0, wf, s0));
+  if (e || c1 >= st->ncomp) return e;
+  u32 p1 = st->comp_pos[c1 & (QN_PMAX - 1)];
+  if (p1 >= QN_PMAX) return __LINE__;
+  return mm_emit(st, op, cls, r, ra, rb, c1, p1, qn_matmul_out(d.a1, wf, s1), qn_matmul_out(d.b1, wf, s1));
+}
+
+/* pre: the q8 prefill programs, whose inner index runs over position pairs. */
+static __always_inline long mm_row_step(u64 i, void *ctx, int cls, int pre) {
   struct mm_state *st = ctx;
   /* Callbacks never write the caller's stack: the verifier then sees one
    * state per loop and verifies each callback body once. */
-  u32 n = st->ncomp;
+  u32 n = pre ? (st->ncomp + 1) / 2 : st->ncomp;
   if (n == 0 || n > QN_PMAX) return qn_fail(st->thread, __LINE__);
   u32 step = n == 1 ? (u32)i : (u32)i / n;
   u32 c = (u32)i - step * n;
-  u32 e = mm_rows_pos(st, st->row_begin + step * st->row_step, c, cls);
+  u32 r = st->row_begin + step * st->row_step;
+  u32 e = pre ? mm_rows_pair(st, r, c, cls) : mm_rows_pos(st, r, c, cls);
   return e ? qn_fail(st->thread, e) : 0;
 }
-static long mm_row_cb_normed(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_NORMED); }
-static long mm_row_cb_proj(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_PROJ); }
+static long mm_row_cb_normed(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_NORMED, 0); }
+static long mm_row_cb_proj(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_PROJ, 0); }
+static long mm_row_cb_normed_pre(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_NORMED, 1); }
+static long mm_row_cb_proj_pre(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_PROJ, 1); }
 
 static __always_inline long mm_prep(u64 i, void *ctx, int cls) {
   struct mm_state *st = ctx;
@@ -189,7 +241,7 @@ static __always_inline long mm_prep(u64 i, void *ctx, int cls) {
 static long mm_prep_cb_normed(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_NORMED); }
 static long mm_prep_cb_proj(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_PROJ); }
 
-static __always_inline int mm_main(struct qn_args *a, int cls) {
+static __always_inline int mm_main(struct qn_args *a, int cls, int pre) {
   struct mm_state st = {};
   st.mat = a->mat;
   st.op = a->op;
@@ -244,15 +296,45 @@ static __always_inline int mm_main(struct qn_args *a, int cls) {
     }
   }
   u32 steps = (row_end - st.row_begin + st.row_step - 1) / st.row_step;
-  bpf_loop(steps * n, cls == QN_MM_NORMED ? mm_row_cb_normed : mm_row_cb_proj, &st, 0);
+  if (pre) {
+    struct pack_state ps = {st.thread, n, 0};
+    ps.chunks = (cls == QN_MM_NORMED ? HID_PAD : st.op == QN_OP_O ? QD_PAD : INTER_PAD) / 8;
+    bpf_loop((n + 1) / 2 * ps.chunks, pack_pairs_cb, &ps, 0);
+    if (qn_err(st.thread)) {
+      a->status = qn_err(st.thread);
+      return a->status;
+    }
+    bpf_loop(steps * ((n + 1) / 2), cls == QN_MM_NORMED ? mm_row_cb_normed_pre : mm_row_cb_proj_pre, &st, 0);
+  } else {
+    bpf_loop(steps * n, cls == QN_MM_NORMED ? mm_row_cb_normed : mm_row_cb_proj, &st, 0);
+  }
   a->status = qn_err(st.thread);
   return a->status;
 }
 
 SEC("syscall")
-int qn_matmul(struct qn_args *a) { return mm_main(a, QN_MM_NORMED); }
+int qn_matmul(struct qn_args *a) { return mm_main(a, QN_MM_NORMED, 0); }
 
 SEC("syscall")
-int qn_matmul_proj(struct qn_args *a) { return mm_main(a, QN_MM_PROJ); }
+int qn_matmul_proj(struct qn_args *a) { return mm_main(a, QN_MM_PROJ, 0); }
+
+/* q8 only (user space loads them for q8): several positions per pass. */
+SEC("syscall")
+int qn_matmul_pre(struct qn_args *a) {
+  if (SHAPE.precision != QN_PREC_Q8) {
+    a->status = __LINE__;
+    return a->status;
+  }
+  return mm_main(a, QN_MM_NORMED, 1);
+}
+
+SEC("syscall")
+int qn_matmul_proj_pre(struct qn_args *a) {
+  if (SHAPE.precision != QN_PREC_Q8) {
+    a->status = __LINE__;
+    return a->status;
+  }
+  return mm_main(a, QN_MM_PROJ, 1);
+}
 
 #endif

@@ -146,6 +146,61 @@ static __always_inline void dot2_q8(const QN_WQ u8 *ra, const QN_WQ u8 *rb, cons
   out->b = acc_b;
 }
 
+/* q8 prefill: two rows against a pair of positions packed as
+ * x0 + x1 * 2^32 (xq_pair_row): wa * X holds row a's group sums for both
+ * positions in its two 32-bit lanes (same bound as dot2_q8), so two
+ * multiplies serve four products. x0, x1: the plain inputs (outlier
+ * columns). out: a0, b0 (position 0), a1, b1 (position 1). */
+struct qn_dot4 {
+  s64 a0, b0, a1, b1;
+};
+
+static __always_inline void dot4_q8(const QN_WQ u8 *ra, const QN_WQ u8 *rb, const s64 *xp, const s32 *x0,
+                                    const s32 *x1, u32 groups, const u32 *ocol, struct qn_dot4 *out) {
+  s64 a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+  for (u32 g = 0; g < groups; g++) {
+    const QN_WQ u8 *ga = ra + g * QN_Q8_GROUP_BYTES;
+    const QN_WQ u8 *gb = rb + g * QN_Q8_GROUP_BYTES;
+    const QN_WQ s8 *pa = (const QN_WQ s8 *)(ga + 4);
+    const QN_WQ s8 *pb = (const QN_WQ s8 *)(gb + 4);
+    const s64 *px = xp + g * QN_GROUP;
+    s64 ta = 0, tb = 0;
+    for (int q = 0; q < QN_GROUP / 4; q++) {
+      QN_KERNEL_ORDER(pa, pb, px);
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        s64 xv = px[k];
+        ta += pa[k] * xv;
+        tb += pb[k] * xv;
+      }
+      pa += 4;
+      pb += 4;
+      px += 4;
+    }
+    s64 sa = *(const QN_WQ s32 *)ga, sb = *(const QN_WQ s32 *)gb;
+    s64 lo = (s64)(s32)ta;
+    a0 += lo * sa;
+    a1 += ((ta - lo) >> 32) * sa;
+    lo = (s64)(s32)tb;
+    b0 += lo * sb;
+    b1 += ((tb - lo) >> 32) * sb;
+  }
+  const QN_WQ s64 *oa = (const QN_WQ s64 *)(ra + groups * QN_Q8_GROUP_BYTES);
+  const QN_WQ s64 *ob = (const QN_WQ s64 *)(rb + groups * QN_Q8_GROUP_BYTES);
+#pragma unroll
+  for (int k = 0; k < QN_OUT_COLS; k++) {
+    s64 v0 = x0[ocol[k]], v1 = x1[ocol[k]];
+    a0 += oa[k] * v0;
+    a1 += oa[k] * v1;
+    b0 += ob[k] * v0;
+    b1 += ob[k] * v1;
+  }
+  out->a0 = a0;
+  out->b0 = b0;
+  out->a1 = a1;
+  out->b1 = b1;
+}
+
 static __always_inline void weight_dot2(const QN_WQ u8 *ra, const QN_WQ u8 *rb, const s32 *x, u32 groups,
                                         const u32 *ocol, struct qn_dot2 *out) {
   if (SHAPE.precision == QN_PREC_Q8) dot2_q8(ra, rb, x, groups, ocol, out);

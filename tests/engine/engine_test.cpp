@@ -302,12 +302,12 @@ TEST(Info, ReportsProgramsAndWeights) {
   EXPECT_EQ(i.name, "bpf");
   EXPECT_EQ(i.weight_path, "arena");
   EXPECT_EQ(i.precision, "q8");
-  EXPECT_EQ(i.bpf_programs, 4);
+  EXPECT_EQ(i.bpf_programs, 6);  // q8: two matmul programs, their prefill variants, attention, embed
   EXPECT_GT(i.weight_bytes, size_t(151936) * 64);
   auto* api = dynamic_cast<BpfBackendApi*>(&b);
   ASSERT_NE(api, nullptr);
   BpfBackendStats s = api->stats();
-  ASSERT_EQ(s.programs.size(), 4u);
+  ASSERT_EQ(s.programs.size(), 6u);
   for (auto& p : s.programs) EXPECT_GT(p.verified_insns, 0u) << p.name;
 }
 
