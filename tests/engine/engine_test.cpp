@@ -199,23 +199,27 @@ TEST(Accuracy, TeacherForcedQ8TinyOutliers) {
   report_and_check("q8 tiny-outliers", teacher_forced("tiny-outliers", Precision::q8, 20, 52), kQ8Bar);
 }
 
+// q8 passes of several positions run the packed prefill kernel, one position
+// the decode kernel: both must give the same bits.
 TEST(Sessions, IncrementalDecodeEqualsBatchedPrefill) {
-  Backend& b = bpf("small-outliers", WeightPath::map, Precision::q24);
-  std::mt19937_64 rng(5);
-  auto ids = random_prompt(rng, 40, 151936);
-  ForwardWants w;
-  w.all_positions = true;
-  w.full_logits = true;
-  ForwardResult batched = run(b, ids, w);
-  auto kv = b.create_kv(64);
-  ForwardWants one;
-  one.full_logits = true;
-  for (size_t p = 0; p < ids.size(); p++) {
-    ForwardResult r = b.forward(*kv, std::span<const int32_t>(&ids[p], 1), one);
-    ASSERT_EQ(r.positions.size(), 1u);
-    ASSERT_EQ(r.positions[0].full, batched.positions[p].full) << "position " << p;
+  for (Precision prec : {Precision::q24, Precision::q8}) {
+    Backend& b = bpf("small-outliers", WeightPath::map, prec);
+    std::mt19937_64 rng(5);
+    auto ids = random_prompt(rng, 40, 151936);
+    ForwardWants w;
+    w.all_positions = true;
+    w.full_logits = true;
+    ForwardResult batched = run(b, ids, w);
+    auto kv = b.create_kv(64);
+    ForwardWants one;
+    one.full_logits = true;
+    for (size_t p = 0; p < ids.size(); p++) {
+      ForwardResult r = b.forward(*kv, std::span<const int32_t>(&ids[p], 1), one);
+      ASSERT_EQ(r.positions.size(), 1u);
+      ASSERT_EQ(r.positions[0].full, batched.positions[p].full) << precision_name(prec) << " position " << p;
+    }
+    EXPECT_EQ(kv->positions(), 40);
   }
-  EXPECT_EQ(kv->positions(), 40);
 }
 
 TEST(Sessions, InterleavedSessionsEqualEachAlone) {
