@@ -1,12 +1,17 @@
-/* The matmul program family: one program, five operations (qn_args.op), all
+/* The matmul program family: five operations (qn_args.op), all
  * "prepare input -> rows [row_begin, row_end) x positions -> epilogue":
  *   QN_OP_QKV     rmsnorm(resid) @ Wqkv            -> qkv
  *   QN_OP_GATEUP  rmsnorm(resid) @ Wgu (row pairs) -> silu(gate) * up -> mlp
  *   QN_OP_O       attn @ Wo                        -> resid += (residual fused)
  *   QN_OP_DOWN    mlp @ Wdown                      -> resid +=
  *   QN_OP_VOCAB   rmsnorm(resid, final) @ Wlm      -> logits, argmax, top-k
- * Each weight row is fetched once per pass and dotted with every position of
- * the pass while it is hot in cache (batched prefill).
+ * compiled into separate programs so each stays within the verifier's budget:
+ * qn_matmul (QKV, GATEUP, VOCAB) and qn_matmul_proj (O, DOWN), plus for q8
+ * their prefill variants *_pre. A step of the row loop covers two rows (a
+ * gate/up pair, or rows r and r+1) so every input load serves both; the q8
+ * kernels put two products in one 64-bit multiply (ops_weights.h). Each
+ * step's rows are dotted with every position of the pass while they are hot
+ * in L1 (batched prefill).
  */
 #ifndef QWEN3_BPF_OPS_MATMUL_H
 #define QWEN3_BPF_OPS_MATMUL_H
