@@ -36,49 +36,16 @@ static __always_inline const u8 *weight_row(const struct qn_matrix *m, u32 r) {
 }
 #endif
 
-/* sum_j w_j * x_j over `groups` groups; q24: exact int64, |acc| < 2^62 by the
- * per-matrix act_bits bound. `groups` must be a load-time constant (from
- * .rodata): the verifier then walks one path through the loop, not one per
- * possible exit. */
-static __always_inline s64 dot_q24(const QN_WQ u8 *row, const s32 *x, u32 groups) {
-  s64 acc = 0;
-  for (u32 g = 0; g < groups; g++) {
-    const QN_WQ s32 *wg = (const QN_WQ s32 *)(row + g * QN_Q24_GROUP_BYTES);
-    const s32 *xg = x + g * QN_GROUP;
-#pragma unroll 8
-    for (int k = 0; k < QN_GROUP; k++) acc += (s64)wg[k] * xg[k];
-  }
-  return acc;
-}
-
-/* q8: per group an exact int64 sum of int8 * input, times the group's scale;
- * then the matrix's outlier columns, whose weights are kept exact as int64
- * after the groups (their int8 slots are zero). `ocol` entries are < IN_PAD. */
-static __always_inline s64 dot_q8(const QN_WQ u8 *row, const s32 *x, u32 groups, const u32 *ocol) {
-  s64 acc = 0;
-  for (u32 g = 0; g < groups; g++) {
-    const QN_WQ u8 *gp = row + g * QN_Q8_GROUP_BYTES;
-    s64 scale = *(const QN_WQ s32 *)gp;
-    const QN_WQ s8 *wg = (const QN_WQ s8 *)(gp + 4);
-    const s32 *xg = x + g * QN_GROUP;
-    s64 gs = 0;
-#pragma unroll 8
-    for (int k = 0; k < QN_GROUP; k++) gs += (s64)wg[k] * xg[k];
-    acc += gs * scale;
-  }
-  const QN_WQ s64 *wo = (const QN_WQ s64 *)(row + groups * QN_Q8_GROUP_BYTES);
-#pragma unroll
-  for (int k = 0; k < QN_OUT_COLS; k++) acc += wo[k] * x[ocol[k]];
-  return acc;
-}
-
 /* Keeps clang from hoisting the loads of later columns (it would run out of
  * BPF's 10 registers and spill them to the stack): the loads of a block of
  * four columns come after this point. Emits no instruction. */
 #define QN_KERNEL_ORDER(a, b, c) asm volatile("" : "+r"(a), "+r"(b), "+r"(c))
 
-/* Two rows against one input: the decode kernel (and each position of a
- * prefill pass). Every input element is loaded once for both rows. */
+/* Two rows against one input: the decode kernel (q24 also for each position
+ * of a prefill pass). Every input element is loaded once for both rows.
+ * `groups` must be a load-time constant (from .rodata): the verifier then
+ * walks one path through the loop, not one per possible exit. Sums are exact
+ * int64, |acc| < 2^62 by the per-matrix act_bits bound. */
 struct qn_dot2 {
   s64 a, b;
 };
@@ -105,12 +72,16 @@ static __always_inline void dot2_q24(const QN_WQ u8 *ra, const QN_WQ u8 *rb, con
   out->b = acc_b;
 }
 
-/* q8, packed: one 64-bit multiply per column serves both rows,
+/* q8: per group an exact sum of int8 * input, times the group's scale; then
+ * the matrix's outlier columns, kept exact as int64 after the groups (their
+ * int8 slots are zero; `ocol` entries are < IN_PAD).
+ * Packed: one 64-bit multiply per column serves both rows,
  * (wa + wb * 2^32) * x = wa*x + (wb*x) * 2^32. With |x| <= 2^QN_Q8_ACT_BITS
  * a group's sum per row stays below 2^31 (64 * 127 * 2^18), so the low 32
  * bits (sign-extended) are row a's group sum exactly and the rest, shifted
  * down, row b's; the whole stays below 2^63. Each group sum then meets its
- * row's scale as in dot_q8, so the result equals dot_q8 bit for bit. */
+ * row's scale, so the result is the same integer as one product at a time
+ * (tests/bpf/fixed_model.h: dot). */
 static __always_inline void dot2_q8(const QN_WQ u8 *ra, const QN_WQ u8 *rb, const s32 *x, u32 groups,
                                     const u32 *ocol, struct qn_dot2 *out) {
   s64 acc_a = 0, acc_b = 0;
