@@ -19,9 +19,9 @@
 #include "ops_vector.h"
 #include "ops_weights.h"
 
-/* The two programs of the family, each verified on its own (one program
- * for all five ops exceeds the verifier's 1M-instruction budget with the
- * two-row kernels): */
+/* The two op classes, each its own program (and for q8 a prefill variant
+ * of each), verified separately: one program for all five ops exceeds the
+ * verifier's 1M-instruction budget with the two-row kernels. */
 #define QN_MM_NORMED 0 /* qn_matmul: QKV, GATEUP, VOCAB; input rmsnorm(resid), HID_PAD columns */
 #define QN_MM_PROJ 1   /* qn_matmul_proj: O, DOWN; input attn / mlp, output added to resid */
 
