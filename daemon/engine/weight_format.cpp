@@ -110,10 +110,11 @@ uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, 
   return l1;
 }
 
-uint32_t act_bits_for(uint64_t max_l1) {
+uint32_t act_bits_for(uint64_t max_l1, bool q8) {
   int b = qn_bits_u64(max_l1);
   int a = 62 - b;
   if (a > QN_ACT_BITS_MAX) a = QN_ACT_BITS_MAX;
+  if (q8 && a > QN_Q8_ACT_BITS) a = QN_Q8_ACT_BITS;
   if (a < 1) a = 1;
   return static_cast<uint32_t>(a);
 }

@@ -34,8 +34,9 @@ std::vector<uint32_t> pick_outlier_columns(std::span<const float> col_max);
 uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, const char* what,
                      std::span<const uint32_t> ocols = {});
 
-// act_bits such that max_l1 * 2^act_bits < 2^62.
-uint32_t act_bits_for(uint64_t max_l1);
+// act_bits such that max_l1 * 2^act_bits < 2^62; at most QN_Q8_ACT_BITS for
+// q8 (the packed two-row kernel's lanes, bpf_ops/ops_weights.h).
+uint32_t act_bits_for(uint64_t max_l1, bool q8);
 
 // Reads back column c of a converted row as float (tests, embedding checks).
 double dequant(const uint8_t* row, uint32_t c, bool q8, int frac, uint32_t cols = 0,

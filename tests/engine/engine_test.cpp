@@ -215,23 +215,27 @@ TEST(Accuracy, TeacherForcedQ24Kv8TinyOutliers) {
   report_and_check("q24 kv8 tiny-outliers", teacher_forced("tiny-outliers", Precision::q24, 20, 52, 8), 0.93);
 }
 
+// q8 passes of several positions run the packed prefill kernel, one position
+// the decode kernel: both must give the same bits.
 TEST(Sessions, IncrementalDecodeEqualsBatchedPrefill) {
-  Backend& b = bpf("small-outliers", WeightPath::map, Precision::q24);
-  std::mt19937_64 rng(5);
-  auto ids = random_prompt(rng, 40, 151936);
-  ForwardWants w;
-  w.all_positions = true;
-  w.full_logits = true;
-  ForwardResult batched = run(b, ids, w);
-  auto kv = b.create_kv(64);
-  ForwardWants one;
-  one.full_logits = true;
-  for (size_t p = 0; p < ids.size(); p++) {
-    ForwardResult r = b.forward(*kv, std::span<const int32_t>(&ids[p], 1), one);
-    ASSERT_EQ(r.positions.size(), 1u);
-    ASSERT_EQ(r.positions[0].full, batched.positions[p].full) << "position " << p;
+  for (Precision prec : {Precision::q24, Precision::q8}) {
+    Backend& b = bpf("small-outliers", WeightPath::map, prec);
+    std::mt19937_64 rng(5);
+    auto ids = random_prompt(rng, 40, 151936);
+    ForwardWants w;
+    w.all_positions = true;
+    w.full_logits = true;
+    ForwardResult batched = run(b, ids, w);
+    auto kv = b.create_kv(64);
+    ForwardWants one;
+    one.full_logits = true;
+    for (size_t p = 0; p < ids.size(); p++) {
+      ForwardResult r = b.forward(*kv, std::span<const int32_t>(&ids[p], 1), one);
+      ASSERT_EQ(r.positions.size(), 1u);
+      ASSERT_EQ(r.positions[0].full, batched.positions[p].full) << precision_name(prec) << " position " << p;
+    }
+    EXPECT_EQ(kv->positions(), 40);
   }
-  EXPECT_EQ(kv->positions(), 40);
 }
 
 TEST(Sessions, InterleavedSessionsEqualEachAlone) {
@@ -318,12 +322,12 @@ TEST(Info, ReportsProgramsAndWeights) {
   EXPECT_EQ(i.name, "bpf");
   EXPECT_EQ(i.weight_path, "arena");
   EXPECT_EQ(i.precision, "q8");
-  EXPECT_EQ(i.bpf_programs, 3);
+  EXPECT_EQ(i.bpf_programs, 6);  // q8: two matmul programs, their prefill variants, attention, embed
   EXPECT_GT(i.weight_bytes, size_t(151936) * 64);
   auto* api = dynamic_cast<BpfBackendApi*>(&b);
   ASSERT_NE(api, nullptr);
   BpfBackendStats s = api->stats();
-  ASSERT_EQ(s.programs.size(), 3u);
+  ASSERT_EQ(s.programs.size(), 6u);
   for (auto& p : s.programs) EXPECT_GT(p.verified_insns, 0u) << p.name;
 }
 
