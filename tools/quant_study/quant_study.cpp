@@ -22,6 +22,8 @@
 //   engine       exactly what the engine's q8 conversion stores (convert_row), read back
 //   <M>only      (qkv, o, gateup, down, embed, lmhead) quantize that matrix kind only
 // e.g. rtn64  rtn32  noise0.1  rtn64+mse  rtn64+gptq+actcols  engine
+// With calibration (any gptq/actcols variant), each variant also reports the
+// relative output error of every matrix kind on the calibration inputs.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -247,6 +249,7 @@ double group_scale(const double* w, const bool* exact, int n, bool mse) {
 
 struct SetResult {
   double err2 = 0, w2 = 0;  // squared weight error, squared weights (non-exact)
+  double oerr2 = 0, ow2 = 0;  // the same for the outputs on the calibration inputs (d^T H d)
 };
 
 // Quantizes (or perturbs) the stacked matrix w (rows x cols) in place.
@@ -305,21 +308,24 @@ SetResult process_set(const Variant& v, const MatrixSet& set, std::vector<float>
 
   std::vector<double> u;
   if (v.gptq && cal && !set.input.empty()) u = gptq_factor(cal->xtx.at(set.input), int(cols));
+  const std::vector<double>* h = cal && !set.input.empty() ? &cal->xtx.at(set.input) : nullptr;
+  auto quad = [&](const std::vector<double>& x) {  // x^T H x
+    double q = 0;
+    for (int64_t i = 0; i < cols; i++) {
+      const double* hi = &(*h)[size_t(i) * cols];
+      double t = 0;
+      for (int64_t j = 0; j < cols; j++) t += hi[j] * x[j];
+      q += x[i] * t;
+    }
+    return q;
+  };
 
   std::vector<SetResult> part(pool.size());
-  std::vector<int> slot_of_thread;
-  std::mutex mu;
-  int next_slot = 0;
+  std::atomic<int> next_slot{0};
   const uint64_t seed = std::hash<std::string>{}(set.tensors[0]) ^ uint64_t(v.noise_pct * 1e6);
   pool.parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
-    int slot;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      slot = next_slot++;
-    }
-    SetResult& pr = part[slot];
+    SetResult& pr = part[next_slot++];
     std::vector<double> row(cols), orig(cols);
-    std::vector<bool> dummy;
     bool ex[128];
     for (int64_t r = r0; r < r1; r++) {
       for (int64_t c = 0; c < cols; c++) orig[c] = row[c] = w[r * cols + c];
@@ -369,9 +375,14 @@ SetResult process_set(const Variant& v, const MatrixSet& set, std::vector<float>
         pr.w2 += orig[c] * orig[c];
         w[r * cols + c] = static_cast<float>(row[c]);
       }
+      if (h) {
+        pr.ow2 += quad(orig);
+        for (int64_t c = 0; c < cols; c++) orig[c] = row[c] - orig[c];
+        pr.oerr2 += quad(orig);
+      }
     }
   });
-  for (auto& p : part) res.err2 += p.err2, res.w2 += p.w2;
+  for (auto& p : part) res.err2 += p.err2, res.w2 += p.w2, res.oerr2 += p.oerr2, res.ow2 += p.ow2;
   return res;
 }
 
@@ -381,7 +392,7 @@ void write_variant(const ModelDir& model, const Variant& v, const Calibration* c
   fs::create_directories(dir);
   const ModelConfig& c = model.config();
   std::map<std::string, std::vector<float>> data;
-  std::map<std::string, double> err2, w2;
+  std::map<std::string, double> err2, w2, oerr2, ow2;
   for (const MatrixSet& set : matrix_sets(c)) {
     std::vector<float> w;
     int64_t rows = 0, cols = 0;
@@ -398,6 +409,8 @@ void write_variant(const ModelDir& model, const Variant& v, const Calibration* c
     SetResult r = process_set(v, set, w, rows, cols, cal, pool);
     err2[set.kind] += r.err2;
     w2[set.kind] += r.w2;
+    oerr2[set.kind] += r.oerr2;
+    ow2[set.kind] += r.ow2;
     size_t off = 0;
     for (size_t i = 0; i < set.tensors.size(); i++) {
       size_t n = size_t(row_counts[i]) * cols;
@@ -409,6 +422,12 @@ void write_variant(const ModelDir& model, const Variant& v, const Calibration* c
   for (auto& [k, e] : err2)
     if (w2[k] > 0) std::printf(" %s %.3g%%", k.c_str(), 100.0 * std::sqrt(e / w2[k]));
   std::printf("\n");
+  if (cal) {
+    std::printf("  %s: relative output error on the calibration inputs:", v.name.c_str());
+    for (auto& [k, e] : oerr2)
+      if (ow2[k] > 0) std::printf(" %s %.3g%%", k.c_str(), 100.0 * std::sqrt(e / ow2[k]));
+    std::printf("\n");
+  }
 
   std::vector<TensorDecl> decls;
   auto layout = qwen3_tensor_layout(c, true);
