@@ -63,7 +63,8 @@ std::vector<uint32_t> pick_outlier_columns(std::span<const float> col_max) {
 // The candidate loop runs over every weight at load; an AVX2 clone halves it.
 // (Not "arch=haswell": without FMA the clones compute the same bits, so the
 // chosen scales do not depend on the CPU.)
-__attribute__((target_clones("avx2", "default"))) void q8_quantize_group(const float* w, const bool* exact, size_t n, double p2, Q8Group& out) {
+__attribute__((target_clones("avx2", "default"))) void q8_quantize_group(const float* w, const bool* exact, size_t n,
+                                                                       double p2, Q8Group& out) {
   out = Q8Group{};
   n = std::min<size_t>(n, QN_GROUP);
   float mx = 0.0f;
