@@ -3,8 +3,8 @@
 // per matrix (q24: F = 24, q8: F = 30; one bit less per doubling of max|w|
 // beyond what int32 holds, e.g. embeddings with planted outliers):
 //   q24: per group of 64 columns, 64 int32 = round(w * 2^F)
-//   q8 : per group, int32 scale = round(max|w| / 127 * 2^F), then 64 int8
-//        q = round(w * 2^F / scale), clamped to [-127, 127]
+//   q8 : per group, int32 scale, then 64 int8 codes q (weight = q * scale / 2^F),
+//        both chosen by q8_quantizer.h (scale near max|w| / 127 * 2^F)
 // Padding columns are zero. The per-row L1 norm of the integer weights decides
 // how many bits the matmul input may have without int64 overflow (act_bits).
 #pragma once
@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "engine/q8_quantizer.h"  // pick_outlier_columns
 
 namespace qwen3::engine {
 
@@ -21,12 +23,6 @@ int32_t to_fixed(float w, int frac, const char* what);
 // Fraction bits for a matrix whose largest |w| is max_abs; throws when even
 // 16 bits (the activation format) would not hold it.
 int weight_frac_for(double max_abs, bool q8, const char* what);
-
-// q8 only: the few columns of a matrix whose magnitude dwarfs the rest (planted
-// or real outlier channels) are stored exactly (int64 w * 2^frac after the
-// groups) so they do not flatten the int8 scale of their group. Picks up to
-// QN_OUT_COLS columns whose max |w| exceeds 16x the median column max.
-std::vector<uint32_t> pick_outlier_columns(std::span<const float> col_max);
 
 // Converts one row (cols floats) into `out` (row_bytes_for(cols, q8) bytes);
 // `ocols` (q8) are the matrix's outlier columns.
