@@ -41,7 +41,6 @@ typedef __u64 qn_u64;
 #define QN_GROUP 64         /* columns per q8 scale group (and row padding unit) */
 #define QN_ACT_BITS_MAX 30  /* matmul inputs are requantized to |x| <= 2^30 (int32) */
 #define QN_RMS_BITS 20      /* rmsnorm squares inputs reduced to |x| < 2^20 */
-#define QN_KV_LEVELS8 127     /* int8 K/V: value = q * max / 127 */
 #define QN_KV_LEVELS16 32767  /* int16 K/V: value = q * max / 32767 */
 #define QN_LOG2E_Q30 1549082005LL /* log2(e) * 2^30 */
 
@@ -253,16 +252,16 @@ QN_INLINE qn_s32 qn_rope_second(qn_s32 x1, qn_s32 x2, qn_s32 c, qn_s32 s) {
   return qn_sat32(qn_round_shift((qn_s64)x2 * c + (qn_s64)x1 * s, QN_TRIG_FRAC));
 }
 
-/* ---- K/V quantization (int8 or int16) -----------------------------------------
+/* ---- K/V quantization, int16 layout (kv_bits = 16) -------------------------------
  * One scale per (position, layer, kv head, K|V): the vector's max |x| in Q16.
- * q = round(x * L / max), value ~= q * max / L, L = 127 or 32767. */
+ * q = round(x * L / max), value ~= q * max / L, L = 32767. */
 QN_INLINE qn_s32 qn_kv_quant(qn_s32 x, qn_s32 max_abs, qn_s32 levels) {
   qn_s64 d = qn_max64(max_abs, 1); /* an all-zero vector quantizes to zeros */
   qn_s64 q = qn_div_round((qn_s64)x * levels, d);
   return (qn_s32)qn_max64(qn_min64(q, levels), -levels);
 }
 /* int16 dot products are pre-shifted by 8 bits so dot * max stays < 2^62. */
-QN_INLINE int qn_kv_dot_shift(qn_s32 levels) { return levels > 127 ? 8 : 0; }
+QN_INLINE int qn_kv_dot_shift(qn_s32 levels) { return levels == QN_KV_LEVELS16 ? 8 : 0; }
 
 /* ---- attention ------------------------------------------------------------------
  * Query requantized like a matmul input to |q >> sq| <= 2^17; the score of one
@@ -299,5 +298,111 @@ QN_INLINE qn_s64 qn_attn_vweight(qn_s64 p_q30, qn_s32 vmax) {
 QN_INLINE qn_s32 qn_attn_out(qn_s64 acc, qn_s32 levels) {
   return qn_sat32(qn_div_round(acc, (qn_s64)levels << QN_VW_EXTRA));
 }
+
+/* ---- compact K/V: 9-bit K + 7-bit V words, in-band scales (kv_bits = 8) --------
+ * Exactly one byte per cached value on average (docs/kv-cache.md): element d
+ * of a kv head's K and V share one 16-bit word, K code (9 bits, +-255) in the
+ * top bits, V code (7 bits, +-63) in the low 7: K needs the precision more
+ * (measured). With QN_KV8_ROTATE, each K (after RoPE) and
+ * V vector is rotated by an integer Walsh-Hadamard transform in blocks of
+ * B = 2^lb (the largest power of two dividing head_dim): y = H x, H H^T = B I,
+ * exact in int64. The rotation spreads outlier channels over the whole block,
+ * so one per-vector scale no longer starves the small components. The query is
+ * rotated the same way (q.k = (Hq).(Hk) / B) and the attention output is
+ * rotated back (sum p v = H (sum p Hv) / B).
+ * The vector's scale is a log code e (8 bits, 8 steps per octave):
+ * S(e) = mant(e & 7) << (e >> 3) = (the quantization max in Q16) * 2^8,
+ * mant(k) = round(2^(15 + k/8)), e <= 247: covers max |y| from 2^-9 (where
+ * the step reaches the Q16 step) to 2^21.9 (real; any rotated int32 vector
+ * up to 2^38 in Q16 but an all-saturated one).
+ * The bits of K's code ride in the least significant bits of K codes 0..7,
+ * V's in those of K codes 8..15: these codes are the nearest level of the
+ * required parity (error <= 1 level instead of 1/2), and every code is read
+ * as a plain value. */
+#ifndef QN_KV8_ROTATE
+#define QN_KV8_ROTATE 1
+#endif
+#define QN_KV8_K_LEVELS 255 /* 9-bit K codes */
+#define QN_KV8_V_LEVELS 63  /* 7-bit V codes */
+#define QN_KV8_V_BITS 7
+#define QN_KV8_UNIT_SHIFT 8 /* S(e) is the quantization max (Q16) times 2^8 */
+#define QN_KV8_CODE_MAX 247 /* octave <= 30 keeps the value weights below 2^47 */
+#define QN_KV8_SCALE_CODES 8 /* K codes 0..7 carry K's scale code, 8..15 V's */
+
+QN_INLINE qn_s64 qn_kv8_mant(qn_s64 k) {
+  switch (k) {
+    case 0: return 32768;
+    case 1: return 35734;
+    case 2: return 38968;
+    case 3: return 42495;
+    case 4: return 46341;
+    case 5: return 50535;
+    case 6: return 55109;
+    default: return 60097;
+  }
+}
+QN_INLINE qn_s64 qn_kv8_scale(qn_s64 e) { return qn_kv8_mant(e & 7) << (e >> 3); }
+
+/* log2 of the Hadamard block: the lowest set bit of head_dim (head_dim <= 256);
+ * 0 (no rotation) without QN_KV8_ROTATE. */
+QN_INLINE int qn_kv8_block_log2(qn_u32 head_dim) {
+  int lb = 0;
+  if (!QN_KV8_ROTATE) return 0;
+  while (lb < 8 && !((head_dim >> lb) & 1)) lb++;
+  return lb;
+}
+
+/* Smallest code e with S(e) >= max_abs * 2^8 (no clipping); 247 if none. */
+QN_INLINE qn_s64 qn_kv8_code(qn_u64 max_abs) {
+  qn_u64 m = (qn_u64)qn_min64((qn_s64)max_abs, 1LL << 40) << QN_KV8_UNIT_SHIFT;
+  qn_s64 oct = qn_max64(qn_bits_u64(m) - 16, 0); /* mant << oct spans [2^(15+oct), 2^(16+oct)) */
+  qn_s64 k = 0;
+#ifndef __cplusplus
+#pragma unroll
+#endif
+  for (int i = 0; i < 8; i++) k += qn_sign_bit((qn_kv8_mant(i) << oct) - (qn_s64)m); /* mantissas below m */
+  qn_s64 e = oct * 8 + k; /* k == 8 rolls over to the next octave's first mantissa */
+  return qn_min64(e, QN_KV8_CODE_MAX);
+}
+
+/* Code of one (rotated) element y (|y| < 2^46) at scale code e with L levels
+ * (255 or 63): round(y * L / max). */
+QN_INLINE qn_s32 qn_kv8_quant(qn_s64 y, qn_s64 e, qn_s64 levels) {
+  qn_s64 q = qn_div_round(y * (levels << QN_KV8_UNIT_SHIFT), qn_kv8_scale(e));
+  return (qn_s32)qn_max64(qn_min64(q, levels), -levels);
+}
+/* The same, restricted to codes whose least significant bit is `bit` (L odd). */
+QN_INLINE qn_s32 qn_kv8_quant_bit(qn_s64 y, qn_s64 e, qn_s64 bit, qn_s64 levels) {
+  qn_s64 s = qn_kv8_scale(e);
+  qn_s64 h = qn_div_round(y * (levels << QN_KV8_UNIT_SHIFT) - bit * s, 2 * s);
+  h = qn_max64(qn_min64(h, levels / 2), -(levels / 2) - bit);
+  return (qn_s32)(2 * h + bit);
+}
+/* The shared word of element d: K code above the 7 V bits. */
+QN_INLINE qn_s32 qn_kv8_word(qn_s32 kcode, qn_s32 vcode) {
+  return kcode * (1 << QN_KV8_V_BITS) + (vcode & ((1 << QN_KV8_V_BITS) - 1));
+}
+QN_INLINE qn_s64 qn_kv8_kcode(qn_s64 word) { return word >> QN_KV8_V_BITS; }
+QN_INLINE qn_s64 qn_kv8_vcode(qn_s64 word) { return (qn_s64)((qn_u64)word << (64 - QN_KV8_V_BITS)) >> (64 - QN_KV8_V_BITS); }
+
+/* Score of one cached key from dot = sum (Hq >> sq)_i * code_i (|dot| < 2^33):
+ * score_Q16 = dot * S(e) * 2^(sq - 8) / (255 * 2^16 * B * sqrt(d))
+ *           = (dot * mant >> 16) * c_q24 >> (32 + lb - sq - oct),
+ * c_q24 = qn_attn_scale_q24(head_dim, 255) = 2^24 / (255 sqrt(d)). */
+QN_INLINE qn_s32 qn_kv8_score(qn_s64 dot, qn_s64 e, int sq, int lb, qn_s64 c_q24) {
+  qn_s64 t = qn_round_shift(dot * qn_kv8_mant(e & 7), 16) * c_q24; /* < 2^48 */
+  qn_s64 sh = 24 + QN_KV8_UNIT_SHIFT + lb - sq - (e >> 3);
+  qn_s64 up = qn_min64(qn_max64(-sh, 0), 14); /* only for absurdly large q and k: saturates */
+  return qn_sat32(qn_round_shift(t << up, (int)qn_max64(sh, 0)));
+}
+
+/* Weight of one cached value vector: p * (its max in Q16) * 2^8 (< 2^47). */
+QN_INLINE qn_s64 qn_kv8_vweight(qn_s64 p_q30, qn_s64 e) {
+  return qn_round_shift(p_q30 * qn_kv8_mant(e & 7), 30 + QN_KV8_UNIT_SHIFT - QN_VW_EXTRA - (int)(e >> 3));
+}
+/* Rotated output element, 8 bits finer than Q16, from sum_i w_i * vcode_i. */
+QN_INLINE qn_s64 qn_kv8_out_rot(qn_s64 acc) { return qn_div_round(acc, QN_KV8_V_LEVELS); }
+/* Output element (Q16) from the back-rotated sum H * out_rot. */
+QN_INLINE qn_s32 qn_kv8_out(qn_s64 z, int lb) { return qn_sat32(qn_round_shift(z, QN_VW_EXTRA + lb)); }
 
 #endif

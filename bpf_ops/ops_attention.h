@@ -1,10 +1,14 @@
 /* qn_attention: for one session's positions of a pass (rows pass_off ..
  * pass_off + npos - 1, absolute positions pos0 ..), in order, and the KV heads
  * [head_begin, head_end) of this worker (with their query heads):
- *   k: RMSNorm(k_norm) -> RoPE -> int8 + max -> the session's KV map
- *   v: int8 + max -> KV map
- *   q: RMSNorm(q_norm) -> RoPE -> requantize -> scores over cached positions
- *      0..pos -> stable softmax (max subtracted, fixed-point exp) -> sum p*v
+ *   k: RMSNorm(k_norm) -> RoPE -> [kv8: Hadamard] -> quantize -> the session's KV map
+ *   v: [kv8: Hadamard] -> quantize -> KV map
+ *   q: RMSNorm(q_norm) -> RoPE -> [kv8: Hadamard] -> requantize -> scores over
+ *      cached positions 0..pos -> stable softmax (max subtracted, fixed-point
+ *      exp) -> sum p*v -> [kv8: Hadamard back]
+ * int16 K/V carry an int32 max per vector; the compact layout (kv_bytes 1)
+ * packs a 9-bit K code and a 7-bit V code per element into one 16-bit word
+ * and carries the log scale codes in the low bits of K codes 0..15 (numerics.h).
  * Causality holds because position p's K/V are written before p attends.
  * Workers own disjoint KV heads, so they never touch the same cache bytes.
  */
@@ -38,27 +42,78 @@ static __always_inline u8 *kv_entry(u32 slot, u32 pos) {
 }
 
 /* Byte offsets inside one position's KV entry (layout in docs/kv-cache.md). */
-static __always_inline u32 kv_vec_bytes(void) { return SHAPE.head_dim * SHAPE.kv_bytes; }
-static __always_inline s32 kv_levels(void) { return SHAPE.kv_bytes == 2 ? QN_KV_LEVELS16 : QN_KV_LEVELS8; }
+static __always_inline int kv_compact(void) { return SHAPE.kv_bytes == 1; }
+/* int16: one vector of K or V; compact: the K|V words of one kv head */
+static __always_inline u32 kv_vec_bytes(void) { return SHAPE.head_dim * 2; }
+static __always_inline s32 kv_levels(void) { return kv_compact() ? QN_KV8_K_LEVELS : QN_KV_LEVELS16; }
 static __always_inline u32 kv_k_off(u32 layer, u32 h) {
   return layer * SHAPE.kv_layer_bytes + h * kv_vec_bytes();
 }
 static __always_inline u32 kv_v_off(u32 layer, u32 h) {
+  if (kv_compact()) return kv_k_off(layer, h); /* the same words */
   return layer * SHAPE.kv_layer_bytes + (SHAPE.n_kv_heads + h) * kv_vec_bytes();
 }
 static __always_inline u32 kv_kmax_off(u32 layer, u32 h) {
   return layer * SHAPE.kv_layer_bytes + 2 * SHAPE.n_kv_heads * kv_vec_bytes() + h * 4;
 }
-/* Element d of a cached vector; `wide` is read once per loop so clang hoists the choice. */
-static __always_inline s64 kv_get(const u8 *v, u32 d, int wide) {
-  return wide ? ((const short *)v)[d] : ((const s8 *)v)[d];
-}
-static __always_inline void kv_put(u8 *v, u32 d, s32 q, int wide) {
-  if (wide) ((short *)v)[d] = (short)q;
-  else ((s8 *)v)[d] = (s8)q;
-}
 static __always_inline u32 kv_vmax_off(u32 layer, u32 h) {
   return kv_kmax_off(layer, h) + SHAPE.n_kv_heads * 4;
+}
+
+/* In-place integer Walsh-Hadamard transform of x[0 .. hd) in blocks of
+ * 2^lb = the lowest set bit of head_dim (unnormalized: applying it twice
+ * multiplies by 2^lb). Exact in int64 for int32 inputs (growth <= 2^8). */
+static __always_inline int kv8_lb(void) { return qn_kv8_block_log2(SHAPE.head_dim); }
+static __always_inline void kv8_hadamard(s64 *x) {
+  const int lb = kv8_lb();
+  const u32 half = SHAPE.head_dim / 2;
+  for (int st = 0; st < 8; st++) {
+    if (st >= lb) break;
+    u32 h = 1u << st;
+    for (u32 i = 0; i < half; i++) {
+      u32 a = ((i >> st) << (st + 1)) | (i & (h - 1)); /* i with a zero bit inserted at st */
+      u32 c = a + h;
+      if (c >= SHAPE.head_dim) break;
+      s64 u = x[a], v = x[c];
+      x[a] = u + v;
+      x[c] = u - v;
+    }
+  }
+}
+
+/* A scale code hidden in the least significant bits of K codes first..first+7
+ * (bit 7 of the words): K's at 0, V's at 8. */
+static __always_inline s64 kv8_scale_code(const u8 *words, u32 first) {
+  const short *w = (const short *)words + first;
+  s64 e = 0;
+#pragma unroll
+  for (int i = 0; i < QN_KV8_SCALE_CODES; i++) e |= (s64)((w[i] >> QN_KV8_V_BITS) & 1) << i;
+  return e;
+}
+
+/* Rotates x (int64, hd); returns its scale code. */
+static __always_inline s64 kv8_rotate(s64 *x) {
+  kv8_hadamard(x);
+  u64 mx = 0;
+  for (u32 d = 0; d < SHAPE.head_dim; d++) mx = (u64)qn_max64((s64)mx, (s64)qn_abs64(x[d]));
+  return qn_kv8_code(mx);
+}
+
+/* The words of one kv head: V is rotated and coded into the low 7 bits first,
+ * then K above it (so both can use the same int64 scratch, one after the other). */
+static __always_inline void kv8_store_v(short *w, s64 *vx, s64 *ev) {
+  s64 e = kv8_rotate(vx);
+  for (u32 d = 0; d < SHAPE.head_dim; d++) w[d] = (short)qn_kv8_word(0, qn_kv8_quant(vx[d], e, QN_KV8_V_LEVELS));
+  *ev = e;
+}
+static __always_inline void kv8_store_k(short *w, s64 *kx, s64 ev) {
+  s64 e = kv8_rotate(kx);
+  for (u32 d = 0; d < 2 * QN_KV8_SCALE_CODES; d++) {
+    s64 bit = d < QN_KV8_SCALE_CODES ? (e >> d) & 1 : (ev >> (d - QN_KV8_SCALE_CODES)) & 1;
+    w[d] = (short)qn_kv8_word(qn_kv8_quant_bit(kx[d], e, bit, QN_KV8_K_LEVELS), w[d]);
+  }
+  for (u32 d = 2 * QN_KV8_SCALE_CODES; d < SHAPE.head_dim; d++)
+    w[d] = (short)qn_kv8_word(qn_kv8_quant(kx[d], e, QN_KV8_K_LEVELS), w[d]);
 }
 
 /* tmp0 = qkv[p][off .. off+hd), RMSNorm'd in place with norms[norm_off ..],
@@ -109,15 +164,26 @@ static long att_score_cb(u64 j, void *ctx) {
   struct qn_acc *acc = acc_of(st->thread);
   if (!b || !e || !acc || j >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
   u32 ko = kv_k_off(st->layer, acc->h), mo = kv_kmax_off(st->layer, acc->h);
-  if (ko > SHAPE.kv_pos_bytes - kv_vec_bytes() || mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
+  if (ko > SHAPE.kv_pos_bytes - kv_vec_bytes()) return qn_fail(st->thread, __LINE__);
   const u8 *kq = e + ko;
   const s32 *q = att_tmp1(b);
-  const int wide = SHAPE.kv_bytes == 2;
+  const u32 hd = SHAPE.head_dim; /* read once: SHAPE is volatile */
   s64 dot = 0;
-  for (u32 d = 0; d < SHAPE.head_dim; d++) dot += (s64)q[d] * kv_get(kq, d, wide);
-  dot = qn_round_shift(dot, qn_kv_dot_shift(kv_levels()));
-  s32 kmax = *(const s32 *)(e + mo);
-  s32 score = qn_attn_score(dot, kmax, acc->sq, st->c_q24);
+  s32 score;
+  if (kv_compact()) {
+    const short *kw = (const short *)kq;
+    for (u32 d = 0; d < hd; d += 4) /* head_dim is a multiple of 8 (model_plan) */
+      dot += (s64)q[d] * qn_kv8_kcode(kw[d]) + (s64)q[d + 1] * qn_kv8_kcode(kw[d + 1]) +
+             (s64)q[d + 2] * qn_kv8_kcode(kw[d + 2]) + (s64)q[d + 3] * qn_kv8_kcode(kw[d + 3]);
+    score = qn_kv8_score(dot, kv8_scale_code(kq, 0), acc->sq, kv8_lb(), st->c_q24);
+  } else {
+    const short *kw = (const short *)kq;
+    for (u32 d = 0; d < hd; d += 4)
+      dot += (s64)q[d] * kw[d] + (s64)q[d + 1] * kw[d + 1] + (s64)q[d + 2] * kw[d + 2] + (s64)q[d + 3] * kw[d + 3];
+    if (mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
+    dot = qn_round_shift(dot, qn_kv_dot_shift(kv_levels()));
+    score = qn_attn_score(dot, *(const s32 *)(e + mo), acc->sq, st->c_q24);
+  }
   att_scores(b)[j] = score;
   acc->smax = qn_max64(acc->smax, score);
   return 0;
@@ -138,17 +204,42 @@ static long att_exp_cb(u64 j, void *ctx) {
 static long att_acc_cb(u64 j, void *ctx) {
   const struct att_state *st = ctx;
   u8 *b = att_scratch(st->thread);
+  if (!b || j >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
+  /* exp weight 0 (score > 20.8 below the max): adds exactly nothing; skip the read */
+  if (att_scores(b)[j] == 0) return 0;
   u8 *e = kv_entry(st->slot, (u32)j);
   struct qn_acc *acc = acc_of(st->thread);
-  if (!b || !e || !acc || j >= SHAPE.max_ctx || acc->sum == 0) return qn_fail(st->thread, __LINE__);
+  if (!e || !acc || acc->sum == 0) return qn_fail(st->thread, __LINE__);
   u32 vo = kv_v_off(st->layer, acc->h), mo = kv_vmax_off(st->layer, acc->h);
-  if (vo > SHAPE.kv_pos_bytes - kv_vec_bytes() || mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
-  s32 vmax = *(const s32 *)(e + mo);
-  s64 w = qn_attn_vweight(qn_attn_prob(att_scores(b)[j], acc->sum), vmax);
+  if (vo > SHAPE.kv_pos_bytes - kv_vec_bytes()) return qn_fail(st->thread, __LINE__);
   const u8 *vq = e + vo;
-  const int wide = SHAPE.kv_bytes == 2;
+  s64 p = qn_attn_prob(att_scores(b)[j], acc->sum);
+  s64 w;
+  if (kv_compact()) {
+    w = qn_kv8_vweight(p, kv8_scale_code(vq, QN_KV8_SCALE_CODES));
+  } else {
+    if (mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
+    w = qn_attn_vweight(p, *(const s32 *)(e + mo));
+  }
+  if (w == 0) return 0;
   s64 *accv = att_acc(b);
-  for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] += w * kv_get(vq, d, wide);
+  const short *vw = (const short *)vq;
+  const u32 hd = SHAPE.head_dim; /* read once: SHAPE is volatile */
+  if (kv_compact()) {
+    for (u32 d = 0; d < hd; d += 4) {
+      accv[d] += w * qn_kv8_vcode(vw[d]);
+      accv[d + 1] += w * qn_kv8_vcode(vw[d + 1]);
+      accv[d + 2] += w * qn_kv8_vcode(vw[d + 2]);
+      accv[d + 3] += w * qn_kv8_vcode(vw[d + 3]);
+    }
+  } else {
+    for (u32 d = 0; d < hd; d += 4) {
+      accv[d] += w * vw[d];
+      accv[d + 1] += w * vw[d + 1];
+      accv[d + 2] += w * vw[d + 2];
+      accv[d + 3] += w * vw[d + 3];
+    }
+  }
   return 0;
 }
 
@@ -159,15 +250,22 @@ static __always_inline u32 attend_head(const struct att_state *st, u8 *b, u32 p,
   if (mx < 0) return __LINE__;
   struct qn_acc *acc = acc_of(st->thread);
   if (!acc) return __LINE__;
+  s32 *t1 = att_tmp1(b);
+  s64 *accv = att_acc(b);
+  if (kv_compact()) { /* keys are stored rotated: rotate the query too (acc is free until below) */
+    for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] = t1[d];
+    kv8_hadamard(accv);
+    u64 rmx = 0;
+    for (u32 d = 0; d < SHAPE.head_dim; d++) rmx = (u64)qn_max64((s64)rmx, (s64)qn_abs64(accv[d]));
+    mx = (s64)rmx;
+  }
   s32 sq = qn_input_shift((u64)mx, QN_Q_BITS);
   acc->sq = sq;
   acc->h = h;
   acc->smax = -2147483647; /* every score is >= this (saturated) */
   acc->sum = 0;
-  s32 *t1 = att_tmp1(b);
-  s64 *accv = att_acc(b);
   for (u32 d = 0; d < SHAPE.head_dim; d++) {
-    t1[d] = (s32)qn_round_shift(t1[d], sq);
+    t1[d] = (s32)qn_round_shift(kv_compact() ? accv[d] : t1[d], sq);
     accv[d] = 0;
   }
   u32 n = pos + 1;
@@ -179,12 +277,18 @@ static __always_inline u32 attend_head(const struct att_state *st, u8 *b, u32 p,
   u32 o = qh * SHAPE.head_dim;
   if (!out || p >= QN_PMAX || o > QD_PAD - SHAPE.head_dim) return __LINE__;
   out += p * QD_PAD + o;
+  if (kv_compact()) { /* the values were stored rotated: rotate the weighted sum back */
+    for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] = qn_kv8_out_rot(accv[d]);
+    kv8_hadamard(accv);
+    for (u32 d = 0; d < SHAPE.head_dim; d++) out[d] = qn_kv8_out(accv[d], kv8_lb());
+    return 0;
+  }
   const s32 levels = kv_levels();
   for (u32 d = 0; d < SHAPE.head_dim; d++) out[d] = qn_attn_out(accv[d], levels);
   return 0;
 }
 
-/* Writes K (normed, rotated) and V of kv head h at position pos as int8. */
+/* Writes K (normed, RoPE-rotated) and V of kv head h at position pos. */
 static __always_inline u32 write_kv(const struct att_state *st, u8 *b, u32 p, u32 pos, u32 h) {
   u8 *e = kv_entry(st->slot, pos);
   if (!e) return __LINE__;
@@ -194,25 +298,33 @@ static __always_inline u32 write_kv(const struct att_state *st, u8 *b, u32 p, u3
   u32 ko = kv_k_off(layer, h), vo = kv_v_off(layer, h);
   u32 km = kv_kmax_off(layer, h), vm = kv_vmax_off(layer, h);
   if (ko > SHAPE.kv_pos_bytes - kv_vec_bytes() || vo > SHAPE.kv_pos_bytes - kv_vec_bytes() ||
-      km > SHAPE.kv_pos_bytes - 4 || vm > SHAPE.kv_pos_bytes - 4)
+      (!kv_compact() && (km > SHAPE.kv_pos_bytes - 4 || vm > SHAPE.kv_pos_bytes - 4)))
     return __LINE__;
-  const int wide = SHAPE.kv_bytes == 2;
-  const s32 levels = kv_levels();
-  s32 kmax = qn_sat32(mx);
   s32 *t1 = att_tmp1(b);
-  u8 *kq = e + ko;
-  for (u32 d = 0; d < SHAPE.head_dim; d++) kv_put(kq, d, qn_kv_quant(t1[d], kmax, levels), wide);
-  *(s32 *)(e + km) = kmax;
-
   s32 *qkv = buf_lookup(&qkv_buf, 0);
   u32 off = SHAPE.q_dim + SHAPE.kv_dim + h * SHAPE.head_dim;
   if (!qkv || p >= QN_PMAX || off > QKV_PAD - SHAPE.head_dim) return __LINE__;
   const s32 *v = qkv + p * QKV_PAD + off;
+  if (kv_compact()) { /* rotated in the acc scratch, free until attend_head clears it */
+    s64 *x = att_acc(b);
+    short *w = (short *)(e + ko);
+    s64 ev = 0;
+    for (u32 d = 0; d < SHAPE.head_dim; d++) x[d] = v[d];
+    kv8_store_v(w, x, &ev);
+    for (u32 d = 0; d < SHAPE.head_dim; d++) x[d] = t1[d];
+    kv8_store_k(w, x, ev);
+    return 0;
+  }
+  const s32 levels = kv_levels();
+  s32 kmax = qn_sat32(mx);
+  short *kq = (short *)(e + ko);
+  for (u32 d = 0; d < SHAPE.head_dim; d++) kq[d] = (short)qn_kv_quant(t1[d], kmax, levels);
+  *(s32 *)(e + km) = kmax;
   u64 vmx = 0;
   for (u32 d = 0; d < SHAPE.head_dim; d++) vmx = (u64)qn_max64((s64)vmx, (s64)qn_abs64(v[d]));
   s32 vmax = qn_sat32(vmx);
-  u8 *vq = e + vo;
-  for (u32 d = 0; d < SHAPE.head_dim; d++) kv_put(vq, d, qn_kv_quant(v[d], vmax, levels), wide);
+  short *vq = (short *)(e + vo);
+  for (u32 d = 0; d < SHAPE.head_dim; d++) vq[d] = (short)qn_kv_quant(v[d], vmax, levels);
   *(s32 *)(e + vm) = vmax;
   return 0;
 }

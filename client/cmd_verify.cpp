@@ -135,6 +135,7 @@ void print_result(const v1::VerifyResult& r, const std::string& name) {
     if (!r.verifier_log_excerpt().empty()) std::printf("  log:\n%s", indent(r.verifier_log_excerpt(), "    ").c_str());
   }
   if (r.verified_insns() > 0) std::printf("verified instructions: %u\n", r.verified_insns());
+  if (!r.compile_sandbox().empty()) std::printf("compiler sandbox: %s\n", r.compile_sandbox().c_str());
   if (!r.fixtures().empty()) {
     int passed = 0;
     for (const auto& f : r.fixtures()) passed += f.passed();

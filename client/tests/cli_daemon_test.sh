@@ -140,29 +140,9 @@ chmod 0600 "$sock"
 pass "user nobody: permission denied, exit 4 (socket mode, and the daemon's credential check)"
 
 # ---- verify: pass, compile error with line, verifier class, wrong verdict
-cat >"$tmp/good.c" <<'C'
-#include <linux/bpf.h>
-#include <linux/if_ether.h>
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_endian.h>
-
-SEC("xdp")
-int drop_arp(struct xdp_md *ctx)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > data_end)
-		return XDP_PASS;
-	return eth->h_proto == bpf_htons(ETH_P_ARP) ? XDP_DROP : XDP_PASS;
-}
-
-char LICENSE[] SEC("license") = "GPL";
-C
-cat >"$tmp/fixtures.json" <<'J'
-[{"name": "arp", "packet_hex": "020000000002020000000001080600010800060400010200000000010000000000000000000000000000", "expected_action": "XDP_DROP"},
- {"name": "ipv4", "packet_hex": "020000000002020000000001080045000028123400004006549a0a0000010a0000029c40005000000001000000005002ffff00000000", "expected_action": "XDP_PASS"}]
-J
+# The same small program and fixtures the systemd container test uses.
+cp "$(dirname "$0")/../../tests/lib/xdp/drop_arp.c" "$tmp/good.c"
+cp "$(dirname "$0")/../../tests/lib/xdp/drop_arp.fixtures.json" "$tmp/fixtures.json"
 sed 's/XDP_DROP/XDP_PASS/; s/"expected_action": "XDP_PASS"}]/"expected_action": "XDP_DROP"}]/' "$tmp/fixtures.json" >"$tmp/wrong.json"
 sed '13s/.*/\t\treturn XDP_PASS +;/' "$tmp/good.c" >"$tmp/compile_error.c"
 sed 's/if ((void \*)(eth + 1) > data_end)/if ((void *)eth > data_end)/' "$tmp/good.c" >"$tmp/bounds.c"

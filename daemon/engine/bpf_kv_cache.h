@@ -1,5 +1,6 @@
-// A session's KV cache: one BPF array map (one entry per position, int8 K/V
-// with per-vector scales; docs/kv-cache.md) created with the session and
+// A session's KV cache: one BPF array map (one entry per position: int16 K/V
+// with per-vector scales, or the compact one-byte-per-value layout;
+// docs/kv-cache.md) created with the session and
 // freed with it, reachable by the programs through a slot of the outer
 // ARRAY_OF_MAPS map.
 #pragma once

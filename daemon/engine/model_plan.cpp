@@ -57,7 +57,9 @@ ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t th
   s.eps_q32 = static_cast<uint64_t>(c.rms_norm_eps * 4294967296.0 + 0.5);
   s.max_ctx = (std::max<uint32_t>(max_ctx, 2) + 1) & ~1u;  // even: keeps the scratch 8-aligned
   s.kv_bytes = kv_bits / 8;
-  s.kv_layer_bytes = 2 * s.n_kv_heads * hd * s.kv_bytes + 8 * s.n_kv_heads;
+  // int16: K, V, then an int32 max per vector; int8: K, V only (the rotated
+  // layout keeps each vector's scale code inside its codes; docs/kv-cache.md)
+  s.kv_layer_bytes = 2 * s.n_kv_heads * hd * s.kv_bytes + (kv_bits == 16 ? 8 * s.n_kv_heads : 0);
   s.kv_pos_bytes = s.n_layers * s.kv_layer_bytes;
   l.hid_pad = pad_to_group(s.hidden);
   l.qkv_pad = pad_to_group(s.qkv_dim);

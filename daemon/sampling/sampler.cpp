@@ -23,9 +23,30 @@ std::vector<std::pair<int32_t, float>> candidates_of(const PositionLogits& score
   return scores.top_k;
 }
 
-void sort_desc(std::vector<std::pair<int32_t, float>>& c) {
-  std::stable_sort(c.begin(), c.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+// Best first; among equal logits the lower id first, the order the kernel's
+// top-k list already has.
+bool better(const std::pair<int32_t, float>& a, const std::pair<int32_t, float>& b) {
+  return a.second != b.second ? a.second > b.second : a.first < b.first;
 }
+
+// Sorts candidates only as far as they are read: with full logits there are
+// ~150k of them, and a sampler walks a few dozen from the top.
+class SortedPrefix {
+ public:
+  explicit SortedPrefix(std::vector<std::pair<int32_t, float>>& c) : c_(c) {}
+  const std::pair<int32_t, float>& operator[](size_t i) {
+    if (i >= sorted_) {
+      const size_t m = std::min(c_.size(), std::max({i + 1, sorted_ * 4, size_t{64}}));
+      std::partial_sort(c_.begin() + sorted_, c_.begin() + m, c_.end(), better);
+      sorted_ = m;
+    }
+    return c_[i];
+  }
+
+ private:
+  std::vector<std::pair<int32_t, float>>& c_;
+  size_t sorted_ = 0;
+};
 
 }  // namespace
 
@@ -71,55 +92,63 @@ int32_t Sampler::sample(const PositionLogits& scores, std::span<const int32_t> h
     for (auto& [id, logit] : cand)
       if (seen.count(id)) logit = logit > 0 ? logit / params_.repetition_penalty : logit * params_.repetition_penalty;
   }
-  sort_desc(cand);
-  if (greedy()) return cand.front().first;
+  if (greedy()) return std::min_element(cand.begin(), cand.end(), better)->first;
 
-  if (params_.top_k > 0 && cand.size() > static_cast<size_t>(params_.top_k)) cand.resize(params_.top_k);
+  if (params_.top_k > 0 && cand.size() > static_cast<size_t>(params_.top_k)) {
+    std::partial_sort(cand.begin(), cand.begin() + params_.top_k, cand.end(), better);
+    cand.resize(params_.top_k);
+  }
 
   // Softmax at temperature, relative to the best candidate for stability.
   const float inv_t = 1.0f / params_.temperature;
-  const float best = cand.front().second;
-  std::vector<double> p(cand.size());
+  const float best = std::min_element(cand.begin(), cand.end(), better)->second;
   double total = 0;
-  for (size_t i = 0; i < cand.size(); ++i) total += p[i] = std::exp(double(cand[i].second - best) * inv_t);
-  for (auto& x : p) x /= total;
+  for (const auto& c : cand) total += std::exp(double(c.second - best) * inv_t);
+  SortedPrefix sorted(cand);
+  auto prob = [&](size_t i) { return std::exp(double(sorted[i].second - best) * inv_t) / total; };
 
   size_t keep = cand.size();
   if (params_.min_p > 0.0f) {
-    const double floor = params_.min_p * p[0];
+    const double floor = params_.min_p * prob(0);
     keep = 1;
-    while (keep < p.size() && p[keep] >= floor) ++keep;
+    while (keep < cand.size() && prob(keep) >= floor) ++keep;
   }
   if (params_.top_p < 1.0f) {
     double acc = 0;
     size_t n = 0;
     while (n < keep) {
-      acc += p[n++];
+      acc += prob(n++);
       if (acc >= params_.top_p) break;
     }
     keep = std::max<size_t>(n, 1);
   }
   double kept = 0;
-  for (size_t i = 0; i < keep; ++i) kept += p[i];
+  if (keep == cand.size()) {
+    kept = 1.0;  // every candidate: no need to sum (or sort) the tail
+  } else {
+    for (size_t i = 0; i < keep; ++i) kept += prob(i);
+  }
   std::uniform_real_distribution<double> uni(0.0, kept);
   double r = uni(rng_);
   for (size_t i = 0; i < keep; ++i) {
-    if (r < p[i]) return cand[i].first;
-    r -= p[i];
+    const double pi = prob(i);
+    if (r < pi) return sorted[i].first;
+    r -= pi;
   }
-  return cand[keep - 1].first;
+  return sorted[keep - 1].first;
 }
 
 std::vector<std::pair<int32_t, float>> Sampler::top_logprobs(const PositionLogits& scores, int n) {
   auto cand = candidates_of(scores);
   if (cand.empty() || n <= 0) return {};
-  sort_desc(cand);
+  const size_t m = std::min(cand.size(), static_cast<size_t>(n));
+  std::partial_sort(cand.begin(), cand.begin() + m, cand.end(), better);
   // log-sum-exp over every candidate the scores carry.
   const double best = cand.front().second;
   double total = 0;
   for (const auto& c : cand) total += std::exp(double(c.second) - best);
   const double lse = best + std::log(total);
-  if (cand.size() > static_cast<size_t>(n)) cand.resize(n);
+  cand.resize(m);
   for (auto& c : cand) c.second = static_cast<float>(double(c.second) - lse);
   return cand;
 }

@@ -122,6 +122,7 @@ void fill_verify_result(const verify::VerifyResult& r, pb::VerifyResult* out) {
   out->set_verifier_source_line(r.verifier_source_line);
   out->set_verifier_class(static_cast<pb::VerifierClass>(static_cast<int>(r.verifier_class)));
   out->set_verified_insns(r.verified_insns);
+  out->set_compile_sandbox(r.compile_sandbox);
   for (const auto& f : r.fixtures) {
     auto* o = out->add_fixtures();
     o->set_name(f.name);

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <regex>
 #include <sstream>
 
 #include "common/error.h"
@@ -203,6 +204,7 @@ VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
   if (sc.timeout_ms <= 0)
     return fail(std::move(r), Decision::error, Stage::infrastructure, "infrastructure: request time limit reached before compiling");
   CompileOutcome compiled = compile_in_sandbox(request.source, sc);
+  r.compile_sandbox = compiled.sandbox;
   r.compiler_diagnostics = compiled.parsed;
   if (compiled.status == CompileStatus::infrastructure)
     return fail(std::move(r), Decision::error, Stage::infrastructure, "infrastructure: " + compiled.message);
@@ -244,6 +246,18 @@ VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
     r.verifier_class = VerifierClass::other;
     r.verifier_message = load.reject_reason;
     r.verifier_log_excerpt = load.reject_reason + "\n" + libbpf_gist(load.libbpf_messages);
+    // A refused helper is found by instruction, which carries no line here:
+    // point at the source line that names it.
+    static const std::regex refused_call(R"(calls (bpf_\w+))");
+    std::smatch m;
+    if (std::regex_search(load.reject_reason, m, refused_call)) {
+      if (int line = first_line_naming(request.source, m[1]); line > 0) {
+        r.verifier_line = line;
+        r.verifier_source_line = source_line(request.source, line);
+        return fail(std::move(r), Decision::fail, Stage::verify,
+                    "verify: line " + std::to_string(line) + ": " + load.reject_reason);
+      }
+    }
     return fail(std::move(r), Decision::fail, Stage::verify, "verify: " + load.reject_reason);
   }
   if (!load.loaded) {

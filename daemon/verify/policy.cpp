@@ -323,4 +323,37 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
   return out;
 }
 
+int first_line_naming(const std::string& source, const std::string& identifier) {
+  if (identifier.empty()) return 0;
+  auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  bool in_block = false;
+  int line = 1;
+  size_t i = 0;
+  while (i < source.size()) {
+    size_t eol = source.find('\n', i);
+    if (eol == std::string::npos) eol = source.size();
+    // Blank out comments of this line, carrying /* ... */ across lines.
+    std::string code;
+    for (size_t k = i; k < eol; ++k) {
+      if (in_block) {
+        if (source.compare(k, 2, "*/") == 0) in_block = false, ++k;
+        continue;
+      }
+      if (source.compare(k, 2, "//") == 0) break;
+      if (source.compare(k, 2, "/*") == 0) {
+        in_block = true, ++k;
+        continue;
+      }
+      code += source[k];
+    }
+    for (size_t at = code.find(identifier); at != std::string::npos; at = code.find(identifier, at + 1)) {
+      const size_t end = at + identifier.size();
+      if ((at == 0 || !is_word(code[at - 1])) && (end == code.size() || !is_word(code[end]))) return line;
+    }
+    i = eol + 1;
+    ++line;
+  }
+  return 0;
+}
+
 }  // namespace qwen3::verify

@@ -18,6 +18,7 @@ nlohmann::json to_json(const VerifyResult& r) {
   j["verifier_source_line"] = r.verifier_source_line;
   j["verifier_log_excerpt"] = r.verifier_log_excerpt;
   j["verified_insns"] = r.verified_insns;
+  j["compile_sandbox"] = r.compile_sandbox;
   auto& fx = j["fixtures"] = nlohmann::json::array();
   for (const auto& f : r.fixtures)
     fx.push_back({{"name", f.name},

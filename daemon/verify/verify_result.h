@@ -63,6 +63,7 @@ struct VerifyResult {
   bool behaviour_checked = false;
   std::string verifier_message;
   int verifier_insn = -1;          // index of the rejected instruction, -1 if unknown
+  std::string compile_sandbox;     // how clang was confined, e.g. "namespaces+landlock" ("" if not compiled)
 };
 
 const char* to_string(Decision d);

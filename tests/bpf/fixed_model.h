@@ -121,6 +121,89 @@ inline QuantVec kv_quant(std::span<const int32_t> x, int32_t levels) {
   return r;
 }
 
+// Compact K/V (kv_bits = 8): unnormalized Walsh-Hadamard transform in blocks
+// of 2^lb, exact in int64.
+inline void hadamard(std::vector<int64_t>& x, int lb) {
+  for (int st = 0; st < lb; st++)
+    for (size_t a = 0; a < x.size(); a++)
+      if (!((a >> st) & 1)) {
+        int64_t u = x[a], w = x[a + (size_t(1) << st)];
+        x[a] = u + w;
+        x[a + (size_t(1) << st)] = u - w;
+      }
+}
+
+// Compact K/V of one kv head: rotated (QN_KV8_ROTATE) k and v coded at their
+// own scale codes and packed into one 16-bit word per element (9-bit K code
+// above the 7-bit V code); the scale codes ride in the LSBs of K codes 0..15.
+inline std::vector<int64_t> kv8_rotated(std::span<const int32_t> x, int64_t& code) {
+  std::vector<int64_t> y(x.begin(), x.end());
+  hadamard(y, qn_kv8_block_log2(static_cast<uint32_t>(x.size())));
+  uint64_t mx = 0;
+  for (int64_t v : y) mx = std::max<uint64_t>(mx, qn_abs64(v));
+  code = qn_kv8_code(mx);
+  return y;
+}
+
+inline std::vector<int32_t> kv8_pack(std::span<const int32_t> k, std::span<const int32_t> v) {
+  int64_t ek = 0, ev = 0;
+  auto ky = kv8_rotated(k, ek), vy = kv8_rotated(v, ev);
+  std::vector<int32_t> words(k.size());
+  for (size_t d = 0; d < k.size(); d++) {
+    int32_t kc;
+    if (d < QN_KV8_SCALE_CODES) kc = qn_kv8_quant_bit(ky[d], ek, (ek >> d) & 1, QN_KV8_K_LEVELS);
+    else if (d < 2 * QN_KV8_SCALE_CODES)
+      kc = qn_kv8_quant_bit(ky[d], ek, (ev >> (d - QN_KV8_SCALE_CODES)) & 1, QN_KV8_K_LEVELS);
+    else kc = qn_kv8_quant(ky[d], ek, QN_KV8_K_LEVELS);
+    words[d] = static_cast<int16_t>(qn_kv8_word(kc, qn_kv8_quant(vy[d], ev, QN_KV8_V_LEVELS)));
+  }
+  return words;
+}
+
+inline int64_t kv8_scale_code(const std::vector<int32_t>& words, size_t first) {
+  int64_t e = 0;
+  for (int i = 0; i < QN_KV8_SCALE_CODES; i++) e |= (qn_kv8_kcode(words[first + i]) & 1) << i;
+  return e;
+}
+
+// One query head over compact cached K|V words: rotate q, score, softmax,
+// weighted sum of rotated values, rotate back.
+inline std::vector<int32_t> attend_kv8(const std::vector<int32_t>& q_in, const std::vector<std::vector<int32_t>>& kv,
+                                       uint32_t head_dim) {
+  const int lb = qn_kv8_block_log2(head_dim);
+  std::vector<int64_t> qr(q_in.begin(), q_in.end());
+  hadamard(qr, lb);
+  uint64_t mx = 0;
+  for (int64_t e : qr) mx = std::max<uint64_t>(mx, qn_abs64(e));
+  int sq = qn_input_shift(mx, QN_Q_BITS);
+  std::vector<int32_t> q(head_dim);
+  for (uint32_t d = 0; d < head_dim; d++) q[d] = static_cast<int32_t>(qn_round_shift(qr[d], sq));
+  int64_t c = qn_attn_scale_q24(head_dim, QN_KV8_K_LEVELS);
+  std::vector<int64_t> scores(kv.size());
+  int64_t smax = -2147483647;
+  for (size_t j = 0; j < kv.size(); j++) {
+    int64_t dot = 0;
+    for (uint32_t d = 0; d < head_dim; d++) dot += int64_t(q[d]) * qn_kv8_kcode(kv[j][d]);
+    scores[j] = qn_kv8_score(dot, kv8_scale_code(kv[j], 0), sq, lb, c);
+    smax = std::max(smax, scores[j]);
+  }
+  uint64_t sum = 0;
+  for (auto& s : scores) {
+    s = qn_exp_neg_q30(s - smax);
+    sum += static_cast<uint64_t>(s);
+  }
+  std::vector<int64_t> acc(head_dim, 0);
+  for (size_t j = 0; j < kv.size(); j++) {
+    int64_t w = qn_kv8_vweight(qn_attn_prob(scores[j], sum), kv8_scale_code(kv[j], QN_KV8_SCALE_CODES));
+    for (uint32_t d = 0; d < head_dim; d++) acc[d] += w * qn_kv8_vcode(kv[j][d]);
+  }
+  for (auto& a : acc) a = qn_kv8_out_rot(a);
+  hadamard(acc, lb);
+  std::vector<int32_t> out(head_dim);
+  for (uint32_t d = 0; d < head_dim; d++) out[d] = qn_kv8_out(acc[d], lb);
+  return out;
+}
+
 // One query head over cached (K, V) of positions 0..n-1.
 inline std::vector<int32_t> attend(std::vector<int32_t> q, const std::vector<QuantVec>& k,
                                    const std::vector<QuantVec>& v, uint32_t head_dim, int32_t levels) {

@@ -332,7 +332,9 @@ TEST_P(OpsTest, AttentionMatchesModelAndFloat) {
   BpfKvCache kv(slots, 16);
   const ModelConfig& c = cfg_;
   const uint32_t hd = c.head_dim, qp = plan_.layout.qkv_pad, layer = 1;
-  const int32_t levels = GetParam().kv_bits == 16 ? QN_KV_LEVELS16 : QN_KV_LEVELS8;
+  const bool kv8 = GetParam().kv_bits == 8;  // compact: packed 9-bit K | 7-bit V words, in-band scales
+  const int32_t levels = QN_KV_LEVELS16;
+  std::vector<std::vector<std::vector<int32_t>>> mkv(c.num_key_value_heads);  // compact: words per position
   const NormOffsets& no = plan_.norms[layer];
   std::mt19937_64 rng(9);
   std::normal_distribution<double> nd;
@@ -364,9 +366,13 @@ TEST_P(OpsTest, AttentionMatchesModelAndFloat) {
       std::span<const int32_t> cs(progs_->rope() + pos * hd, hd);
       for (int h = 0; h < c.num_key_value_heads; h++) {
         std::span<const int32_t> kin(row + c.q_dim() + h * hd, hd), vin(row + c.q_dim() + c.kv_dim() + h * hd, hd);
-        mk[h].push_back(
-            fm::kv_quant(fm::head_norm_rope(kin, norm_w(no.k, hd), cs, plan_.layout.shape.eps_q32), levels));
-        mv[h].push_back(fm::kv_quant(vin, levels));
+        auto kr_fixed = fm::head_norm_rope(kin, norm_w(no.k, hd), cs, plan_.layout.shape.eps_q32);
+        if (kv8) {
+          mkv[h].push_back(fm::kv8_pack(kr_fixed, vin));
+        } else {
+          mk[h].push_back(fm::kv_quant(kr_fixed, levels));
+          mv[h].push_back(fm::kv_quant(vin, levels));
+        }
         // float: same normalized+rotated K as doubles, V as given
         auto kn = float_norm(std::vector<int32_t>(kin.begin(), kin.end()), hd, norm_w(no.k, hd));
         std::vector<double> kr(hd), vf(hd);
@@ -384,7 +390,7 @@ TEST_P(OpsTest, AttentionMatchesModelAndFloat) {
         int h = qh / c.group_size();
         std::span<const int32_t> qin(row + qh * hd, hd);
         auto q = fm::head_norm_rope(qin, norm_w(no.q, hd), cs, plan_.layout.shape.eps_q32);
-        auto want = fm::attend(q, mk[h], mv[h], hd, levels);
+        auto want = kv8 ? fm::attend_kv8(q, mkv[h], hd) : fm::attend(q, mk[h], mv[h], hd, levels);
         const int32_t* got = progs_->attn() + p * plan_.layout.qd_pad + qh * hd;
         for (uint32_t d = 0; d < hd; d++) ASSERT_EQ(got[d], want[d]) << "pos " << pos << " head " << qh << " d " << d;
         // float attention over the float cache
@@ -418,14 +424,18 @@ TEST_P(OpsTest, AttentionMatchesModelAndFloat) {
     std::vector<uint8_t> entry(progs_->kv_value_size());
     uint32_t key = pos - 1;
     ASSERT_EQ(bpf_map_lookup_elem(kv.map_fd(), &key, entry.data()), 0);
-    const uint32_t lb = plan_.layout.shape.kv_layer_bytes, eb = GetParam().kv_bits / 8;
+    const uint32_t lb = plan_.layout.shape.kv_layer_bytes, eb = 2;
     auto elem = [&](uint32_t off) {
-      if (eb == 1) return int32_t(static_cast<int8_t>(entry[off]));
       int16_t v;
       std::memcpy(&v, &entry[off], 2);
       return int32_t(v);
     };
-    for (int h = 0; h < c.num_key_value_heads; h++)
+    if (kv8) {
+      ASSERT_EQ(lb, 2u * c.num_key_value_heads * hd);  // nothing but one K|V word per element
+      for (int h = 0; h < c.num_key_value_heads; h++)
+        for (uint32_t d = 0; d < hd; d++) ASSERT_EQ(elem(layer * lb + (h * hd + d) * eb), mkv[h].back()[d]);
+    }
+    for (int h = 0; !kv8 && h < c.num_key_value_heads; h++)
       for (uint32_t d = 0; d < hd; d++) {
         ASSERT_EQ(elem(layer * lb + (h * hd + d) * eb), mk[h].back().q[d]);
         ASSERT_EQ(elem(layer * lb + ((c.num_key_value_heads + h) * hd + d) * eb), mv[h].back().q[d]);
@@ -434,6 +444,66 @@ TEST_P(OpsTest, AttentionMatchesModelAndFloat) {
   std::printf("attention: max |bpf - float| = %.3g (outputs up to %.3g; int%u K/V)\n", worst, scale,
               GetParam().kv_bits);
   EXPECT_LT(worst, (GetParam().kv_bits == 16 ? 0.002 : 0.03) * scale);
+}
+
+// The compact K/V's scale code: the smallest of 8 steps per octave that
+// covers the vector's max, and codes that round to nearest (with the
+// prescribed low bit for the codes that carry the scale codes).
+TEST(KvCompact, ScaleCodeAndQuantization) {
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 20000; i++) {
+    uint64_t mx = rng() >> (rng() % 38 + 26);  // 0 .. 2^38: any rotated int32 vector of 128
+    int64_t e = qn_kv8_code(mx);
+    ASSERT_GE(e, 0);
+    ASSERT_LE(e, QN_KV8_CODE_MAX);
+    if ((int64_t(mx) << QN_KV8_UNIT_SHIFT) > qn_kv8_scale(QN_KV8_CODE_MAX)) {
+      // beyond the top scale (only nearly all-saturated vectors): the top code, clipped
+      ASSERT_GT(mx, uint64_t(1) << 37);
+      ASSERT_EQ(e, QN_KV8_CODE_MAX);
+      ASSERT_EQ(std::abs(qn_kv8_quant(int64_t(mx), e, QN_KV8_K_LEVELS)), QN_KV8_K_LEVELS);
+      continue;
+    }
+    ASSERT_GE(qn_kv8_scale(e), int64_t(mx) << QN_KV8_UNIT_SHIFT) << mx;
+    if (e > 0) {
+      ASSERT_LT(qn_kv8_scale(e - 1), int64_t(mx) << QN_KV8_UNIT_SHIFT) << mx;
+    }
+    // any element of the vector, |y| <= mx
+    int64_t y = mx ? int64_t(rng() % (2 * mx + 1)) - int64_t(mx) : 0;
+    double levels = double(y) * 127 * (1 << QN_KV8_UNIT_SHIFT) / double(qn_kv8_scale(e));
+    int32_t q = qn_kv8_quant(y, e, 127);
+    ASSERT_LE(std::fabs(q - levels), 0.5 + 1e-9) << y << " e " << e;
+    for (int bit : {0, 1}) {
+      int32_t qb = qn_kv8_quant_bit(y, e, bit, 127);
+      ASSERT_EQ(qb & 1, bit);
+      ASSERT_LE(std::abs(qb), 127);
+      ASSERT_LE(std::fabs(qb - levels), 1.0 + 1e-9) << y << " e " << e << " bit " << bit;
+    }
+  }
+  EXPECT_EQ(qn_kv8_code(0), 0);
+  // K and V codes share one 16-bit word and come back out unchanged
+  for (int k = -QN_KV8_K_LEVELS; k <= QN_KV8_K_LEVELS; k += 7)
+    for (int v = -QN_KV8_V_LEVELS; v <= QN_KV8_V_LEVELS; v++) {
+      int64_t w = static_cast<int16_t>(qn_kv8_word(k, v));
+      ASSERT_EQ(qn_kv8_kcode(w), k);
+      ASSERT_EQ(qn_kv8_vcode(w), v);
+    }
+  // the 8 mantissas are 2^(k/8) apart, in [2^15, 2^16)
+  for (int k = 0; k < 8; k++) EXPECT_NEAR(double(qn_kv8_mant(k)), std::ldexp(1.0, 15) * std::exp2(k / 8.0), 0.5);
+}
+
+// The integer Hadamard transform of the model, applied twice, is 2^lb times the identity.
+TEST(KvCompact, HadamardTwiceScalesByTheBlock) {
+  for (uint32_t hd : {32u, 64u, 96u, 128u}) {
+    const int lb = qn_kv8_block_log2(hd);
+    EXPECT_EQ(1u << lb, hd & (~hd + 1));
+    std::mt19937_64 rng(hd);
+    std::vector<int64_t> x(hd);
+    for (auto& v : x) v = int64_t(rng() % 2000001) - 1000000;
+    auto y = x;
+    fm::hadamard(y, lb);
+    fm::hadamard(y, lb);
+    for (uint32_t d = 0; d < hd; d++) ASSERT_EQ(y[d], x[d] << lb);
+  }
 }
 
 TEST_P(OpsTest, AttentionRejectsPositionsPastTheCache) {
@@ -516,7 +586,8 @@ TEST_P(OpsTest, AttentionSliceAtPassOffsetEqualsItsOwnPass) {
 
 INSTANTIATE_TEST_SUITE_P(Paths, OpsTest,
                          testing::Values(Param{false, false}, Param{false, true}, Param{true, false},
-                                         Param{true, true}, Param{false, false, 8}, Param{true, true, 8}),
+                                         Param{true, true}, Param{false, false, 8}, Param{true, true, 8},
+                                         Param{false, true, 8}),
                          param_name);
 
 TEST(ProgramsVerify, AtThe06bShape) {
@@ -529,13 +600,15 @@ TEST(ProgramsVerify, AtThe06bShape) {
   c.intermediate_size = 3072;
   c.vocab_size = 151936;
   c.tie_word_embeddings = true;
-  for (bool q8 : {false, true}) {
-    ModelPlan plan = make_model_plan(c, q8, false, 2, 4096);
+  for (auto [q8, kv_bits] : {std::pair{false, 16u}, std::pair{true, 16u}, std::pair{false, 8u}}) {
+    ModelPlan plan = make_model_plan(c, q8, false, 2, 4096, kv_bits);
+    // the compact layout is exactly one byte per cached value: 28 x 2 x 8 x 128
+    EXPECT_EQ(plan.layout.shape.kv_pos_bytes, kv_bits == 8 ? 57344u : 116480u);
     plan.layout.weight_entries = 1;  // verification only: no weights needed
     BpfPrograms progs(plan.layout);
     for (auto& st : progs.stats()) {
-      std::printf("%s %s: %u instructions processed by the verifier\n", q8 ? "q8" : "q24", st.name.c_str(),
-                  st.verified_insns);
+      std::printf("%s kv%u %s: %u instructions processed by the verifier\n", q8 ? "q8" : "q24", kv_bits,
+                  st.name.c_str(), st.verified_insns);
       EXPECT_GT(st.verified_insns, 0u);
       EXPECT_LT(st.verified_insns, 1000000u);
     }

@@ -40,15 +40,16 @@ std::shared_ptr<const ModelDir> open_model(const std::string& name) {
   return m;
 }
 
-// One loaded backend per (model, path, precision), shared by the tests.
-Backend& bpf(const std::string& model, WeightPath path, Precision prec) {
+// One loaded backend per (model, path, precision, K/V width), shared by the tests.
+Backend& bpf(const std::string& model, WeightPath path, Precision prec, int kv_bits = BpfEngineOptions{}.kv_bits) {
   static std::map<std::string, std::unique_ptr<Backend>> cache;
-  std::string key = model + weight_path_name(path) + precision_name(prec);
+  std::string key = model + weight_path_name(path) + precision_name(prec) + std::to_string(kv_bits);
   auto& b = cache[key];
   if (!b) {
     BpfEngineOptions o;
     o.weight_path = path;
     o.precision = prec;
+    o.kv_bits = kv_bits;
     o.threads = 2;
     o.max_context = 512;
     b = make_bpf_backend(open_model(model), o);
@@ -123,9 +124,10 @@ std::vector<double> log_softmax(const std::vector<float>& logits) {
   return out;
 }
 
-Agreement teacher_forced(const std::string& model, Precision prec, int prompts, int len) {
+Agreement teacher_forced(const std::string& model, Precision prec, int prompts, int len,
+                         int kv_bits = BpfEngineOptions{}.kv_bits) {
   Backend& ref = reference(model);
-  Backend& k = bpf(model, WeightPath::map, prec);
+  Backend& k = bpf(model, WeightPath::map, prec, kv_bits);
   std::mt19937_64 rng(2024);
   Agreement a;
   ForwardWants w;
@@ -197,6 +199,20 @@ TEST(Accuracy, TeacherForcedQ24TinyOutliers) {
 
 TEST(Accuracy, TeacherForcedQ8TinyOutliers) {
   report_and_check("q8 tiny-outliers", teacher_forced("tiny-outliers", Precision::q8, 20, 52), kQ8Bar);
+}
+
+// The compact K/V layout (kv_bits = 8: one byte per cached value, packed
+// 9-bit K | 7-bit V words with in-band scale codes; docs/kv-cache.md). It
+// misses int16's 99% on these models: their q/k-norm weights make scores so
+// large that K needs ~12 bits (measured: int16 V with 12-bit K 99.8%, with
+// 8-bit K 87% on small-outliers). The bars sit just below what it reaches
+// now (tiny 96.1%, small 85.6%), so a regression still fails.
+TEST(Accuracy, TeacherForcedQ24Kv8SmallOutliers) {
+  report_and_check("q24 kv8 small-outliers", teacher_forced("small-outliers", Precision::q24, 20, 52, 8), 0.82);
+}
+
+TEST(Accuracy, TeacherForcedQ24Kv8TinyOutliers) {
+  report_and_check("q24 kv8 tiny-outliers", teacher_forced("tiny-outliers", Precision::q24, 20, 52, 8), 0.93);
 }
 
 TEST(Sessions, IncrementalDecodeEqualsBatchedPrefill) {

@@ -591,6 +591,7 @@ except grpc.RpcError as e:
         self.assertEqual(len(r.result.fixtures), len(fixtures))
         self.assertTrue(all(f.passed for f in r.result.fixtures))
         self.assertGreater(r.result.verified_insns, 0)
+        self.assertIn(r.result.compile_sandbox, ("namespaces+landlock", "namespaces", "landlock"))
         broken, _ = self.verify_case("compile_syntax_error")
         r = self.stub.VerifyProgram(pb.VerifyProgramRequest(source=broken), timeout=120)
         self.assertEqual(r.result.decision, pb.DECISION_FAIL)

@@ -424,29 +424,9 @@ grep -q '"completion_tokens": *4' <<<"$out" || die "generate --json did not repo
 
 say "check: the XDP verify pipeline works under the unit's hardening (sandboxed clang, verifier, test runs)"
 in_ct mkdir -p /var/tmp/verify
-in_ct tee /var/tmp/verify/drop_arp.c >/dev/null <<'C'
-#include <linux/bpf.h>
-#include <linux/if_ether.h>
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_endian.h>
-
-SEC("xdp")
-int drop_arp(struct xdp_md *ctx)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > data_end)
-		return XDP_PASS;
-	return eth->h_proto == bpf_htons(ETH_P_ARP) ? XDP_DROP : XDP_PASS;
-}
-
-char LICENSE[] SEC("license") = "GPL";
-C
-in_ct tee /var/tmp/verify/fixtures.json >/dev/null <<'J'
-[{"name": "arp", "packet_hex": "020000000002020000000001080600010800060400010200000000010000000000000000000000000000", "expected_action": "XDP_DROP"},
- {"name": "ipv4", "packet_hex": "020000000002020000000001080045000028123400004006549a0a0000010a0000029c40005000000001000000005002ffff00000000", "expected_action": "XDP_PASS"}]
-J
+xdp_lib="$(cd "$(dirname "$0")/../lib/xdp" && pwd)"
+in_ct tee /var/tmp/verify/drop_arp.c >/dev/null <"$xdp_lib/drop_arp.c"
+in_ct tee /var/tmp/verify/fixtures.json >/dev/null <"$xdp_lib/drop_arp.fixtures.json"
 in_ct sh -c "sed '13s/.*/\t\treturn XDP_PASS +;/' /var/tmp/verify/drop_arp.c >/var/tmp/verify/broken.c"
 out=$(run_ct -- qwen3-bpf verify /var/tmp/verify/drop_arp.c --fixtures /var/tmp/verify/fixtures.json 2>&1) ||
   die "verify of a correct XDP program failed inside the service:"$'\n'"$out"

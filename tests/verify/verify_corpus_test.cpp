@@ -164,6 +164,14 @@ TEST(VerifyCorpus, ClassifiesEveryProgramAsExpectedAndLeavesNothingBehind) {
     }
     if (r.first_failed_stage == Stage::policy || r.first_failed_stage == Stage::compile)
       EXPECT_FALSE(r.compiler_diagnostics.empty());
+    // Whatever got as far as the compiler says how it was confined.
+    if (r.first_failed_stage == Stage::compile || r.first_failed_stage == Stage::verify || r.decision == Decision::pass) {
+      const std::string mode = options.compiler_sandbox == "landlock" ? "landlock" : "namespaces";
+      EXPECT_EQ(r.compile_sandbox.rfind(options.compiler_sandbox == "auto" ? "" : mode, 0), 0u) << r.compile_sandbox;
+      EXPECT_FALSE(r.compile_sandbox.empty());
+    } else if (r.first_failed_stage == Stage::policy) {
+      EXPECT_TRUE(r.compile_sandbox.empty());
+    }
     if (e["stage"] == "compile" && e.contains("line")) {
       int first_error_line = 0;
       for (const auto& d : r.compiler_diagnostics)
