@@ -106,14 +106,14 @@ QWEN3_INLINE void matmul_impl(const float* x, int64_t tokens, int64_t cols, cons
 
 }  // namespace
 
-__attribute__((target_clones("arch=haswell", "default"))) void matmul_bf16(const float* x, int64_t tokens,
+__attribute__((target_clones("avx2", "default"))) void matmul_bf16(const float* x, int64_t tokens,
                                                                            int64_t cols, const uint16_t* w,
                                                                            int64_t row_begin, int64_t row_end,
                                                                            float* y, int64_t ldy) {
   matmul_impl(x, tokens, cols, w, row_begin, row_end, y, ldy);
 }
 
-__attribute__((target_clones("arch=haswell", "default"))) void matmul_f32(const float* x, int64_t tokens,
+__attribute__((target_clones("avx2", "default"))) void matmul_f32(const float* x, int64_t tokens,
                                                                           int64_t cols, const float* w,
                                                                           int64_t row_begin, int64_t row_end, float* y,
                                                                           int64_t ldy) {

@@ -58,7 +58,7 @@ inline __attribute__((always_inline)) float dot8(const float* a, const float* b,
 
 }  // namespace
 
-__attribute__((target_clones("arch=haswell", "default"))) void attend(const float* q, const float* k, const float* v,
+__attribute__((target_clones("avx2", "default"))) void attend(const float* q, const float* k, const float* v,
                                                                       int n_pos, int stride, int head_dim,
                                                                       float* scores, float* out) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
