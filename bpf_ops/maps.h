@@ -42,7 +42,8 @@ QN_DEFINE_BUFFER(resid_buf, 1);
 QN_DEFINE_BUFFER(qkv_buf, 1);
 QN_DEFINE_BUFFER(attn_buf, 1);
 QN_DEFINE_BUFFER(mlp_buf, 1);
-/* Per worker: requantized matmul input [QN_PMAX][IN_PAD] then shifts [QN_PMAX]. */
+/* Per worker: requantized matmul input [QN_PMAX][IN_PAD] then shifts [QN_PMAX],
+ * then (q8 prefill) position pairs packed as s64 [QN_PMAX/2][IN_PAD]. */
 QN_DEFINE_BUFFER(xq_buf, QN_THREADS_MAX);
 /* Per worker: attention scratch: scores [max_ctx] s32, acc [hd] s64, tmp [2][hd] s32. */
 QN_DEFINE_BUFFER(att_buf, QN_THREADS_MAX);

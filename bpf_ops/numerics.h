@@ -40,6 +40,10 @@ typedef __u64 qn_u64;
 #define QN_ONE_Q30 (1LL << 30)
 #define QN_GROUP 64         /* columns per q8 scale group (and row padding unit) */
 #define QN_ACT_BITS_MAX 30  /* matmul inputs are requantized to |x| <= 2^30 (int32) */
+/* q8 matmul inputs keep at most 18 bits: the q8 kernels add two rows' int8
+ * products in one 64-bit multiply, (wa + wb * 2^32) * x, and each 32-bit lane
+ * holds a group's sum exactly only while 64 * 127 * 2^18 < 2^31. */
+#define QN_Q8_ACT_BITS 18
 #define QN_RMS_BITS 20      /* rmsnorm squares inputs reduced to |x| < 2^20 */
 #define QN_KV_LEVELS16 32767  /* int16 K/V: value = q * max / 32767 */
 #define QN_LOG2E_Q30 1549082005LL /* log2(e) * 2^30 */

@@ -1,12 +1,17 @@
-/* The matmul program family: one program, five operations (qn_args.op), all
+/* The matmul program family: five operations (qn_args.op), all
  * "prepare input -> rows [row_begin, row_end) x positions -> epilogue":
  *   QN_OP_QKV     rmsnorm(resid) @ Wqkv            -> qkv
  *   QN_OP_GATEUP  rmsnorm(resid) @ Wgu (row pairs) -> silu(gate) * up -> mlp
  *   QN_OP_O       attn @ Wo                        -> resid += (residual fused)
  *   QN_OP_DOWN    mlp @ Wdown                      -> resid +=
  *   QN_OP_VOCAB   rmsnorm(resid, final) @ Wlm      -> logits, argmax, top-k
- * Each weight row is fetched once per pass and dotted with every position of
- * the pass while it is hot in cache (batched prefill).
+ * compiled into separate programs so each stays within the verifier's budget:
+ * qn_matmul (QKV, GATEUP, VOCAB) and qn_matmul_proj (O, DOWN), plus for q8
+ * their prefill variants *_pre. A step of the row loop covers two rows (a
+ * gate/up pair, or rows r and r+1) so every input load serves both; the q8
+ * kernels put two products in one 64-bit multiply (ops_weights.h). Each
+ * step's rows are dotted with every position of the pass while they are hot
+ * in L1 (batched prefill).
  */
 #ifndef QWEN3_BPF_OPS_MATMUL_H
 #define QWEN3_BPF_OPS_MATMUL_H
@@ -14,9 +19,21 @@
 #include "ops_vector.h"
 #include "ops_weights.h"
 
+/* The two op classes, each its own program (and for q8 a prefill variant
+ * of each), verified separately: one program for all five ops exceeds the
+ * verifier's 1M-instruction budget with the two-row kernels. */
+#define QN_MM_NORMED 0 /* qn_matmul: QKV, GATEUP, VOCAB; input rmsnorm(resid), HID_PAD columns */
+#define QN_MM_PROJ 1   /* qn_matmul_proj: O, DOWN; input attn / mlp, output added to resid */
+
+static __always_inline int mm_op_in_class(u32 op, int cls) {
+  if (cls == QN_MM_PROJ) return op == QN_OP_O || op == QN_OP_DOWN;
+  return op == QN_OP_QKV || op == QN_OP_GATEUP || op == QN_OP_VOCAB;
+}
+
 struct mm_state {
   struct qn_matrix mat;
-  u32 op, thread, row_begin, ncomp, top_k, norm_off;
+  u32 op, thread, row_begin, row_end, row_step, ncomp, top_k, norm_off;
+  s32 wf; /* the weights' fraction bits */
   u8 comp_pos[QN_PMAX]; /* compact index -> position in the pass */
 };
 
@@ -26,16 +43,19 @@ static __always_inline struct qn_topk_slot *topk_slot(u32 thread, u32 c) {
 }
 
 /* Keeps argmax (lowest id among equals) and the k best (sorted, earlier id
- * first among equals) of one position. */
-static __always_inline void topk_update(struct qn_topk_slot *t, s32 id, s32 v, u32 k) {
+ * first among equals) of one position. A global function: the verifier
+ * checks it once, not once per exit state of the previous call (a matmul step
+ * stores two rows). */
+__attribute__((noinline)) int qn_topk_update(struct qn_topk_slot *t, s32 id, s32 v, u32 k) {
+  if (!t) return 0;
   if (t->argmax_id < 0 || v > t->argmax_logit) {
     t->argmax_id = id;
     t->argmax_logit = v;
   }
-  if (k == 0 || k > QN_TOPK_MAX) return;
+  if (k == 0 || k > QN_TOPK_MAX) return 0;
   s32 cnt = t->count;
-  if (cnt < 0 || cnt > QN_TOPK_MAX) return;
-  if ((u32)cnt >= k && v <= t->e[(k - 1) & (QN_TOPK_MAX - 1)].logit) return;
+  if (cnt < 0 || cnt > QN_TOPK_MAX) return 0;
+  if ((u32)cnt >= k && v <= t->e[(k - 1) & (QN_TOPK_MAX - 1)].logit) return 0;
   s32 j = (u32)cnt < k ? cnt : (s32)k - 1;
   for (int it = 0; it < QN_TOPK_MAX; it++) {
     u32 jj = (u32)j;
@@ -47,63 +67,29 @@ static __always_inline void topk_update(struct qn_topk_slot *t, s32 id, s32 v, u
   }
   u32 at = (u32)j;
   QN_BARRIER(at);
-  if (at >= QN_TOPK_MAX) return;
+  if (at >= QN_TOPK_MAX) return 0;
   t->e[at].id = id;
   t->e[at].logit = v;
   if ((u32)cnt < k) t->count = cnt + 1;
+  return 0;
 }
 
-/* One row (or gate/up row pair) against compact position c; 0 or an error line. */
-static __always_inline u32 mm_row_pos(const struct mm_state *st, u32 r, u32 c) {
-  s32 *x = xq_row(st->thread, c);
-  u32 ocol[QN_OUT_COLS];
-#pragma unroll
-  for (int k = 0; k < QN_OUT_COLS; k++) {
-    ocol[k] = st->mat.ocol[k];
-    if (ocol[k] >= IN_PAD) return __LINE__;
-  }
-  s32 *shp = xq_shift_slot(st->thread, c);
-  if (!x || !shp) return __LINE__;
-  int s = *shp;
-  if (s < -16 || s > 31) return __LINE__;
-  int wf = weight_frac(&st->mat);
-  if (s > wf) return __LINE__;
-  u32 p = st->comp_pos[c & (QN_PMAX - 1)];
-  if (p >= QN_PMAX) return __LINE__;
-  /* the input length of each op is a load-time constant */
-  u32 groups = st->op == QN_OP_O ? QD_PAD / QN_GROUP : st->op == QN_OP_DOWN ? INTER_PAD / QN_GROUP : HID_PAD / QN_GROUP;
-
-  if (st->op == QN_OP_GATEUP) {
-    const QN_WQ u8 *wg = weight_row(&st->mat, 2 * r);
-    const QN_WQ u8 *wu = weight_row(&st->mat, 2 * r + 1);
-    if (!wg || !wu) return __LINE__;
-    s32 g = qn_matmul_out(weight_dot(wg, x, groups, ocol), wf, s);
-    s32 u = qn_matmul_out(weight_dot(wu, x, groups, ocol), wf, s);
-    s32 *out = buf_lookup(&mlp_buf, 0);
-    u32 oi = p * INTER_PAD + r;
-    QN_BARRIER(oi); /* check the final index right before the store */
-    if (!out || r >= INTER_PAD || oi >= QN_PMAX * INTER_PAD) return __LINE__;
-    out[oi] = qn_silu_mul(g, u);
-    return 0;
-  }
-
-  const QN_WQ u8 *w = weight_row(&st->mat, r);
-  if (!w) return __LINE__;
-  s32 y = qn_matmul_out(weight_dot(w, x, groups, ocol), wf, s);
-  if (st->op == QN_OP_QKV) {
-    s32 *out = buf_lookup(&qkv_buf, 0);
-    u32 oi = p * QKV_PAD + r;
-    QN_BARRIER(oi);
-    if (!out || r >= QKV_PAD || oi >= QN_PMAX * QKV_PAD) return __LINE__;
-    out[oi] = y;
-  } else if (st->op == QN_OP_O || st->op == QN_OP_DOWN) {
+/* Stores output row r of compact position c (all ops but gate/up). */
+static __always_inline u32 mm_store(const struct mm_state *st, u32 op, int cls, u32 r, u32 c, u32 p, s32 y) {
+  if (cls == QN_MM_PROJ) {
     s32 *out = buf_lookup(&resid_buf, 0);
     u32 oi = p * HID_PAD + r;
     QN_BARRIER(oi);
     if (!out || r >= HID_PAD || oi >= QN_PMAX * HID_PAD) return __LINE__;
     s32 *o = &out[oi];
     *o = qn_sat32((s64)*o + y);
-  } else if (st->op == QN_OP_VOCAB) {
+  } else if (op == QN_OP_QKV) {
+    s32 *out = buf_lookup(&qkv_buf, 0);
+    u32 oi = p * QKV_PAD + r;
+    QN_BARRIER(oi); /* check the final index right before the store */
+    if (!out || r >= QKV_PAD || oi >= QN_PMAX * QKV_PAD) return __LINE__;
+    out[oi] = y;
+  } else if (op == QN_OP_VOCAB) {
     s32 *out = buf_lookup(&logits_buf, 0);
     u32 oi = c * SHAPE.vocab + r;
     QN_BARRIER(oi);
@@ -111,39 +97,134 @@ static __always_inline u32 mm_row_pos(const struct mm_state *st, u32 r, u32 c) {
     out[oi] = y;
     struct qn_topk_slot *t = topk_slot(st->thread, c);
     if (!t) return __LINE__;
-    topk_update(t, (s32)r, y, st->top_k);
+    qn_topk_update(t, (s32)r, y, st->top_k);
   } else {
     return __LINE__;
   }
   return 0;
 }
 
-static long mm_pos_cb(u64 i, void *ctx) {
-  struct mm_state *st = ctx;
-  struct qn_acc *acc = acc_of(st->thread);
-  if (!acc) return 1;
-  u32 e = mm_row_pos(st, acc->row, (u32)i);
-  return e ? qn_fail(st->thread, e) : 0;
+/* The outputs of one step for compact position c (at position p): gate/up
+ * -> silu(ya) * yb at r; otherwise ya at row ra and yb at row rb (unless rb
+ * repeats ra, the odd last row). */
+static __always_inline u32 mm_emit(const struct mm_state *st, u32 op, int cls, u32 r, u32 ra, u32 rb, u32 c, u32 p,
+                                   s32 ya, s32 yb) {
+  if (cls == QN_MM_NORMED && op == QN_OP_GATEUP) {
+    s32 *out = buf_lookup(&mlp_buf, 0);
+    u32 oi = p * INTER_PAD + r;
+    QN_BARRIER(oi);
+    if (!out || r >= INTER_PAD || oi >= QN_PMAX * INTER_PAD) return __LINE__;
+    out[oi] = qn_silu_mul(ya, yb);
+    return 0;
+  }
+  u32 e = mm_store(st, op, cls, ra, c, p, ya);
+  if (e || rb == ra) return e;
+  return mm_store(st, op, cls, rb, c, p, yb);
 }
 
-static long mm_row_cb(u64 i, void *ctx) {
+/* Step r of the row loop against compact position c: for gate/up the row
+ * pair (2r, 2r+1) -> silu(gate) * up at r; otherwise rows r and r+1 (r+1
+ * only when below row_end; the kernel then reads row r twice). 0 or an
+ * error line. */
+static __always_inline u32 mm_rows_pos(const struct mm_state *st, u32 r, u32 c, int cls) {
+  /* one register copy of op: each test on it then narrows it for the
+   * verifier, which explores the kernel once per op instead of per test */
+  u32 op = st->op;
+  QN_BARRIER(op);
+  s32 *x = xq_row(st->thread, c);
+  s32 *shp = xq_shift_slot(st->thread, c);
+  if (!x || !shp) return __LINE__;
+  int s = *shp;
+  int wf = st->wf;
+  if (s < -16 || s > wf || wf > 31) return __LINE__;
+  u32 p = st->comp_pos[c & (QN_PMAX - 1)];
+  if (p >= QN_PMAX) return __LINE__;
+  u32 groups = cls == QN_MM_NORMED ? HID_PAD / QN_GROUP : op == QN_OP_O ? QD_PAD / QN_GROUP : INTER_PAD / QN_GROUP;
+  u32 ocol[QN_OUT_COLS];
+#pragma unroll
+  for (int k = 0; k < QN_OUT_COLS; k++) {
+    ocol[k] = st->mat.ocol[k];
+    if (ocol[k] >= IN_PAD) return __LINE__;
+  }
+  /* gate/up: the row pair (2r, 2r+1); otherwise rows r and r+1 */
+  u32 ra = r, rb = r + 1 < st->row_end ? r + 1 : r;
+  if (cls == QN_MM_NORMED && op == QN_OP_GATEUP) {
+    ra = 2 * r;
+    rb = 2 * r + 1;
+  }
+  const QN_WQ u8 *wa = weight_row(&st->mat, ra);
+  const QN_WQ u8 *wb = weight_row(&st->mat, rb);
+  if (!wa || !wb) return __LINE__;
+  struct qn_dot2 d = {};
+  weight_dot2(wa, wb, x, groups, ocol, &d);
+  /* op is read again rather than kept live across the kernel: the verifier
+   * can then merge the ops that share an input length and walk the kernel
+   * once per length */
+  op = st->op;
+  QN_BARRIER(op);
+  return mm_emit(st, op, cls, r, ra, rb, c, p, qn_matmul_out(d.a, wf, s), qn_matmul_out(d.b, wf, s));
+}
+
+/* Prefill (q8): step r against the compact positions 2j and 2j+1 (the
+ * second only when it exists) with the packed kernel dot4_q8. */
+static __always_inline u32 mm_rows_pair(const struct mm_state *st, u32 r, u32 j, int cls) {
+  u32 op = st->op;
+  QN_BARRIER(op);
+  u32 c0 = 2 * j, c1 = 2 * j + 1;
+  s64 *xp = xq_pair_row(st->thread, j);
+  s32 *x0 = xq_row(st->thread, c0), *x1 = xq_row(st->thread, c1);
+  s32 *sh0 = xq_shift_slot(st->thread, c0), *sh1 = xq_shift_slot(st->thread, c1);
+  if (!xp || !x0 || !x1 || !sh0 || !sh1) return __LINE__;
+  int s0 = *sh0, s1 = *sh1;
+  int wf = st->wf;
+  if (s0 < -16 || s0 > wf || s1 < -16 || s1 > wf || wf > 31) return __LINE__;
+  u32 groups = cls == QN_MM_NORMED ? HID_PAD / QN_GROUP : op == QN_OP_O ? QD_PAD / QN_GROUP : INTER_PAD / QN_GROUP;
+  u32 ocol[QN_OUT_COLS];
+#pragma unroll
+  for (int k = 0; k < QN_OUT_COLS; k++) {
+    ocol[k] = st->mat.ocol[k];
+    if (ocol[k] >= IN_PAD) return __LINE__;
+  }
+  u32 ra = r, rb = r + 1 < st->row_end ? r + 1 : r;
+  if (cls == QN_MM_NORMED && op == QN_OP_GATEUP) {
+    ra = 2 * r;
+    rb = 2 * r + 1;
+  }
+  const QN_WQ u8 *wa = weight_row(&st->mat, ra);
+  const QN_WQ u8 *wb = weight_row(&st->mat, rb);
+  if (!wa || !wb) return __LINE__;
+  struct qn_dot4 d = {};
+  dot4_q8(wa, wb, xp, x0, x1, groups, ocol, &d);
+  op = st->op;
+  QN_BARRIER(op);
+  u32 p0 = st->comp_pos[c0 & (QN_PMAX - 1)];
+  if (p0 >= QN_PMAX) return __LINE__;
+  u32 e = mm_emit(st, op, cls, r, ra, rb, c0, p0, qn_matmul_out(d.a0, wf, s0), qn_matmul_out(d.b0, wf, s0));
+  if (e || c1 >= st->ncomp) return e;
+  u32 p1 = st->comp_pos[c1 & (QN_PMAX - 1)];
+  if (p1 >= QN_PMAX) return __LINE__;
+  return mm_emit(st, op, cls, r, ra, rb, c1, p1, qn_matmul_out(d.a1, wf, s1), qn_matmul_out(d.b1, wf, s1));
+}
+
+/* pre: the q8 prefill programs, whose inner index runs over position pairs. */
+static __always_inline long mm_row_step(u64 i, void *ctx, int cls, int pre) {
   struct mm_state *st = ctx;
   /* Callbacks never write the caller's stack: the verifier then sees one
    * state per loop and verifies each callback body once. */
-  u32 r = st->row_begin + (u32)i;
-  if (st->ncomp == 1) {
-    u32 e = mm_row_pos(st, r, 0);
-    if (e) return qn_fail(st->thread, e);
-    return 0;
-  }
-  struct qn_acc *acc = acc_of(st->thread);
-  if (!acc) return 1;
-  acc->row = r;
-  bpf_loop(st->ncomp, mm_pos_cb, st, 0);
-  return qn_err(st->thread) ? 1 : 0;
+  u32 n = pre ? (st->ncomp + 1) / 2 : st->ncomp;
+  if (n == 0 || n > QN_PMAX) return qn_fail(st->thread, __LINE__);
+  u32 step = n == 1 ? (u32)i : (u32)i / n;
+  u32 c = (u32)i - step * n;
+  u32 r = st->row_begin + step * st->row_step;
+  u32 e = pre ? mm_rows_pair(st, r, c, cls) : mm_rows_pos(st, r, c, cls);
+  return e ? qn_fail(st->thread, e) : 0;
 }
+static long mm_row_cb_normed(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_NORMED, 0); }
+static long mm_row_cb_proj(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_PROJ, 0); }
+static long mm_row_cb_normed_pre(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_NORMED, 1); }
+static long mm_row_cb_proj_pre(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_PROJ, 1); }
 
-static long mm_prep_cb(u64 i, void *ctx) {
+static __always_inline long mm_prep(u64 i, void *ctx, int cls) {
   struct mm_state *st = ctx;
   struct prep_state ps = {};
   ps.op = st->op;
@@ -152,23 +233,20 @@ static long mm_prep_cb(u64 i, void *ctx) {
   ps.p = st->comp_pos[i & (QN_PMAX - 1)];
   ps.act_bits = st->mat.act_bits;
   ps.norm_off = st->norm_off;
-  int with_norm = 1;
-  if (st->op == QN_OP_O) {
-    ps.n_pad = QD_PAD;
-    with_norm = 0;
-  } else if (st->op == QN_OP_DOWN) {
-    ps.n_pad = INTER_PAD;
-    with_norm = 0;
-  } else {
+  int with_norm = cls == QN_MM_NORMED;
+  if (with_norm) {
     ps.n_pad = HID_PAD;
     ps.n_true = SHAPE.hidden;
+  } else {
+    ps.n_pad = st->op == QN_OP_O ? QD_PAD : INTER_PAD;
   }
   u32 e = prep_input(&ps, with_norm);
   return e ? qn_fail(st->thread, e) : 0;
 }
+static long mm_prep_cb_normed(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_NORMED); }
+static long mm_prep_cb_proj(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_PROJ); }
 
-SEC("syscall")
-int qn_matmul(struct qn_args *a) {
+static __always_inline int mm_main(struct qn_args *a, int cls, int pre) {
   struct mm_state st = {};
   st.mat = a->mat;
   st.op = a->op;
@@ -177,9 +255,15 @@ int qn_matmul(struct qn_args *a) {
   st.top_k = a->top_k;
   st.norm_off = a->norm_off;
   u32 npos = a->npos, mask = a->pos_mask, row_end = a->row_end;
+  st.row_end = row_end;
+  /* gate/up: one step is a gate/up row pair; otherwise two rows share a step */
+  st.row_step = st.op == QN_OP_GATEUP ? 1 : 2;
+  st.wf = weight_frac(&st.mat);
   u32 rows = st.op == QN_OP_GATEUP ? st.mat.rows / 2 : st.mat.rows;
-  if (st.thread >= QN_THREADS_MAX || npos == 0 || npos > QN_PMAX || row_end < st.row_begin ||
-      row_end > rows ||
+  /* the packed q8 kernel is exact only for inputs within QN_Q8_ACT_BITS */
+  int bad_act = SHAPE.precision == QN_PREC_Q8 && st.mat.act_bits > QN_Q8_ACT_BITS;
+  if (!mm_op_in_class(st.op, cls) || st.thread >= QN_THREADS_MAX || npos == 0 || npos > QN_PMAX ||
+      row_end < st.row_begin || row_end > rows || bad_act ||
       st.mat.groups * QN_GROUP != (st.op == QN_OP_O ? QD_PAD : st.op == QN_OP_DOWN ? INTER_PAD : HID_PAD)) {
     a->status = __LINE__;
     return a->status;
@@ -198,7 +282,7 @@ int qn_matmul(struct qn_args *a) {
     return 0;
   }
   qn_clear_err(st.thread);
-  bpf_loop(n, mm_prep_cb, &st, 0);
+  bpf_loop(n, cls == QN_MM_NORMED ? mm_prep_cb_normed : mm_prep_cb_proj, &st, 0);
   if (qn_err(st.thread)) {
     a->status = qn_err(st.thread);
     return a->status;
@@ -216,9 +300,46 @@ int qn_matmul(struct qn_args *a) {
       t->count = 0;
     }
   }
-  bpf_loop(row_end - st.row_begin, mm_row_cb, &st, 0);
+  u32 steps = (row_end - st.row_begin + st.row_step - 1) / st.row_step;
+  if (pre) {
+    struct pack_state ps = {st.thread, n, 0};
+    ps.chunks = (cls == QN_MM_NORMED ? HID_PAD : st.op == QN_OP_O ? QD_PAD : INTER_PAD) / 8;
+    bpf_loop((n + 1) / 2 * ps.chunks, pack_pairs_cb, &ps, 0);
+    if (qn_err(st.thread)) {
+      a->status = qn_err(st.thread);
+      return a->status;
+    }
+    bpf_loop(steps * ((n + 1) / 2), cls == QN_MM_NORMED ? mm_row_cb_normed_pre : mm_row_cb_proj_pre, &st, 0);
+  } else {
+    bpf_loop(steps * n, cls == QN_MM_NORMED ? mm_row_cb_normed : mm_row_cb_proj, &st, 0);
+  }
   a->status = qn_err(st.thread);
   return a->status;
+}
+
+SEC("syscall")
+int qn_matmul(struct qn_args *a) { return mm_main(a, QN_MM_NORMED, 0); }
+
+SEC("syscall")
+int qn_matmul_proj(struct qn_args *a) { return mm_main(a, QN_MM_PROJ, 0); }
+
+/* q8 only (user space loads them for q8): several positions per pass. */
+SEC("syscall")
+int qn_matmul_pre(struct qn_args *a) {
+  if (SHAPE.precision != QN_PREC_Q8) {
+    a->status = __LINE__;
+    return a->status;
+  }
+  return mm_main(a, QN_MM_NORMED, 1);
+}
+
+SEC("syscall")
+int qn_matmul_proj_pre(struct qn_args *a) {
+  if (SHAPE.precision != QN_PREC_Q8) {
+    a->status = __LINE__;
+    return a->status;
+  }
+  return mm_main(a, QN_MM_PROJ, 1);
 }
 
 #endif

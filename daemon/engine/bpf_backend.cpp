@@ -232,7 +232,7 @@ void BpfBackend::convert_weights() {
         }
       }
     });
-    mp.m.act_bits = act_bits_for(*std::max_element(max_l1.begin(), max_l1.end()));
+    mp.m.act_bits = act_bits_for(*std::max_element(max_l1.begin(), max_l1.end()), q8);
     // The source pages are no longer needed by the engine: drop them from this
     // process's resident set so peak RAM stays near the converted bytes plus
     // one matrix (they are re-read from the page cache if anyone reads them).

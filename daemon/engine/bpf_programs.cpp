@@ -95,6 +95,14 @@ void configure(Skel* s, const ProgramLayout& l) {
   set(s->maps.rope_buf, round8(size_t(l.rope_positions) * sh.head_dim * 4), 1, "rope_buf");
 }
 
+// The packed prefill programs exist for q8 only; q24 skips their verification.
+template <typename Skel>
+void set_prefill_autoload(Skel* s, const ProgramLayout& l) {
+  const bool q8 = l.shape.precision == QN_PREC_Q8;
+  bpf_program__set_autoload(s->progs.qn_matmul_pre, q8);
+  bpf_program__set_autoload(s->progs.qn_matmul_proj_pre, q8);
+}
+
 // The outer KV map's template: libbpf takes an existing map as the inner map
 // definition, which carries the model's per-position value size.
 int make_kv_template(const qn_shape& sh) {
@@ -136,7 +144,8 @@ void debug_dump(bpf_object* obj) {
 }  // namespace
 
 size_t xq_value_bytes(const ProgramLayout& l) {
-  return round8((QN_PMAX * size_t(l.in_pad) + QN_PMAX) * 4);
+  // inputs [QN_PMAX][in_pad] s32, shifts [QN_PMAX] s32, q8 position pairs [QN_PMAX/2][in_pad] s64
+  return round8((QN_PMAX * size_t(l.in_pad) + QN_PMAX) * 4 + QN_PMAX / 2 * size_t(l.in_pad) * 8);
 }
 
 size_t att_value_bytes(const ProgramLayout& l) {
@@ -144,7 +153,8 @@ size_t att_value_bytes(const ProgramLayout& l) {
   return round8(size_t(l.shape.max_ctx) * 4 + hd * 8 + 2 * hd * 4);
 }
 
-BpfPrograms::BpfPrograms(const ProgramLayout& layout) : layout_(layout) {
+BpfPrograms::BpfPrograms(const ProgramLayout& layout)
+    : layout_(layout), q8_(layout.shape.precision == QN_PREC_Q8) {
   std::string log;
   std::unique_lock lock(g_log_mutex);
   g_log_sink = &log;
@@ -184,11 +194,17 @@ BpfPrograms::BpfPrograms(const ProgramLayout& layout) : layout_(layout) {
     if (pages == 0) pages = 1;
     if (pages > (1u << 20)) throw resource_exhausted("weights exceed the 4 GiB arena limit");
     bpf_map__set_max_entries(s->maps.weights_arena, static_cast<uint32_t>(pages));
+    set_prefill_autoload(s, layout);
     if (int err = forward_arena__load(s)) load_failed("forward_arena", err);
     obj_ = s->obj;
     kv_outer_ = s->maps.kv_outer;
     weights_map = s->maps.weights_arena;
     prog_matmul_ = bpf_program__fd(s->progs.qn_matmul);
+    prog_matmul_proj_ = bpf_program__fd(s->progs.qn_matmul_proj);
+    if (q8_) {
+      prog_matmul_pre_ = bpf_program__fd(s->progs.qn_matmul_pre);
+      prog_matmul_proj_pre_ = bpf_program__fd(s->progs.qn_matmul_proj_pre);
+    }
     prog_attention_ = bpf_program__fd(s->progs.qn_attention);
     prog_embed_ = bpf_program__fd(s->progs.qn_embed);
     size_t sz = 0;
@@ -204,6 +220,7 @@ BpfPrograms::BpfPrograms(const ProgramLayout& layout) : layout_(layout) {
     kv_template = make_kv_template(layout.shape);
     bpf_map__set_inner_map_fd(s->maps.kv_outer, kv_template);
     bpf_map__set_max_entries(s->maps.weights_map, layout.weight_entries);
+    set_prefill_autoload(s, layout);
     int load_err = forward_map__load(s);
     debug_dump(s->obj);
     if (load_err) load_failed("forward_map", load_err);
@@ -211,6 +228,11 @@ BpfPrograms::BpfPrograms(const ProgramLayout& layout) : layout_(layout) {
     kv_outer_ = s->maps.kv_outer;
     weights_map = s->maps.weights_map;
     prog_matmul_ = bpf_program__fd(s->progs.qn_matmul);
+    prog_matmul_proj_ = bpf_program__fd(s->progs.qn_matmul_proj);
+    if (q8_) {
+      prog_matmul_pre_ = bpf_program__fd(s->progs.qn_matmul_pre);
+      prog_matmul_proj_pre_ = bpf_program__fd(s->progs.qn_matmul_proj_pre);
+    }
     prog_attention_ = bpf_program__fd(s->progs.qn_attention);
     prog_embed_ = bpf_program__fd(s->progs.qn_embed);
     weights_ = static_cast<uint8_t*>(
@@ -272,8 +294,12 @@ int BpfPrograms::map_count() const {
 
 std::vector<ProgramStat> BpfPrograms::stats() const {
   std::vector<ProgramStat> out;
-  for (auto [fd, name] : {std::pair{prog_matmul_, "qn_matmul"}, std::pair{prog_attention_, "qn_attention"},
+  for (auto [fd, name] : {std::pair{prog_matmul_, "qn_matmul"}, std::pair{prog_matmul_proj_, "qn_matmul_proj"},
+                          std::pair{prog_matmul_pre_, "qn_matmul_pre"},
+                          std::pair{prog_matmul_proj_pre_, "qn_matmul_proj_pre"},
+                          std::pair{prog_attention_, "qn_attention"},
                           std::pair{prog_embed_, "qn_embed"}}) {
+    if (fd < 0) continue;  // not loaded (q24: no packed prefill programs)
     bpf_prog_info info{};
     uint32_t len = sizeof info;
     ProgramStat st{name, 0};
@@ -281,6 +307,19 @@ std::vector<ProgramStat> BpfPrograms::stats() const {
     out.push_back(st);
   }
   return out;
+}
+
+void BpfPrograms::matmul(qn_args& args) {
+  const bool proj = args.op == QN_OP_O || args.op == QN_OP_DOWN;
+  const uint32_t positions = args.op == QN_OP_VOCAB ? uint32_t(__builtin_popcount(args.pos_mask)) : args.npos;
+  if (q8_ && positions > 1) {
+    if (proj) run(prog_matmul_proj_pre_, "qn_matmul_proj_pre", args);
+    else run(prog_matmul_pre_, "qn_matmul_pre", args);
+  } else if (proj) {
+    run(prog_matmul_proj_, "qn_matmul_proj", args);
+  } else {
+    run(prog_matmul_, "qn_matmul", args);
+  }
 }
 
 void BpfPrograms::run(int prog_fd, const char* name, qn_args& args) {

@@ -42,14 +42,17 @@ class BpfPrograms {
   BpfPrograms& operator=(const BpfPrograms&) = delete;
 
   // Run one program; throws qwen3::Error when the program reports a failed check.
-  void matmul(qn_args& args) { run(prog_matmul_, "qn_matmul", args); }
+  // Matmul ops with a normed input (QKV, GATEUP, VOCAB) and the projections
+  // (O, DOWN) are separate programs, each verified on its own; q8 passes of
+  // several positions run the packed prefill variants (bpf_ops/ops_matmul.h).
+  void matmul(qn_args& args);
   void attention(qn_args& args) { run(prog_attention_, "qn_attention", args); }
   void embed(qn_args& args) { run(prog_embed_, "qn_embed", args); }
 
   uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
   const ProgramLayout& layout() const { return layout_; }
   std::vector<ProgramStat> stats() const;
-  int program_count() const { return 3; }
+  int program_count() const { return q8_ ? 6 : 4; }
   int map_count() const;
 
   // mmapped buffers (see bpf_ops/maps.h for their layout).
@@ -80,7 +83,9 @@ class BpfPrograms {
   std::function<void()> destroy_;
   bpf_object* obj_ = nullptr;
   bpf_map* kv_outer_ = nullptr;
-  int prog_matmul_ = -1, prog_attention_ = -1, prog_embed_ = -1;
+  bool q8_ = false;
+  int prog_matmul_pre_ = -1, prog_matmul_proj_pre_ = -1;
+  int prog_matmul_ = -1, prog_matmul_proj_ = -1, prog_attention_ = -1, prog_embed_ = -1;
   std::vector<Mapping> mappings_;
   int32_t *resid_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *mlp_ = nullptr;
   int32_t *xq_ = nullptr, *logits_ = nullptr, *norms_ = nullptr, *rope_ = nullptr;

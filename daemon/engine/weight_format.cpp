@@ -40,22 +40,6 @@ int weight_frac_for(double max_abs, bool q8, const char* what) {
   return frac;
 }
 
-std::vector<uint32_t> pick_outlier_columns(std::span<const float> col_max) {
-  std::vector<float> sorted(col_max.begin(), col_max.end());
-  if (sorted.empty()) return {};
-  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
-  const float median = sorted[sorted.size() / 2];
-  std::vector<uint32_t> idx(col_max.size());
-  for (uint32_t i = 0; i < idx.size(); i++) idx[i] = i;
-  std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return col_max[a] > col_max[b]; });
-  std::vector<uint32_t> out;
-  for (uint32_t c : idx) {
-    if (out.size() == QN_OUT_COLS || !(col_max[c] > 16.0f * median)) break;
-    out.push_back(c);
-  }
-  return out;
-}
-
 uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, const char* what,
                      std::span<const uint32_t> ocols) {
   const size_t cols = w.size();
@@ -75,25 +59,21 @@ uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, 
       std::memcpy(out + g * 4 * QN_GROUP, vals, sizeof vals);
       continue;
     }
+    bool exact[QN_GROUP] = {};
     float mx = 0.0f;
-    for (size_t k = 0; k < n; k++)
-      if (!is_out(c0 + k)) mx = std::max(mx, std::fabs(w[c0 + k]));
-    double sc = static_cast<double>(mx) / 127.0 * p2;
-    if (!(sc < 2147483647.0))
+    for (size_t k = 0; k < n; k++) {
+      exact[k] = is_out(c0 + k);
+      if (!exact[k]) mx = std::max(mx, std::fabs(w[c0 + k]));
+    }
+    if (!(static_cast<double>(mx) / 127.0 * p2 < 2147483647.0))
       throw invalid_argument(std::string("weight magnitude ") + std::to_string(mx) + " in " + what +
                              " is outside the fixed-point range of its matrix");
-    int32_t scale = static_cast<int32_t>(round_away(sc));
-    int8_t q[QN_GROUP] = {};
+    Q8Group qg;
+    q8_quantize_group(&w[c0], exact, n, p2, qg);
     uint64_t qsum = 0;
-    if (scale > 0) {
-      for (size_t k = 0; k < n; k++) {
-        if (is_out(c0 + k)) continue;
-        long long v = round_away(static_cast<double>(w[c0 + k]) * p2 / scale);
-        v = std::clamp(v, -127LL, 127LL);
-        q[k] = static_cast<int8_t>(v);
-        qsum += static_cast<uint64_t>(std::llabs(v));
-      }
-    }
+    for (size_t k = 0; k < n; k++) qsum += static_cast<uint64_t>(std::abs(qg.codes[k]));
+    const int32_t scale = qg.scale;
+    const int8_t* q = qg.codes;
     uint8_t* gp = out + g * (4 + QN_GROUP);
     std::memcpy(gp, &scale, 4);
     std::memcpy(gp + 4, q, QN_GROUP);
@@ -110,10 +90,11 @@ uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, 
   return l1;
 }
 
-uint32_t act_bits_for(uint64_t max_l1) {
+uint32_t act_bits_for(uint64_t max_l1, bool q8) {
   int b = qn_bits_u64(max_l1);
   int a = 62 - b;
   if (a > QN_ACT_BITS_MAX) a = QN_ACT_BITS_MAX;
+  if (q8 && a > QN_Q8_ACT_BITS) a = QN_Q8_ACT_BITS;
   if (a < 1) a = 1;
   return static_cast<uint32_t>(a);
 }

@@ -3,8 +3,8 @@
 // per matrix (q24: F = 24, q8: F = 30; one bit less per doubling of max|w|
 // beyond what int32 holds, e.g. embeddings with planted outliers):
 //   q24: per group of 64 columns, 64 int32 = round(w * 2^F)
-//   q8 : per group, int32 scale = round(max|w| / 127 * 2^F), then 64 int8
-//        q = round(w * 2^F / scale), clamped to [-127, 127]
+//   q8 : per group, int32 scale, then 64 int8 codes q (weight = q * scale / 2^F),
+//        both chosen by q8_quantizer.h (scale near max|w| / 127 * 2^F)
 // Padding columns are zero. The per-row L1 norm of the integer weights decides
 // how many bits the matmul input may have without int64 overflow (act_bits).
 #pragma once
@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "engine/q8_quantizer.h"  // pick_outlier_columns
 
 namespace qwen3::engine {
 
@@ -22,20 +24,15 @@ int32_t to_fixed(float w, int frac, const char* what);
 // 16 bits (the activation format) would not hold it.
 int weight_frac_for(double max_abs, bool q8, const char* what);
 
-// q8 only: the few columns of a matrix whose magnitude dwarfs the rest (planted
-// or real outlier channels) are stored exactly (int64 w * 2^frac after the
-// groups) so they do not flatten the int8 scale of their group. Picks up to
-// QN_OUT_COLS columns whose max |w| exceeds 16x the median column max.
-std::vector<uint32_t> pick_outlier_columns(std::span<const float> col_max);
-
 // Converts one row (cols floats) into `out` (row_bytes_for(cols, q8) bytes);
 // `ocols` (q8) are the matrix's outlier columns.
 // Returns the row's L1 norm in weight units (sum |w| * 2^frac, as stored).
 uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, const char* what,
                      std::span<const uint32_t> ocols = {});
 
-// act_bits such that max_l1 * 2^act_bits < 2^62.
-uint32_t act_bits_for(uint64_t max_l1);
+// act_bits such that max_l1 * 2^act_bits < 2^62; at most QN_Q8_ACT_BITS for
+// q8 (the packed two-row kernel's lanes, bpf_ops/ops_weights.h).
+uint32_t act_bits_for(uint64_t max_l1, bool q8);
 
 // Reads back column c of a converted row as float (tests, embedding checks).
 double dequant(const uint8_t* row, uint32_t c, bool q8, int frac, uint32_t cols = 0,

@@ -22,6 +22,7 @@
 
 #include "common/error.h"
 #include "engine/bpf_backend.h"
+#include "engine/q8_quantizer.h"
 #include "model/model_dir.h"
 #include "reference/reference_backend.h"
 
@@ -182,12 +183,14 @@ TEST(Accuracy, TeacherForcedQ24SmallOutliers) {
   report_and_check("q24 small-outliers", teacher_forced("small-outliers", Precision::q24, 20, 52), 0.99);
 }
 
-// q8 misses the 98% on these generated models: their logits sit ~15
-// above the mean, so the 0.05 near-tie margin asks for 0.3% relative logit
-// accuracy, and int8 weights (group max / 127) contribute ~0.4% per matrix
-// (measured: int8 anywhere but one matrix still gives 95-96%). The bar below
-// is what q8 reaches now (docs/numerics.md); it fails if q8 gets worse.
-constexpr double kQ8Bar = 0.80;
+// q8 misses the 98% on these generated models, and no int8 quantizer
+// in q8's format can reach it: tools/quant_study measured that even 0.1%
+// gaussian weight noise (int8 rounding is 0.36-0.39%) leaves the float
+// reference 97.8% agreement with itself on small-outliers; the error that
+// matters enters through the embedding and QKV (attention scores). The bars
+// below are what q8 reaches now (docs/numerics.md); they fail if q8 gets worse.
+constexpr double kQ8Bar = 0.83;      // small-outliers: 83.6%
+constexpr double kQ8BarTiny = 0.95;  // tiny-outliers: 96.2%
 
 TEST(Accuracy, TeacherForcedQ8SmallOutliers) {
   report_and_check("q8 small-outliers", teacher_forced("small-outliers", Precision::q8, 20, 52), kQ8Bar);
@@ -198,7 +201,56 @@ TEST(Accuracy, TeacherForcedQ24TinyOutliers) {
 }
 
 TEST(Accuracy, TeacherForcedQ8TinyOutliers) {
-  report_and_check("q8 tiny-outliers", teacher_forced("tiny-outliers", Precision::q8, 20, 52), kQ8Bar);
+  report_and_check("q8 tiny-outliers", teacher_forced("tiny-outliers", Precision::q8, 20, 52), kQ8BarTiny);
+}
+
+// The q8 group quantizer: codes in int8, exact entries left to their int64
+// slot, never a larger squared error than plain absmax rounding, and on
+// average a smaller one (the reason it exists).
+TEST(Q8Quantizer, ScaleSearchBeatsAbsmaxRounding) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<float> uni(-0.08f, 0.08f);
+  std::normal_distribution<float> gauss(0.0f, 0.03f);
+  const double p2 = std::ldexp(1.0, 30);
+  double err_search = 0, err_absmax = 0;
+  for (int g = 0; g < 4000; g++) {
+    const size_t n = g % 7 == 0 ? 1 + rng() % QN_GROUP : QN_GROUP;  // short tail groups too
+    float w[QN_GROUP] = {};
+    bool exact[QN_GROUP] = {};
+    for (size_t k = 0; k < n; k++) w[k] = g % 2 ? uni(rng) : gauss(rng);
+    if (g % 5 == 0 && n > 1) {
+      const size_t k = rng() % n;
+      exact[k] = true;
+      w[k] = 40.0f;  // an outlier column entry: must neither get a code nor set the scale
+    }
+    engine::Q8Group q;
+    engine::q8_quantize_group(w, exact, n, p2, q);
+    float mx = 0;
+    for (size_t k = 0; k < n; k++)
+      if (!exact[k]) mx = std::max(mx, std::fabs(w[k]));
+    const double absmax = std::round(mx / 127.0 * p2);
+    ASSERT_GT(q.scale, 0);
+    EXPECT_GT(q.scale, 0.99 * absmax);
+    EXPECT_LT(q.scale, 1.02 * absmax);
+    double e_s = 0, e_a = 0;
+    for (size_t k = 0; k < QN_GROUP; k++) {
+      ASSERT_GE(q.codes[k], -127);
+      if (k >= n || exact[k]) {
+        EXPECT_EQ(q.codes[k], 0) << "group " << g << " entry " << k;
+        continue;
+      }
+      const double ds = w[k] - double(q.codes[k]) * q.scale / p2;
+      const double qa = std::clamp(std::round(double(w[k]) * p2 / absmax), -127.0, 127.0);
+      const double da = w[k] - qa * absmax / p2;
+      e_s += ds * ds;
+      e_a += da * da;
+    }
+    EXPECT_LE(e_s, e_a * (1 + 1e-5) + 1e-30) << "group " << g;
+    err_search += e_s;
+    err_absmax += e_a;
+  }
+  std::printf("q8 group quantizer: rms weight error %.4g of absmax rounding's\n", std::sqrt(err_search / err_absmax));
+  EXPECT_LT(err_search, 0.92 * err_absmax);
 }
 
 // The compact K/V layout (kv_bits = 8: one byte per cached value, packed
@@ -215,23 +267,27 @@ TEST(Accuracy, TeacherForcedQ24Kv8TinyOutliers) {
   report_and_check("q24 kv8 tiny-outliers", teacher_forced("tiny-outliers", Precision::q24, 20, 52, 8), 0.93);
 }
 
+// q8 passes of several positions run the packed prefill kernel, one position
+// the decode kernel: both must give the same bits.
 TEST(Sessions, IncrementalDecodeEqualsBatchedPrefill) {
-  Backend& b = bpf("small-outliers", WeightPath::map, Precision::q24);
-  std::mt19937_64 rng(5);
-  auto ids = random_prompt(rng, 40, 151936);
-  ForwardWants w;
-  w.all_positions = true;
-  w.full_logits = true;
-  ForwardResult batched = run(b, ids, w);
-  auto kv = b.create_kv(64);
-  ForwardWants one;
-  one.full_logits = true;
-  for (size_t p = 0; p < ids.size(); p++) {
-    ForwardResult r = b.forward(*kv, std::span<const int32_t>(&ids[p], 1), one);
-    ASSERT_EQ(r.positions.size(), 1u);
-    ASSERT_EQ(r.positions[0].full, batched.positions[p].full) << "position " << p;
+  for (Precision prec : {Precision::q24, Precision::q8}) {
+    Backend& b = bpf("small-outliers", WeightPath::map, prec);
+    std::mt19937_64 rng(5);
+    auto ids = random_prompt(rng, 40, 151936);
+    ForwardWants w;
+    w.all_positions = true;
+    w.full_logits = true;
+    ForwardResult batched = run(b, ids, w);
+    auto kv = b.create_kv(64);
+    ForwardWants one;
+    one.full_logits = true;
+    for (size_t p = 0; p < ids.size(); p++) {
+      ForwardResult r = b.forward(*kv, std::span<const int32_t>(&ids[p], 1), one);
+      ASSERT_EQ(r.positions.size(), 1u);
+      ASSERT_EQ(r.positions[0].full, batched.positions[p].full) << precision_name(prec) << " position " << p;
+    }
+    EXPECT_EQ(kv->positions(), 40);
   }
-  EXPECT_EQ(kv->positions(), 40);
 }
 
 TEST(Sessions, InterleavedSessionsEqualEachAlone) {
@@ -318,12 +374,12 @@ TEST(Info, ReportsProgramsAndWeights) {
   EXPECT_EQ(i.name, "bpf");
   EXPECT_EQ(i.weight_path, "arena");
   EXPECT_EQ(i.precision, "q8");
-  EXPECT_EQ(i.bpf_programs, 3);
+  EXPECT_EQ(i.bpf_programs, 6);  // q8: two matmul programs, their prefill variants, attention, embed
   EXPECT_GT(i.weight_bytes, size_t(151936) * 64);
   auto* api = dynamic_cast<BpfBackendApi*>(&b);
   ASSERT_NE(api, nullptr);
   BpfBackendStats s = api->stats();
-  ASSERT_EQ(s.programs.size(), 3u);
+  ASSERT_EQ(s.programs.size(), 6u);
   for (auto& p : s.programs) EXPECT_GT(p.verified_insns, 0u) << p.name;
 }
 
