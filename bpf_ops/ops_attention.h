@@ -35,6 +35,7 @@ struct att_head {
   s64 smax;
   u64 sum;
   s64 sq;
+  s64 lb; /* kv8: log2 of the Hadamard block, kept here so callbacks need not recompute it */
 };
 
 /* Query heads per kv head (GQA group), set at load: the verifier does not
@@ -179,57 +180,77 @@ static __always_inline s64 head_norm_rope(u8 *b, u32 p, u32 off, u32 norm_off, u
   return (s64)mx;
 }
 
-/* Scores of cached position pos for query heads j and, when two, j + 1: one
- * read of each K word serves both heads of the pair. */
-static __always_inline void att_score_heads(const struct att_state *st, u8 *b, const short *kw, s64 kscale,
-                                            u32 pos, u32 j, int two) {
-  const s32 *q0 = att_q(b, j), *q1 = att_q(b, j + two);
-  const u32 hd = SHAPE.head_dim; /* read once: SHAPE is volatile */
+/* Dot products of one cached K vector with query q0 and, when two, q1: one
+ * read of each K word serves both heads. Pointers walk with a constant trip
+ * count so the JIT sees immediate offsets and nothing spills. */
+static __always_inline void att_dots(const short *kw, const s32 *q0, const s32 *q1, u32 hd, int compact, int two,
+                                     s64 *dot0, s64 *dot1) {
   s64 d0 = 0, d1 = 0;
-  for (u32 d = 0; d < hd; d += 4) { /* head_dim is a multiple of 8 (model_plan) */
-    s64 k0, k1, k2, k3;
-    if (kv_compact()) {
-      k0 = qn_kv8_kcode(kw[d]);
-      k1 = qn_kv8_kcode(kw[d + 1]);
-      k2 = qn_kv8_kcode(kw[d + 2]);
-      k3 = qn_kv8_kcode(kw[d + 3]);
-    } else {
-      k0 = kw[d];
-      k1 = kw[d + 1];
-      k2 = kw[d + 2];
-      k3 = kw[d + 3];
+  for (u32 n = hd / 4; n; n--) { /* head_dim is a multiple of 8 (model_plan) */
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+      s64 k = compact ? qn_kv8_kcode(kw[t]) : kw[t];
+      d0 += (s64)q0[t] * k;
+      if (two) d1 += (s64)q1[t] * k;
     }
-    d0 += (s64)q0[d] * k0 + (s64)q0[d + 1] * k1 + (s64)q0[d + 2] * k2 + (s64)q0[d + 3] * k3;
-    if (two) d1 += (s64)q1[d] * k0 + (s64)q1[d + 1] * k1 + (s64)q1[d + 2] * k2 + (s64)q1[d + 3] * k3;
+    kw += 4;
+    q0 += 4;
+    q1 += 4;
   }
+  *dot0 = d0;
+  *dot1 = d1;
+}
+
+/* Adds one cached V vector weighted by w0 (and, when two, w1) to a0 (a1). */
+static __always_inline void att_axpy(const short *vw, s64 *a0, s64 *a1, s64 w0, s64 w1, u32 hd, int compact,
+                                     int two) {
+  for (u32 n = hd / 4; n; n--) {
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+      s64 v = compact ? qn_kv8_vcode(vw[t]) : vw[t];
+      a0[t] += w0 * v;
+      if (two) a1[t] += w1 * v;
+    }
+    vw += 4;
+    a0 += 4;
+    a1 += 4;
+  }
+}
+
+/* Stores the score of cached position pos for the head with state hh. */
+static __always_inline void att_score_store(const struct att_state *st, struct att_head *hh, s32 *sc, s64 dot,
+                                            s64 kscale, int compact) {
+  s32 score;
+  if (compact)
+    score = qn_kv8_score(dot, kscale, (int)hh->sq, (int)hh->lb, st->c_q24);
+  else
+    score = qn_attn_score(qn_round_shift(dot, qn_kv_dot_shift(QN_KV_LEVELS16)), (s32)kscale, (int)hh->sq, st->c_q24);
+  *sc = score;
+  hh->smax = qn_max64(hh->smax, score);
+}
+
+/* Scores of cached position pos for query heads j and, when two, j + 1. */
+static __always_inline void att_score_heads(const struct att_state *st, u8 *b, const short *kw, s64 kscale,
+                                            u32 pos, u32 j, int compact, int two) {
+  s64 d0, d1;
+  att_dots(kw, att_q(b, j), att_q(b, j + two), SHAPE.head_dim, compact, two, &d0, &d1);
   struct att_head *hs = att_heads(b);
-  for (int t = 0; t <= two; t++) {
-    s64 dot = t ? d1 : d0;
-    struct att_head *hh = &hs[j + t];
-    s32 score;
-    if (kv_compact())
-      score = qn_kv8_score(dot, kscale, (int)hh->sq, kv8_lb(), st->c_q24);
-    else
-      score = qn_attn_score(qn_round_shift(dot, qn_kv_dot_shift(kv_levels())), (s32)kscale, (int)hh->sq, st->c_q24);
-    att_scores(b, j + t)[pos] = score;
-    hh->smax = qn_max64(hh->smax, score);
-  }
+  att_score_store(st, &hs[j], att_scores(b, j) + pos, d0, kscale, compact);
+  if (two) att_score_store(st, &hs[j + 1], att_scores(b, j + 1) + pos, d1, kscale, compact);
 }
 
 /* Query heads are taken in pairs (n_heads / n_kv_heads is 2 at the 0.6B
  * shape); an odd group ends with a single head. */
-static long att_score_cb(u64 i, void *ctx) {
-  const struct att_state *st = ctx;
+static __always_inline long att_score_pos(const struct att_state *st, u32 pos, int compact) {
   u8 *b = att_scratch(st->thread);
   struct qn_acc *acc = acc_of(st->thread);
-  u32 pos = (u32)i;
   if (!b || !acc || pos >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
   u8 *e = kv_entry(st->slot, pos);
   if (!e) return qn_fail(st->thread, __LINE__);
   u32 ko = kv_k_off(st->layer, acc->h), mo = kv_kmax_off(st->layer, acc->h);
   if (ko > SHAPE.kv_pos_bytes - kv_vec_bytes()) return qn_fail(st->thread, __LINE__);
   s64 kscale;
-  if (kv_compact()) {
+  if (compact) {
     kscale = kv8_scale_code(e + ko, 0);
   } else {
     if (mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
@@ -238,9 +259,14 @@ static long att_score_cb(u64 i, void *ctx) {
   const short *kw = (const short *)(e + ko);
   const u32 g = att_group();
   u32 j = 0;
-  for (; j + 1 < g; j += 2) att_score_heads(st, b, kw, kscale, pos, j, 1);
-  if (j < g) att_score_heads(st, b, kw, kscale, pos, j, 0);
+  for (; j + 1 < g; j += 2) att_score_heads(st, b, kw, kscale, pos, j, compact, 1);
+  if (j < g) att_score_heads(st, b, kw, kscale, pos, j, compact, 0);
   return 0;
+}
+/* One callback per layout: the layout test stays out of the inner loops. */
+static long att_score_cb(u64 i, void *ctx) {
+  const struct att_state *st = ctx;
+  return kv_compact() ? att_score_pos(st, (u32)i, 1) : att_score_pos(st, (u32)i, 0);
 }
 
 static long att_exp_cb(u64 i, void *ctx) {
@@ -251,59 +277,34 @@ static long att_exp_cb(u64 i, void *ctx) {
   struct att_head *hs = att_heads(b);
   const u32 g = att_group();
   for (u32 j = 0; j < g; j++) {
-    s32 *sc = att_scores(b, j);
-    s64 x = qn_exp_neg_q30((s64)sc[pos] - hs[j].smax);
-    sc[pos] = (s32)x;
+    s32 *sc = att_scores(b, j) + pos;
+    s64 d = (s64)*sc - hs[j].smax;
+    /* far below the max the exponential is exactly 0: skip computing it */
+    s64 x = d > -QN_EXP_ZERO_Q16 ? qn_exp_neg_q30(d) : 0;
+    *sc = (s32)x;
     hs[j].sum += (u64)x;
   }
   return 0;
 }
 
 /* Weight of a cached value vector for one head; exactly 0 for exp weight 0. */
-static __always_inline s64 att_vweight(s32 e_q30, u64 sum, s64 vscale) {
+static __always_inline s64 att_vweight(s32 e_q30, u64 sum, s64 vscale, int compact) {
   s64 p = qn_attn_prob(e_q30, sum);
-  return kv_compact() ? qn_kv8_vweight(p, vscale) : qn_attn_vweight(p, (s32)vscale);
+  return compact ? qn_kv8_vweight(p, vscale) : qn_attn_vweight(p, (s32)vscale);
 }
 
 /* Adds the cached value vector at vw, weighted, to the sums of query heads j
  * and, when two, j + 1: one read of each V word serves both heads. */
-static __always_inline void att_acc_heads(u8 *b, const short *vw, s64 vscale, u32 pos, u32 j, int two) {
+static __always_inline void att_acc_heads(u8 *b, const short *vw, s64 vscale, u32 pos, u32 j, int compact, int two) {
   struct att_head *hs = att_heads(b);
-  s64 w0 = att_vweight(att_scores(b, j)[pos], hs[j].sum, vscale);
-  s64 w1 = two ? att_vweight(att_scores(b, j + 1)[pos], hs[j + 1].sum, vscale) : 0;
+  s64 w0 = att_vweight(att_scores(b, j)[pos], hs[j].sum, vscale, compact);
+  s64 w1 = two ? att_vweight(att_scores(b, j + 1)[pos], hs[j + 1].sum, vscale, compact) : 0;
   if (w0 == 0 && w1 == 0) return; /* adds exactly nothing */
-  s64 *a0 = att_acc(b, j), *a1 = att_acc(b, j + two);
-  const u32 hd = SHAPE.head_dim; /* read once: SHAPE is volatile */
-  for (u32 d = 0; d < hd; d += 4) {
-    s64 v0, v1, v2, v3;
-    if (kv_compact()) {
-      v0 = qn_kv8_vcode(vw[d]);
-      v1 = qn_kv8_vcode(vw[d + 1]);
-      v2 = qn_kv8_vcode(vw[d + 2]);
-      v3 = qn_kv8_vcode(vw[d + 3]);
-    } else {
-      v0 = vw[d];
-      v1 = vw[d + 1];
-      v2 = vw[d + 2];
-      v3 = vw[d + 3];
-    }
-    a0[d] += w0 * v0;
-    a0[d + 1] += w0 * v1;
-    a0[d + 2] += w0 * v2;
-    a0[d + 3] += w0 * v3;
-    if (two) {
-      a1[d] += w1 * v0;
-      a1[d + 1] += w1 * v1;
-      a1[d + 2] += w1 * v2;
-      a1[d + 3] += w1 * v3;
-    }
-  }
+  att_axpy(vw, att_acc(b, j), att_acc(b, j + two), w0, w1, SHAPE.head_dim, compact, two);
 }
 
-static long att_acc_cb(u64 i, void *ctx) {
-  const struct att_state *st = ctx;
+static __always_inline long att_acc_pos(const struct att_state *st, u32 pos, int compact) {
   u8 *b = att_scratch(st->thread);
-  u32 pos = (u32)i;
   if (!b || pos >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
   const u32 g = att_group();
   /* exp weight 0 in every head (score > 20.8 below each max): skip the read */
@@ -316,7 +317,7 @@ static long att_acc_cb(u64 i, void *ctx) {
   u32 vo = kv_v_off(st->layer, acc->h), mo = kv_vmax_off(st->layer, acc->h);
   if (vo > SHAPE.kv_pos_bytes - kv_vec_bytes()) return qn_fail(st->thread, __LINE__);
   s64 vscale;
-  if (kv_compact()) {
+  if (compact) {
     vscale = kv8_scale_code(e + vo, QN_KV8_SCALE_CODES);
   } else {
     if (mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
@@ -324,9 +325,13 @@ static long att_acc_cb(u64 i, void *ctx) {
   }
   const short *vw = (const short *)(e + vo);
   u32 j = 0;
-  for (; j + 1 < g; j += 2) att_acc_heads(b, vw, vscale, pos, j, 1);
-  if (j < g) att_acc_heads(b, vw, vscale, pos, j, 0);
+  for (; j + 1 < g; j += 2) att_acc_heads(b, vw, vscale, pos, j, compact, 1);
+  if (j < g) att_acc_heads(b, vw, vscale, pos, j, compact, 0);
   return 0;
+}
+static long att_acc_cb(u64 i, void *ctx) {
+  const struct att_state *st = ctx;
+  return kv_compact() ? att_acc_pos(st, (u32)i, 1) : att_acc_pos(st, (u32)i, 0);
 }
 
 /* Query head j of the group of kv head acc->h at pass row acc->p: normed,
@@ -358,6 +363,7 @@ static long att_prep_cb(u64 i, void *ctx) {
   }
   struct att_head *hh = &att_heads(b)[j];
   hh->sq = sq;
+  hh->lb = kv8_lb();
   hh->smax = -2147483647; /* every score is >= this (saturated) */
   hh->sum = 0;
   return 0;

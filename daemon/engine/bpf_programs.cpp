@@ -143,7 +143,7 @@ size_t xq_value_bytes(const ProgramLayout& l) {
 size_t att_value_bytes(const ProgramLayout& l) {
   // per query head of a GQA group: scores, acc, query, softmax state (bpf_ops/ops_attention.h)
   const size_t hd = l.shape.head_dim, g = l.shape.n_heads / l.shape.n_kv_heads;
-  return round8(g * (size_t(l.shape.max_ctx) * 4 + hd * 8 + hd * 4 + 24) + 2 * hd * 4);
+  return round8(g * (size_t(l.shape.max_ctx) * 4 + hd * 8 + hd * 4 + 32) + 2 * hd * 4);
 }
 
 BpfPrograms::BpfPrograms(const ProgramLayout& layout) : layout_(layout) {
