@@ -241,11 +241,10 @@ static __always_inline void att_score_heads(const struct att_state *st, u8 *b, c
 
 /* Query heads are taken in pairs (n_heads / n_kv_heads is 2 at the 0.6B
  * shape); an odd group ends with a single head. */
-static __always_inline long att_score_pos(const struct att_state *st, u32 pos, int compact) {
-  u8 *b = att_scratch(st->thread);
-  struct qn_acc *acc = acc_of(st->thread);
-  if (!b || !acc || pos >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
-  u8 *e = kv_entry(st->slot, pos);
+static __always_inline long att_score_pos(const struct att_state *st, u8 *b, struct qn_acc *acc, void *kv, u32 pos,
+                                          int compact) {
+  if (pos >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
+  u8 *e = bpf_map_lookup_elem(kv, &pos);
   if (!e) return qn_fail(st->thread, __LINE__);
   u32 ko = kv_k_off(st->layer, acc->h), mo = kv_kmax_off(st->layer, acc->h);
   if (ko > SHAPE.kv_pos_bytes - kv_vec_bytes()) return qn_fail(st->thread, __LINE__);
@@ -263,26 +262,51 @@ static __always_inline long att_score_pos(const struct att_state *st, u32 pos, i
   if (j < g) att_score_heads(st, b, kw, kscale, pos, j, compact, 0);
   return 0;
 }
+/* Positions per callback of the passes over the cache: the call, the
+ * scratch lookups and the session's outer-map lookup are paid once per chunk. */
+#define ATT_CHUNK 4
+
+static __always_inline long att_score_chunk(const struct att_state *st, u64 i, int compact) {
+  u8 *b = att_scratch(st->thread);
+  struct qn_acc *acc = acc_of(st->thread);
+  u32 slot = st->slot;
+  void *kv = bpf_map_lookup_elem(&kv_outer, &slot);
+  if (!b || !acc || !kv) return qn_fail(st->thread, __LINE__);
+  const u32 n = acc->pos + 1;
+  for (u32 t = 0; t < ATT_CHUNK; t++) {
+    u32 pos = (u32)i * ATT_CHUNK + t;
+    if (pos >= n) break;
+    long r = att_score_pos(st, b, acc, kv, pos, compact);
+    if (r) return r;
+  }
+  return 0;
+}
 /* One callback per layout: the layout test stays out of the inner loops. */
 static long att_score_cb(u64 i, void *ctx) {
   const struct att_state *st = ctx;
-  return kv_compact() ? att_score_pos(st, (u32)i, 1) : att_score_pos(st, (u32)i, 0);
+  return kv_compact() ? att_score_chunk(st, i, 1) : att_score_chunk(st, i, 0);
 }
 
 static long att_exp_cb(u64 i, void *ctx) {
   const struct att_state *st = ctx;
   u8 *b = att_scratch(st->thread);
-  u32 pos = (u32)i;
-  if (!b || pos >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
+  struct qn_acc *acc = acc_of(st->thread);
+  if (!b || !acc) return qn_fail(st->thread, __LINE__);
+  const u32 n = acc->pos + 1;
   struct att_head *hs = att_heads(b);
   const u32 g = att_group();
-  for (u32 j = 0; j < g; j++) {
-    s32 *sc = att_scores(b, j) + pos;
-    s64 d = (s64)*sc - hs[j].smax;
-    /* far below the max the exponential is exactly 0: skip computing it */
-    s64 x = d > -QN_EXP_ZERO_Q16 ? qn_exp_neg_q30(d) : 0;
-    *sc = (s32)x;
-    hs[j].sum += (u64)x;
+  for (u32 t = 0; t < ATT_CHUNK; t++) {
+    u32 pos = (u32)i * ATT_CHUNK + t;
+    if (pos >= n) break;
+    if (pos >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
+    for (u32 j = 0; j < g; j++) {
+      s32 *sc = att_scores(b, j) + pos;
+      s64 d = (s64)*sc - hs[j].smax;
+      /* far below the max the exponential is exactly 0: skip computing it */
+      s64 x = d > -QN_EXP_ZERO_Q16 ? qn_exp_neg_q30(d) : 0;
+      *sc = (s32)x;
+      hs[j].sum += (u64)x;
+    }
   }
   return 0;
 }
@@ -303,17 +327,16 @@ static __always_inline void att_acc_heads(u8 *b, const short *vw, s64 vscale, u3
   att_axpy(vw, att_acc(b, j), att_acc(b, j + two), w0, w1, SHAPE.head_dim, compact, two);
 }
 
-static __always_inline long att_acc_pos(const struct att_state *st, u32 pos, int compact) {
-  u8 *b = att_scratch(st->thread);
-  if (!b || pos >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
+static __always_inline long att_acc_pos(const struct att_state *st, u8 *b, struct qn_acc *acc, void *kv, u32 pos,
+                                        int compact) {
+  if (pos >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
   const u32 g = att_group();
   /* exp weight 0 in every head (score > 20.8 below each max): skip the read */
   s32 any = 0;
   for (u32 j = 0; j < g; j++) any |= att_scores(b, j)[pos];
   if (any == 0) return 0;
-  u8 *e = kv_entry(st->slot, pos);
-  struct qn_acc *acc = acc_of(st->thread);
-  if (!e || !acc) return qn_fail(st->thread, __LINE__);
+  u8 *e = bpf_map_lookup_elem(kv, &pos);
+  if (!e) return qn_fail(st->thread, __LINE__);
   u32 vo = kv_v_off(st->layer, acc->h), mo = kv_vmax_off(st->layer, acc->h);
   if (vo > SHAPE.kv_pos_bytes - kv_vec_bytes()) return qn_fail(st->thread, __LINE__);
   s64 vscale;
@@ -329,9 +352,24 @@ static __always_inline long att_acc_pos(const struct att_state *st, u32 pos, int
   if (j < g) att_acc_heads(b, vw, vscale, pos, j, compact, 0);
   return 0;
 }
+static __always_inline long att_acc_chunk(const struct att_state *st, u64 i, int compact) {
+  u8 *b = att_scratch(st->thread);
+  struct qn_acc *acc = acc_of(st->thread);
+  u32 slot = st->slot;
+  void *kv = bpf_map_lookup_elem(&kv_outer, &slot);
+  if (!b || !acc || !kv) return qn_fail(st->thread, __LINE__);
+  const u32 n = acc->pos + 1;
+  for (u32 t = 0; t < ATT_CHUNK; t++) {
+    u32 pos = (u32)i * ATT_CHUNK + t;
+    if (pos >= n) break;
+    long r = att_acc_pos(st, b, acc, kv, pos, compact);
+    if (r) return r;
+  }
+  return 0;
+}
 static long att_acc_cb(u64 i, void *ctx) {
   const struct att_state *st = ctx;
-  return kv_compact() ? att_acc_pos(st, (u32)i, 1) : att_acc_pos(st, (u32)i, 0);
+  return kv_compact() ? att_acc_chunk(st, i, 1) : att_acc_chunk(st, i, 0);
 }
 
 /* Query head j of the group of kv head acc->h at pass row acc->p: normed,
@@ -458,10 +496,10 @@ static long att_item_cb(u64 i, void *ctx) {
   const u32 g = att_group();
   bpf_loop(g, att_prep_cb, (void *)st, 0);
   if (qn_err(st->thread)) return 1;
-  u32 n = pos + 1;
-  bpf_loop(n, att_score_cb, (void *)st, 0);
-  bpf_loop(n, att_exp_cb, (void *)st, 0);
-  bpf_loop(n, att_acc_cb, (void *)st, 0);
+  u32 chunks = (pos + ATT_CHUNK) / ATT_CHUNK; /* of the pos + 1 cached positions */
+  bpf_loop(chunks, att_score_cb, (void *)st, 0);
+  bpf_loop(chunks, att_exp_cb, (void *)st, 0);
+  bpf_loop(chunks, att_acc_cb, (void *)st, 0);
   if (qn_err(st->thread)) return 1;
   bpf_loop(g, att_out_cb, (void *)st, 0);
   return qn_err(st->thread) ? 1 : 0;
