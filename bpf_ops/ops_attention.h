@@ -22,8 +22,9 @@
 #include "maps.h"
 
 /* Constant for the whole call: callbacks read it and never write it, so the
- * verifier sees one state per loop. What changes per query head (position,
- * heads, query shift) lives in the per-worker acc map. */
+ * verifier sees one state per loop. What changes per item (pass row,
+ * position, kv head) lives in the per-worker acc map, the state of each query
+ * head of the group (softmax max and sum, query shift) in the scratch. */
 struct att_state {
   u32 thread, npos, pos0, pass_off, layer, slot, qnorm_off, knorm_off, hb, nh;
   s64 c_q24;
