@@ -45,7 +45,7 @@ QN_DEFINE_BUFFER(mlp_buf, 1);
 /* Per worker: requantized matmul input [QN_PMAX][IN_PAD] then shifts [QN_PMAX],
  * then (q8 prefill) position pairs packed as s64 [QN_PMAX/2][IN_PAD]. */
 QN_DEFINE_BUFFER(xq_buf, QN_THREADS_MAX);
-/* Per worker: attention scratch: scores [max_ctx] s32, acc [hd] s64, tmp [2][hd] s32. */
+/* Per worker: attention scratch, per query head of a GQA group (ops_attention.h). */
 QN_DEFINE_BUFFER(att_buf, QN_THREADS_MAX);
 /* Per worker: accumulators of loops run by bpf_loop. Kept in map memory, not
  * on the stack, so the verifier sees the same state on every iteration and

@@ -196,6 +196,10 @@ QN_INLINE qn_s64 qn_exp_neg_q30(qn_s64 d_q16) {
   return qn_exp2_neg_q30(t);
 }
 
+/* exp(d) is exactly 0 in Q30 for d <= -23 (Q16): 23 nats are 33.2 octaves,
+ * past the 2^-32 below which qn_exp2_neg_q30 rounds to 0. */
+#define QN_EXP_ZERO_Q16 (23LL << 16)
+
 /* sigmoid(g) in Q30 for g in Q16 (one exponential, one division):
  * g >= 0: 1 / (1 + e), g < 0: e / (1 + e), with e = exp(-|g|). */
 QN_INLINE qn_s64 qn_sigmoid_q30(qn_s32 g_q16) {

@@ -6,6 +6,10 @@
  *   q: RMSNorm(q_norm) -> RoPE -> [kv8: Hadamard] -> requantize -> scores over
  *      cached positions 0..pos -> stable softmax (max subtracted, fixed-point
  *      exp) -> sum p*v -> [kv8: Hadamard back]
+ * The query heads of a kv head's GQA group run together: each pass over the
+ * cached positions (scores, exp, weighted V sum) looks an entry up once and
+ * reads each K/V word once for all of them; per head the integer math is that
+ * of tests/bpf/fixed_model.h (attend, attend_kv8), head by head.
  * int16 K/V carry an int32 max per vector; the compact layout (kv_bytes 1)
  * packs a 9-bit K code and a 7-bit V code per element into one 16-bit word
  * and carries the log scale codes in the low bits of K codes 0..15 (numerics.h).
@@ -18,23 +22,43 @@
 #include "maps.h"
 
 /* Constant for the whole call: callbacks read it and never write it, so the
- * verifier sees one state per loop. What changes per query head (position,
- * heads, query shift) lives in the per-worker acc map. */
+ * verifier sees one state per loop. What changes per item (pass row,
+ * position, kv head) lives in the per-worker acc map, the state of each query
+ * head of the group (softmax max and sum, query shift) in the scratch. */
 struct att_state {
-  u32 thread, npos, pos0, pass_off, layer, slot, qnorm_off, knorm_off, hb, nh, group;
+  u32 thread, npos, pos0, pass_off, layer, slot, qnorm_off, knorm_off, hb, nh;
   s64 c_q24;
 };
 
 static __always_inline u8 *att_scratch(u32 thread) { return buf_lookup(&att_buf, thread); }
-static __always_inline s32 *att_scores(u8 *b) { return (s32 *)b; }
-static __always_inline s64 *att_acc(u8 *b) { return (s64 *)(b + SHAPE.max_ctx * 4); }
-static __always_inline s32 *att_tmp0(u8 *b) {
-  return (s32 *)(b + SHAPE.max_ctx * 4 + SHAPE.head_dim * 8);
-}
-static __always_inline s32 *att_tmp1(u8 *b) {
-  return (s32 *)(b + SHAPE.max_ctx * 4 + SHAPE.head_dim * 12);
-}
+/* Per query head of the group being computed: softmax state and query shift. */
+struct att_head {
+  s64 smax;
+  u64 sum;
+  s64 sq;
+  s64 lb; /* kv8: log2 of the Hadamard block, kept here so callbacks need not recompute it */
+};
 
+/* Query heads per kv head (GQA group), set at load: the verifier does not
+ * track the result of a division, so n_heads / n_kv_heads would be unbounded. */
+const volatile u32 ATT_GROUP = 1;
+static __always_inline u32 att_group(void) { return ATT_GROUP; }
+/* Scratch of one kv head's group (sizes: daemon/engine/bpf_programs.cpp att_value_bytes):
+ * scores [G][max_ctx] s32 | acc [G][hd] s64 | q [G][hd] s32 | tmp0, tmp1 [hd] s32 | heads [G] */
+static __always_inline s32 *att_scores(u8 *b, u32 j) { return (s32 *)b + j * SHAPE.max_ctx; }
+static __always_inline s64 *att_acc(u8 *b, u32 j) {
+  return (s64 *)(b + att_group() * SHAPE.max_ctx * 4) + j * SHAPE.head_dim;
+}
+static __always_inline s32 *att_q(u8 *b, u32 j) {
+  return (s32 *)(b + att_group() * (SHAPE.max_ctx * 4 + SHAPE.head_dim * 8)) + j * SHAPE.head_dim;
+}
+static __always_inline s32 *att_tmp0(u8 *b) {
+  return (s32 *)(b + att_group() * (SHAPE.max_ctx * 4 + SHAPE.head_dim * 12));
+}
+static __always_inline s32 *att_tmp1(u8 *b) { return att_tmp0(b) + SHAPE.head_dim; }
+static __always_inline struct att_head *att_heads(u8 *b) {
+  return (struct att_head *)(b + att_group() * (SHAPE.max_ctx * 4 + SHAPE.head_dim * 12) + SHAPE.head_dim * 8);
+}
 static __always_inline u8 *kv_entry(u32 slot, u32 pos) {
   void *inner = bpf_map_lookup_elem(&kv_outer, &slot);
   if (!inner) return 0;
@@ -157,101 +181,213 @@ static __always_inline s64 head_norm_rope(u8 *b, u32 p, u32 off, u32 norm_off, u
   return (s64)mx;
 }
 
-static long att_score_cb(u64 j, void *ctx) {
-  const struct att_state *st = ctx;
-  u8 *b = att_scratch(st->thread);
-  u8 *e = kv_entry(st->slot, (u32)j);
-  struct qn_acc *acc = acc_of(st->thread);
-  if (!b || !e || !acc || j >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
+/* Dot products of one cached K vector with query q0 and, when two, q1: one
+ * read of each K word serves both heads. Pointers walk with a constant trip
+ * count so the JIT sees immediate offsets and nothing spills. */
+static __always_inline void att_dots(const short *kw, const s32 *q0, const s32 *q1, u32 hd, int compact, int two,
+                                     s64 *dot0, s64 *dot1) {
+  s64 d0 = 0, d1 = 0;
+  for (u32 n = hd / 4; n; n--) { /* head_dim is a multiple of 8 (model_plan) */
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+      s64 k = compact ? qn_kv8_kcode(kw[t]) : kw[t];
+      d0 += (s64)q0[t] * k;
+      if (two) d1 += (s64)q1[t] * k;
+    }
+    kw += 4;
+    q0 += 4;
+    q1 += 4;
+  }
+  *dot0 = d0;
+  *dot1 = d1;
+}
+
+/* Adds one cached V vector weighted by w0 (and, when two, w1) to a0 (a1). */
+static __always_inline void att_axpy(const short *vw, s64 *a0, s64 *a1, s64 w0, s64 w1, u32 hd, int compact,
+                                     int two) {
+  for (u32 n = hd / 4; n; n--) {
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+      s64 v = compact ? qn_kv8_vcode(vw[t]) : vw[t];
+      a0[t] += w0 * v;
+      if (two) a1[t] += w1 * v;
+    }
+    vw += 4;
+    a0 += 4;
+    a1 += 4;
+  }
+}
+
+/* Stores the score of cached position pos for the head with state hh. */
+static __always_inline void att_score_store(const struct att_state *st, struct att_head *hh, s32 *sc, s64 dot,
+                                            s64 kscale, int compact) {
+  s32 score;
+  if (compact)
+    score = qn_kv8_score(dot, kscale, (int)hh->sq, (int)hh->lb, st->c_q24);
+  else
+    score = qn_attn_score(qn_round_shift(dot, qn_kv_dot_shift(QN_KV_LEVELS16)), (s32)kscale, (int)hh->sq, st->c_q24);
+  *sc = score;
+  hh->smax = qn_max64(hh->smax, score);
+}
+
+/* Scores of cached position pos for query heads j and, when two, j + 1. */
+static __always_inline void att_score_heads(const struct att_state *st, u8 *b, const short *kw, s64 kscale,
+                                            u32 pos, u32 j, int compact, int two) {
+  s64 d0, d1;
+  att_dots(kw, att_q(b, j), att_q(b, j + two), SHAPE.head_dim, compact, two, &d0, &d1);
+  struct att_head *hs = att_heads(b);
+  att_score_store(st, &hs[j], att_scores(b, j) + pos, d0, kscale, compact);
+  if (two) att_score_store(st, &hs[j + 1], att_scores(b, j + 1) + pos, d1, kscale, compact);
+}
+
+/* Query heads are taken in pairs (n_heads / n_kv_heads is 2 at the 0.6B
+ * shape); an odd group ends with a single head. */
+static __always_inline long att_score_pos(const struct att_state *st, u8 *b, struct qn_acc *acc, void *kv, u32 pos,
+                                          int compact) {
+  if (pos >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
+  u8 *e = bpf_map_lookup_elem(kv, &pos);
+  if (!e) return qn_fail(st->thread, __LINE__);
   u32 ko = kv_k_off(st->layer, acc->h), mo = kv_kmax_off(st->layer, acc->h);
   if (ko > SHAPE.kv_pos_bytes - kv_vec_bytes()) return qn_fail(st->thread, __LINE__);
-  const u8 *kq = e + ko;
-  const s32 *q = att_tmp1(b);
-  const u32 hd = SHAPE.head_dim; /* read once: SHAPE is volatile */
-  s64 dot = 0;
-  s32 score;
-  if (kv_compact()) {
-    const short *kw = (const short *)kq;
-    for (u32 d = 0; d < hd; d += 4) /* head_dim is a multiple of 8 (model_plan) */
-      dot += (s64)q[d] * qn_kv8_kcode(kw[d]) + (s64)q[d + 1] * qn_kv8_kcode(kw[d + 1]) +
-             (s64)q[d + 2] * qn_kv8_kcode(kw[d + 2]) + (s64)q[d + 3] * qn_kv8_kcode(kw[d + 3]);
-    score = qn_kv8_score(dot, kv8_scale_code(kq, 0), acc->sq, kv8_lb(), st->c_q24);
+  s64 kscale;
+  if (compact) {
+    kscale = kv8_scale_code(e + ko, 0);
   } else {
-    const short *kw = (const short *)kq;
-    for (u32 d = 0; d < hd; d += 4)
-      dot += (s64)q[d] * kw[d] + (s64)q[d + 1] * kw[d + 1] + (s64)q[d + 2] * kw[d + 2] + (s64)q[d + 3] * kw[d + 3];
     if (mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
-    dot = qn_round_shift(dot, qn_kv_dot_shift(kv_levels()));
-    score = qn_attn_score(dot, *(const s32 *)(e + mo), acc->sq, st->c_q24);
+    kscale = *(const s32 *)(e + mo);
   }
-  att_scores(b)[j] = score;
-  acc->smax = qn_max64(acc->smax, score);
+  const short *kw = (const short *)(e + ko);
+  const u32 g = att_group();
+  u32 j = 0;
+  for (; j + 1 < g; j += 2) att_score_heads(st, b, kw, kscale, pos, j, compact, 1);
+  if (j < g) att_score_heads(st, b, kw, kscale, pos, j, compact, 0);
   return 0;
 }
+/* Positions per callback of the passes over the cache: the call, the
+ * scratch lookups and the session's outer-map lookup are paid once per chunk. */
+#define ATT_CHUNK 4
 
-static long att_exp_cb(u64 j, void *ctx) {
+static __always_inline long att_score_chunk(const struct att_state *st, u64 i, int compact) {
+  u8 *b = att_scratch(st->thread);
+  struct qn_acc *acc = acc_of(st->thread);
+  u32 slot = st->slot;
+  void *kv = bpf_map_lookup_elem(&kv_outer, &slot);
+  if (!b || !acc || !kv) return qn_fail(st->thread, __LINE__);
+  const u32 n = acc->pos + 1;
+  for (u32 t = 0; t < ATT_CHUNK; t++) {
+    u32 pos = (u32)i * ATT_CHUNK + t;
+    if (pos >= n) break;
+    long r = att_score_pos(st, b, acc, kv, pos, compact);
+    if (r) return r;
+  }
+  return 0;
+}
+/* One callback per layout: the layout test stays out of the inner loops. */
+static long att_score_cb(u64 i, void *ctx) {
+  const struct att_state *st = ctx;
+  return kv_compact() ? att_score_chunk(st, i, 1) : att_score_chunk(st, i, 0);
+}
+
+static long att_exp_cb(u64 i, void *ctx) {
   const struct att_state *st = ctx;
   u8 *b = att_scratch(st->thread);
   struct qn_acc *acc = acc_of(st->thread);
-  if (!b || !acc || j >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
-  s32 *sc = att_scores(b);
-  s64 e = qn_exp_neg_q30((s64)sc[j] - acc->smax);
-  sc[j] = (s32)e;
-  acc->sum += (u64)e;
+  if (!b || !acc) return qn_fail(st->thread, __LINE__);
+  const u32 n = acc->pos + 1;
+  struct att_head *hs = att_heads(b);
+  const u32 g = att_group();
+  for (u32 t = 0; t < ATT_CHUNK; t++) {
+    u32 pos = (u32)i * ATT_CHUNK + t;
+    if (pos >= n) break;
+    if (pos >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
+    for (u32 j = 0; j < g; j++) {
+      s32 *sc = att_scores(b, j) + pos;
+      s64 d = (s64)*sc - hs[j].smax;
+      /* far below the max the exponential is exactly 0: skip computing it */
+      s64 x = d > -QN_EXP_ZERO_Q16 ? qn_exp_neg_q30(d) : 0;
+      *sc = (s32)x;
+      hs[j].sum += (u64)x;
+    }
+  }
   return 0;
 }
 
-static long att_acc_cb(u64 j, void *ctx) {
-  const struct att_state *st = ctx;
-  u8 *b = att_scratch(st->thread);
-  if (!b || j >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
-  /* exp weight 0 (score > 20.8 below the max): adds exactly nothing; skip the read */
-  if (att_scores(b)[j] == 0) return 0;
-  u8 *e = kv_entry(st->slot, (u32)j);
-  struct qn_acc *acc = acc_of(st->thread);
-  if (!e || !acc || acc->sum == 0) return qn_fail(st->thread, __LINE__);
+/* Weight of a cached value vector for one head; exactly 0 for exp weight 0. */
+static __always_inline s64 att_vweight(s32 e_q30, u64 sum, s64 vscale, int compact) {
+  s64 p = qn_attn_prob(e_q30, sum);
+  return compact ? qn_kv8_vweight(p, vscale) : qn_attn_vweight(p, (s32)vscale);
+}
+
+/* Adds the cached value vector at vw, weighted, to the sums of query heads j
+ * and, when two, j + 1: one read of each V word serves both heads. */
+static __always_inline void att_acc_heads(u8 *b, const short *vw, s64 vscale, u32 pos, u32 j, int compact, int two) {
+  struct att_head *hs = att_heads(b);
+  s64 w0 = att_vweight(att_scores(b, j)[pos], hs[j].sum, vscale, compact);
+  s64 w1 = two ? att_vweight(att_scores(b, j + 1)[pos], hs[j + 1].sum, vscale, compact) : 0;
+  if (w0 == 0 && w1 == 0) return; /* adds exactly nothing */
+  att_axpy(vw, att_acc(b, j), att_acc(b, j + two), w0, w1, SHAPE.head_dim, compact, two);
+}
+
+static __always_inline long att_acc_pos(const struct att_state *st, u8 *b, struct qn_acc *acc, void *kv, u32 pos,
+                                        int compact) {
+  if (pos >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
+  const u32 g = att_group();
+  /* exp weight 0 in every head (score > 20.8 below each max): skip the read */
+  s32 any = 0;
+  for (u32 j = 0; j < g; j++) any |= att_scores(b, j)[pos];
+  if (any == 0) return 0;
+  u8 *e = bpf_map_lookup_elem(kv, &pos);
+  if (!e) return qn_fail(st->thread, __LINE__);
   u32 vo = kv_v_off(st->layer, acc->h), mo = kv_vmax_off(st->layer, acc->h);
   if (vo > SHAPE.kv_pos_bytes - kv_vec_bytes()) return qn_fail(st->thread, __LINE__);
-  const u8 *vq = e + vo;
-  s64 p = qn_attn_prob(att_scores(b)[j], acc->sum);
-  s64 w;
-  if (kv_compact()) {
-    w = qn_kv8_vweight(p, kv8_scale_code(vq, QN_KV8_SCALE_CODES));
+  s64 vscale;
+  if (compact) {
+    vscale = kv8_scale_code(e + vo, QN_KV8_SCALE_CODES);
   } else {
     if (mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
-    w = qn_attn_vweight(p, *(const s32 *)(e + mo));
+    vscale = *(const s32 *)(e + mo);
   }
-  if (w == 0) return 0;
-  s64 *accv = att_acc(b);
-  const short *vw = (const short *)vq;
-  const u32 hd = SHAPE.head_dim; /* read once: SHAPE is volatile */
-  if (kv_compact()) {
-    for (u32 d = 0; d < hd; d += 4) {
-      accv[d] += w * qn_kv8_vcode(vw[d]);
-      accv[d + 1] += w * qn_kv8_vcode(vw[d + 1]);
-      accv[d + 2] += w * qn_kv8_vcode(vw[d + 2]);
-      accv[d + 3] += w * qn_kv8_vcode(vw[d + 3]);
-    }
-  } else {
-    for (u32 d = 0; d < hd; d += 4) {
-      accv[d] += w * vw[d];
-      accv[d + 1] += w * vw[d + 1];
-      accv[d + 2] += w * vw[d + 2];
-      accv[d + 3] += w * vw[d + 3];
-    }
+  const short *vw = (const short *)(e + vo);
+  u32 j = 0;
+  for (; j + 1 < g; j += 2) att_acc_heads(b, vw, vscale, pos, j, compact, 1);
+  if (j < g) att_acc_heads(b, vw, vscale, pos, j, compact, 0);
+  return 0;
+}
+static __always_inline long att_acc_chunk(const struct att_state *st, u64 i, int compact) {
+  u8 *b = att_scratch(st->thread);
+  struct qn_acc *acc = acc_of(st->thread);
+  u32 slot = st->slot;
+  void *kv = bpf_map_lookup_elem(&kv_outer, &slot);
+  if (!b || !acc || !kv) return qn_fail(st->thread, __LINE__);
+  const u32 n = acc->pos + 1;
+  for (u32 t = 0; t < ATT_CHUNK; t++) {
+    u32 pos = (u32)i * ATT_CHUNK + t;
+    if (pos >= n) break;
+    long r = att_acc_pos(st, b, acc, kv, pos, compact);
+    if (r) return r;
   }
   return 0;
 }
+static long att_acc_cb(u64 i, void *ctx) {
+  const struct att_state *st = ctx;
+  return kv_compact() ? att_acc_chunk(st, i, 1) : att_acc_chunk(st, i, 0);
+}
 
-/* One query head qh (of kv head h) at pass position p / absolute position pos. */
-static __always_inline u32 attend_head(const struct att_state *st, u8 *b, u32 p, u32 pos, u32 h, u32 qh) {
-  if (qh >= SHAPE.n_heads) return __LINE__;
-  s64 mx = head_norm_rope(b, p, qh * SHAPE.head_dim, st->qnorm_off, pos);
-  if (mx < 0) return __LINE__;
+/* Query head j of the group of kv head acc->h at pass row acc->p: normed,
+ * rotated, [kv8: Hadamard], requantized into att_q(j); clears its sums. */
+static long att_prep_cb(u64 i, void *ctx) {
+  const struct att_state *st = ctx;
+  u8 *b = att_scratch(st->thread);
   struct qn_acc *acc = acc_of(st->thread);
-  if (!acc) return __LINE__;
+  u32 j = (u32)i;
+  if (!b || !acc || j >= att_group()) return qn_fail(st->thread, __LINE__);
+  u32 qh = acc->h * att_group() + j;
+  if (qh >= SHAPE.n_heads) return qn_fail(st->thread, __LINE__);
+  s64 mx = head_norm_rope(b, acc->p, qh * SHAPE.head_dim, st->qnorm_off, acc->pos);
+  if (mx < 0) return qn_fail(st->thread, __LINE__);
   s32 *t1 = att_tmp1(b);
-  s64 *accv = att_acc(b);
+  s32 *q = att_q(b, j);
+  s64 *accv = att_acc(b, j);
   if (kv_compact()) { /* keys are stored rotated: rotate the query too (acc is free until below) */
     for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] = t1[d];
     kv8_hadamard(accv);
@@ -260,23 +396,30 @@ static __always_inline u32 attend_head(const struct att_state *st, u8 *b, u32 p,
     mx = (s64)rmx;
   }
   s32 sq = qn_input_shift((u64)mx, QN_Q_BITS);
-  acc->sq = sq;
-  acc->h = h;
-  acc->smax = -2147483647; /* every score is >= this (saturated) */
-  acc->sum = 0;
   for (u32 d = 0; d < SHAPE.head_dim; d++) {
-    t1[d] = (s32)qn_round_shift(kv_compact() ? accv[d] : t1[d], sq);
+    q[d] = (s32)qn_round_shift(kv_compact() ? accv[d] : t1[d], sq);
     accv[d] = 0;
   }
-  u32 n = pos + 1;
-  bpf_loop(n, att_score_cb, (void *)st, 0);
-  bpf_loop(n, att_exp_cb, (void *)st, 0);
-  bpf_loop(n, att_acc_cb, (void *)st, 0);
-  if (qn_err(st->thread)) return qn_err(st->thread);
+  struct att_head *hh = &att_heads(b)[j];
+  hh->sq = sq;
+  hh->lb = kv8_lb();
+  hh->smax = -2147483647; /* every score is >= this (saturated) */
+  hh->sum = 0;
+  return 0;
+}
+
+/* Output of query head j of the group (after the three passes). */
+static long att_out_cb(u64 i, void *ctx) {
+  const struct att_state *st = ctx;
+  u8 *b = att_scratch(st->thread);
+  struct qn_acc *acc = acc_of(st->thread);
+  u32 j = (u32)i;
+  if (!b || !acc || j >= att_group()) return qn_fail(st->thread, __LINE__);
+  u32 o = (acc->h * att_group() + j) * SHAPE.head_dim, p = acc->p;
   s32 *out = buf_lookup(&attn_buf, 0);
-  u32 o = qh * SHAPE.head_dim;
-  if (!out || p >= QN_PMAX || o > QD_PAD - SHAPE.head_dim) return __LINE__;
+  if (!out || p >= QN_PMAX || o > QD_PAD - SHAPE.head_dim) return qn_fail(st->thread, __LINE__);
   out += p * QD_PAD + o;
+  s64 *accv = att_acc(b, j);
   if (kv_compact()) { /* the values were stored rotated: rotate the weighted sum back */
     for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] = qn_kv8_out_rot(accv[d]);
     kv8_hadamard(accv);
@@ -305,8 +448,8 @@ static __always_inline u32 write_kv(const struct att_state *st, u8 *b, u32 p, u3
   u32 off = SHAPE.q_dim + SHAPE.kv_dim + h * SHAPE.head_dim;
   if (!qkv || p >= QN_PMAX || off > QKV_PAD - SHAPE.head_dim) return __LINE__;
   const s32 *v = qkv + p * QKV_PAD + off;
-  if (kv_compact()) { /* rotated in the acc scratch, free until attend_head clears it */
-    s64 *x = att_acc(b);
+  if (kv_compact()) { /* rotated in the acc scratch, free until att_prep_cb clears it */
+    s64 *x = att_acc(b, 0);
     short *w = (short *)(e + ko);
     s64 ev = 0;
     for (u32 d = 0; d < SHAPE.head_dim; d++) x[d] = v[d];
@@ -329,34 +472,38 @@ static __always_inline u32 write_kv(const struct att_state *st, u8 *b, u32 p, u3
   return 0;
 }
 
-/* Item i = (position, kv head, query head of its group), position-major:
- * a kv head's K/V for a position are written (by its first query head's
- * item) before any query of that position attends. One flat loop keeps the
- * callback nesting, and so the verifier's work, small. */
+/* Item i = (position, kv head), position-major: a kv head's K/V for a
+ * position are written before that position's queries attend. The query
+ * heads of the kv head's GQA group share each pass over the cached K and V.
+ * Flat loops keep the callback nesting, and so the verifier's work, small. */
 static long att_item_cb(u64 i, void *ctx) {
   const struct att_state *st = ctx;
   u8 *b = att_scratch(st->thread);
-  u32 per_pos = st->nh * st->group;
-  if (!b || per_pos == 0 || st->group == 0) return qn_fail(st->thread, __LINE__);
+  struct qn_acc *acc = acc_of(st->thread);
+  if (!b || !acc || st->nh == 0) return qn_fail(st->thread, __LINE__);
   u32 idx = (u32)i;
-  u32 k = idx / per_pos; /* k-th position of this session's slice */
+  u32 k = idx / st->nh; /* k-th position of this session's slice */
   u32 p = st->pass_off + k;
-  u32 rem = idx % per_pos;
-  u32 h = st->hb + rem / st->group;
-  u32 j = rem % st->group;
+  u32 h = st->hb + idx % st->nh;
   QN_BARRIER(p);
   QN_BARRIER(h);
   u32 pos = st->pos0 + k;
   if (p >= QN_PMAX || h >= SHAPE.n_kv_heads) return qn_fail(st->thread, __LINE__);
-  if (j == 0) {
-    u32 e = write_kv(st, b, p, pos, h);
-    if (e) return qn_fail(st->thread, e);
-  }
-  u32 qh = h * st->group + j;
-  QN_BARRIER(qh);
-  u32 e = attend_head(st, b, p, pos, h, qh);
+  u32 e = write_kv(st, b, p, pos, h);
   if (e) return qn_fail(st->thread, e);
-  return 0;
+  acc->p = p;
+  acc->pos = pos;
+  acc->h = h;
+  const u32 g = att_group();
+  bpf_loop(g, att_prep_cb, (void *)st, 0);
+  if (qn_err(st->thread)) return 1;
+  u32 chunks = (pos + ATT_CHUNK) / ATT_CHUNK; /* of the pos + 1 cached positions */
+  bpf_loop(chunks, att_score_cb, (void *)st, 0);
+  bpf_loop(chunks, att_exp_cb, (void *)st, 0);
+  bpf_loop(chunks, att_acc_cb, (void *)st, 0);
+  if (qn_err(st->thread)) return 1;
+  bpf_loop(g, att_out_cb, (void *)st, 0);
+  return qn_err(st->thread) ? 1 : 0;
 }
 
 SEC("syscall")
@@ -372,8 +519,7 @@ int qn_attention(struct qn_args *a) {
   st.knorm_off = a->norm2_off;
   st.hb = a->head_begin;
   st.nh = a->head_end - a->head_begin;
-  st.group = SHAPE.n_heads / SHAPE.n_kv_heads;
-  st.c_q24 = qn_attn_scale_q24(SHAPE.head_dim, kv_levels());
+    st.c_q24 = qn_attn_scale_q24(SHAPE.head_dim, kv_levels());
   if (st.thread >= QN_THREADS_MAX || st.npos == 0 || st.npos > QN_PMAX || st.pass_off > QN_PMAX - st.npos ||
       a->head_begin >= a->head_end ||
       a->head_end > SHAPE.n_kv_heads || st.layer >= SHAPE.n_layers || (SHAPE.kv_bytes != 1 && SHAPE.kv_bytes != 2)) {
@@ -381,7 +527,7 @@ int qn_attention(struct qn_args *a) {
     return a->status;
   }
   qn_clear_err(st.thread);
-  bpf_loop(st.npos * st.nh * st.group, att_item_cb, &st, 0);
+  bpf_loop(st.npos * st.nh, att_item_cb, &st, 0);
   a->status = qn_err(st.thread);
   return a->status;
 }

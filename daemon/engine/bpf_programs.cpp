@@ -78,6 +78,7 @@ void configure(Skel* s, const ProgramLayout& l) {
   s->rodata->INTER_PAD = l.inter_pad;
   s->rodata->IN_PAD = l.in_pad;
   s->rodata->ROPE_POSITIONS = l.rope_positions;
+  s->rodata->ATT_GROUP = sh.n_heads / sh.n_kv_heads;
   auto set = [](bpf_map* m, size_t value, uint32_t entries, const char* what) {
     if (bpf_map__set_value_size(m, static_cast<uint32_t>(value)) ||
         bpf_map__set_max_entries(m, entries))
@@ -149,8 +150,9 @@ size_t xq_value_bytes(const ProgramLayout& l) {
 }
 
 size_t att_value_bytes(const ProgramLayout& l) {
-  const size_t hd = l.shape.head_dim;
-  return round8(size_t(l.shape.max_ctx) * 4 + hd * 8 + 2 * hd * 4);
+  // per query head of a GQA group: scores, acc, query, softmax state (bpf_ops/ops_attention.h)
+  const size_t hd = l.shape.head_dim, g = l.shape.n_heads / l.shape.n_kv_heads;
+  return round8(g * (size_t(l.shape.max_ctx) * 4 + hd * 8 + hd * 4 + 32) + 2 * hd * 4);
 }
 
 BpfPrograms::BpfPrograms(const ProgramLayout& layout)

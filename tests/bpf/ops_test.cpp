@@ -527,6 +527,78 @@ TEST(KvCompact, HadamardTwiceScalesByTheBlock) {
   }
 }
 
+// The exponential the attention's exp pass skips below -QN_EXP_ZERO_Q16 is
+// exactly 0 there, and not yet 0 a little above it.
+TEST(AttentionNumerics, ExpIsZeroPastTheSkipThreshold) {
+  for (int64_t d = -QN_EXP_ZERO_Q16; d > -QN_EXP_ZERO_Q16 - (1LL << 22); d -= 97) ASSERT_EQ(qn_exp_neg_q30(d), 0) << d;
+  EXPECT_EQ(qn_exp_neg_q30(-(1LL << 40)), 0);
+  EXPECT_GT(qn_exp_neg_q30(-20 * 65536), 0);
+}
+
+// The program takes a GQA group's query heads in pairs (plus a single one
+// for odd groups): groups of 1 and 3 (the ops tests above use 2) against the
+// bit-exact model, both K/V layouts, prefill then decode.
+TEST(AttentionGroups, SingleAndOddGroupsMatchModel) {
+  for (uint32_t group : {1u, 3u})
+    for (uint32_t bits : {16u, 8u}) {
+      ModelConfig c = small_config();
+      c.num_key_value_heads = 2;
+      c.num_attention_heads = int(2 * group);
+      ModelPlan plan = make_model_plan(c, false, false, 2, 16, bits);
+      plan.layout.weight_entries = 1;  // attention reads no weights
+      BpfPrograms progs(plan.layout);
+      std::mt19937_64 rng(group * 100 + bits);
+      std::uniform_real_distribution<double> ud(0.5, 1.5);
+      for (uint32_t i = 0; i < plan.layout.shape.norms_len; i++)
+        progs.norms()[i] = static_cast<int32_t>(ud(rng) * (1 << QN_NORM_FRAC));
+      fill_rope_table(progs.rope(), plan.layout.rope_positions, c.head_dim, c.rope_theta);
+      auto slots = std::make_shared<KvSlots>(progs.kv_outer_fd(), progs.kv_value_size());
+      BpfKvCache kv(slots, 16);
+      const uint32_t hd = c.head_dim, qp = plan.layout.qkv_pad, layer = 1;
+      const NormOffsets& no = plan.norms[layer];
+      std::span<const int32_t> qw(progs.norms() + no.q, hd), kw(progs.norms() + no.k, hd);
+      std::vector<std::vector<fm::QuantVec>> mk(2), mv(2);
+      std::vector<std::vector<std::vector<int32_t>>> mkv(2);
+      std::normal_distribution<double> nd;
+      uint32_t pos = 0;
+      for (uint32_t npos : {4u, 1u}) {
+        for (uint32_t i = 0; i < npos * qp; i++)
+          progs.qkv()[i] = static_cast<int32_t>(std::llround(nd(rng) * (i % 9 == 0 ? 12 : 2) * 65536.0));
+        qn_args a{};
+        a.npos = npos;
+        a.pos0 = pos;
+        a.layer = layer;
+        a.kv_slot = kv.slot();
+        a.norm_off = no.q;
+        a.norm2_off = no.k;
+        a.head_end = 2;
+        progs.attention(a);
+        for (uint32_t p = 0; p < npos; p++, pos++) {
+          const int32_t* row = progs.qkv() + p * qp;
+          std::span<const int32_t> cs(progs.rope() + pos * hd, hd);
+          for (int h = 0; h < 2; h++) {
+            std::span<const int32_t> kin(row + c.q_dim() + h * hd, hd), vin(row + c.q_dim() + c.kv_dim() + h * hd, hd);
+            auto kr = fm::head_norm_rope(kin, kw, cs, plan.layout.shape.eps_q32);
+            if (bits == 8) {
+              mkv[h].push_back(fm::kv8_pack(kr, vin));
+            } else {
+              mk[h].push_back(fm::kv_quant(kr, QN_KV_LEVELS16));
+              mv[h].push_back(fm::kv_quant(vin, QN_KV_LEVELS16));
+            }
+          }
+          for (int qh = 0; qh < c.num_attention_heads; qh++) {
+            const int h = qh / int(group);
+            auto q = fm::head_norm_rope(std::span<const int32_t>(row + qh * hd, hd), qw, cs, plan.layout.shape.eps_q32);
+            auto want = bits == 8 ? fm::attend_kv8(q, mkv[h], hd) : fm::attend(q, mk[h], mv[h], hd, QN_KV_LEVELS16);
+            const int32_t* got = progs.attn() + p * plan.layout.qd_pad + qh * hd;
+            for (uint32_t d = 0; d < hd; d++)
+              ASSERT_EQ(got[d], want[d]) << "group " << group << " kv" << bits << " pos " << pos << " head " << qh;
+          }
+        }
+      }
+    }
+}
+
 TEST_P(OpsTest, AttentionRejectsPositionsPastTheCache) {
   auto slots = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->kv_value_size());
   BpfKvCache kv(slots, 4);
