@@ -15,31 +15,15 @@
 #include "engine/bpf_backend.h"
 #include "engine/bpf_kv_cache.h"
 #include "engine/pass_builder.h"
+#include "test_backends.h"
 #include "model/model_dir.h"
 #include "op_args.h"
 
 namespace qwen3 {
 namespace {
 
-std::string models_dir() {
-  const char* d = std::getenv("QWEN3_TEST_MODELS_DIR");
-  return d ? d : "test-models";
-}
-
 Backend& bpf(const std::string& model, WeightPath path, Precision prec, int kv_bits = 16) {
-  static std::map<std::string, std::unique_ptr<Backend>> cache;
-  std::string key = model + weight_path_name(path) + precision_name(prec) + std::to_string(kv_bits);
-  auto& b = cache[key];
-  if (!b) {
-    BpfEngineOptions o;
-    o.weight_path = path;
-    o.precision = prec;
-    o.threads = 2;
-    o.max_context = 256;
-    o.kv_bits = kv_bits;
-    b = make_bpf_backend(ModelDir::open(models_dir() + "/" + model), o);
-  }
-  return *b;
+  return test_support::bpf_backend(model, path, prec, kv_bits, 256);
 }
 
 std::vector<int32_t> random_ids(std::mt19937_64& rng, int n, int vocab) {
