@@ -117,9 +117,15 @@ kill -0 $gen_pid 2>/dev/null && fail "generate still runs 10 s after Ctrl-C"
 wait $gen_pid || rc=$?
 [[ $rc -eq 130 ]] || fail "generate after Ctrl-C exited $rc, want 130; stderr: $(cat "$tmp/long.err")"
 grep -q "finish: cancelled" "$tmp/long.err" || fail "no cancel note on stderr: $(cat "$tmp/long.err")"
-expect_exit 0 "status after cancel" -- "$cli" status --json
+# The daemon sees the cancellation at its next engine step: allow it a few
+# seconds on a loaded machine.
+for _ in $(seq 50); do
+  expect_exit 0 "status after cancel" -- "$cli" status --json
+  pyjson 'assert int(d["requests"]["cancelled"]) >= 1 and d["active_streams"] == 0, d["requests"]' "$out" 2>/dev/null && break
+  sleep 0.2
+done
 pyjson 'assert int(d["requests"]["cancelled"]) >= 1 and d["active_streams"] == 0, d["requests"]' "$out" ||
-  fail "the daemon did not count/finish the cancelled stream: $out"
+  fail "the daemon did not count/finish the cancelled stream within 10 s: $out"
 pass "Ctrl-C cancels the stream (exit 130), the daemon counts it and ends the stream"
 
 # ---- errors from the daemon

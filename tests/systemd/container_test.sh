@@ -367,7 +367,8 @@ out=$(run_ct -- qwen3-bpf status --wait 2>&1) || die "qwen3-bpf status --wait th
 say "check: systemctl status shows the STATUS= text"
 status_text=$(unit_prop qwen3-bpfd.service StatusText)
 [[ -n $status_text ]] || die "the daemon sent no STATUS= text"
-in_ct systemctl --no-pager status qwen3-bpfd.service | grep -qF "Status: \"$status_text\"" ||
+unit_status=$(in_ct systemctl --no-pager status qwen3-bpfd.service || true)
+grep -qF "Status: \"$status_text\"" <<<"$unit_status" ||
   die "systemctl status does not show the STATUS text '$status_text'"
 say "    STATUS: $status_text"
 
@@ -495,7 +496,12 @@ say "check (control): without CAP_PERFMON (and CAP_SYS_ADMIN) the model's BPF pr
 restart_with perfmon 'CapabilityBoundingSet=~CAP_PERFMON CAP_SYS_ADMIN' &&
   die "the daemon started without CAP_PERFMON"
 in_ct journalctl --sync 2>/dev/null || true
-in_ct journalctl --no-pager -o cat -u qwen3-bpfd -n 40 | grep -q "failed to load" ||
+# A rejected program logs its verifier tail (tens of lines) before libbpf's
+# "failed to load", and the unit keeps restarting: look further back. The log
+# is read whole first: with pipefail, `journalctl | grep -q` fails whenever
+# grep stops reading before journalctl has written everything (SIGPIPE).
+journal=$(in_ct journalctl --no-pager -o cat -u qwen3-bpfd -n 400)
+grep -q "failed to load" <<<"$journal" ||
   die "the daemon without CAP_PERFMON failed for another reason: $(in_ct journalctl --no-pager -o cat -u qwen3-bpfd -n 5)"
 in_ct systemctl reset-failed qwen3-bpfd.service 2>/dev/null || true
 
