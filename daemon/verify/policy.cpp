@@ -325,33 +325,13 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
 
 int first_line_naming(const std::string& source, const std::string& identifier) {
   if (identifier.empty()) return 0;
-  auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  bool in_block = false;
-  int line = 1;
-  size_t i = 0;
-  while (i < source.size()) {
-    size_t eol = source.find('\n', i);
-    if (eol == std::string::npos) eol = source.size();
-    // Blank out comments of this line, carrying /* ... */ across lines.
-    std::string code;
-    for (size_t k = i; k < eol; ++k) {
-      if (in_block) {
-        if (source.compare(k, 2, "*/") == 0) in_block = false, ++k;
-        continue;
-      }
-      if (source.compare(k, 2, "//") == 0) break;
-      if (source.compare(k, 2, "/*") == 0) {
-        in_block = true, ++k;
-        continue;
-      }
-      code += source[k];
-    }
-    for (size_t at = code.find(identifier); at != std::string::npos; at = code.find(identifier, at + 1)) {
-      const size_t end = at + identifier.size();
-      if ((at == 0 || !is_word(code[at - 1])) && (end == code.size() || !is_word(code[end]))) return line;
-    }
-    i = eol + 1;
-    ++line;
+  // The policy's own view of the source: comments and literal contents gone,
+  // every character mapped back to its line.
+  const Scanned s = scan(source);
+  for (size_t at = s.bare.find(identifier); at != std::string::npos; at = s.bare.find(identifier, at + 1)) {
+    const size_t end = at + identifier.size();
+    if ((at == 0 || !is_ident_char(s.bare[at - 1])) && (end == s.bare.size() || !is_ident_char(s.bare[end])))
+      return s.line_of[at];
   }
   return 0;
 }
