@@ -54,6 +54,13 @@ for c_path in sorted(glob.glob(os.path.join(corpus, "*.c"))):
         # Pipeline options are the daemon's configuration, not part of the request.
         skipped.append(name)
         continue
+    fx = spec["fixtures"]
+    if isinstance(fx, dict) or any("expected_maps" in f for f in fx):
+        # BPF-Guardian files, initial map contents and expected map values:
+        # the CLI (client/) and the gRPC request do not carry them yet; the
+        # pipeline's corpus test covers these.
+        skipped.append(name)
+        continue
     src = open(c_path).read().replace("@SECRET@", secret_path)
     if "pad_to_bytes" in spec:
         src += "/*" + "x" * (spec["pad_to_bytes"] - len(src) - 5) + "*/\n"
@@ -92,7 +99,7 @@ for c_path in sorted(glob.glob(os.path.join(corpus, "*.c"))):
 leaked = xdp_prog_ids() - before
 if leaked:
     failures.append("XDP programs left loaded: %s" % sorted(leaked))
-print("corpus through the CLI: %d programs checked, %d failures; not sent (need pipeline options): %s"
+print("corpus through the CLI: %d programs checked, %d failures; not sent (pipeline options, or fixture files the CLI cannot send yet): %s"
       % (checked, len(failures), ", ".join(skipped)))
 for f in failures:
     print("  " + f)

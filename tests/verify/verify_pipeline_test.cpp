@@ -5,11 +5,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <linux/bpf.h>
+
+#include <cstdio>
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <sstream>
 
 #include "common/error.h"
+#include "verify/bpf_loader.h"
 #include "verify/fixtures.h"
 #include "verify/generate.h"
 #include "verify/include_tree.h"
@@ -164,6 +169,67 @@ TEST(VerifyPolicy, VeryLongLinesAreHandled) {
   ASSERT_EQ(w.size(), 1u);
 }
 
+
+// ---------------------------------------------------------------- issue 13: raw strings, asm, libc headers
+
+TEST(VerifyPolicy, RefusesRawStringLiteralsInEveryEncoding) {
+  for (const char* prefix : {"R", "LR", "uR", "UR", "u8R"}) {
+    SCOPED_TRACE(prefix);
+    auto v = check_policy(program_with(std::string("static const void *s = ") + prefix + "\"x( \" /* )x\";"), {});
+    ASSERT_FALSE(v.empty());
+    EXPECT_NE(v[0].text.find("raw string"), std::string::npos) << v[0].text;
+    EXPECT_EQ(v[0].line, 3);
+  }
+  // Not raw strings: an identifier ending in R, an R inside a literal or a comment.
+  EXPECT_TRUE(check_policy(program_with("#define XR 1\nstatic const char *a = \"R\\\"(\"; // R\"(\nint BAR = XR;"), {}).empty());
+  auto v = check_policy(program_with("static const char *s = FOOR\"x\";"), {});
+  for (const auto& d : v) EXPECT_EQ(d.text.find("raw string"), std::string::npos) << d.text;
+}
+
+TEST(VerifyPolicy, RawStringsCannotHideIncludesAsmOrKsyms) {
+  // What a lexer without raw strings sees as a comment, clang sees as code.
+  for (const char* hidden : {"#include \"/etc/passwd\"", "asm(\".incbin \\\"/etc/passwd\\\"\");",
+                             "static const char e[] = {\n#embed \"/etc/passwd\"\n};", "extern int secret __ksym;"}) {
+    SCOPED_TRACE(hidden);
+    auto v = check_policy(program_with(std::string("static const char *a = R\"x(\" /* )x\";\n") + hidden +
+                                       "\nstatic const char *b = R\"x(\" */ )x\";"),
+                          {});
+    ASSERT_FALSE(v.empty());
+    EXPECT_NE(v[0].text.find("raw string"), std::string::npos);
+  }
+}
+
+TEST(VerifyPolicy, InlineAsmIsAllowedWithoutFileDirectives) {
+  EXPECT_TRUE(check_policy(program_with("static int f(int x) { asm volatile(\"%[x] &= 0xff\" : [x] \"+r\"(x)); return x; }"),
+                           {}).empty());
+  EXPECT_TRUE(check_policy(program_with("static void g(void) { __asm__ __volatile__(\"\" ::: \"memory\"); }"), {}).empty());
+  EXPECT_TRUE(check_policy(program_with("static void h(void) { asm(\".byte 0x95\\n\" \".long 0\"); }"), {}).empty());
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"asm(\".incbin \\\"/etc/passwd\\\"\");", ".incbin"},
+      {"asm(\".inc\" \"lude \\\"x.s\\\"\");", ".include"},            // split literals are joined
+      {"asm(\"\\056incbin \\\"x\\\"\");", ".incbin"},                 // octal escape for '.'
+      {"asm(\"\\x2e\" \"file \\\"x\\\"\");", ".file"},                // hex escape
+      {"asm(\"r0 = 1\\n .section .text.evil\");", ".section"},
+      {"asm(\".macro m\\n.endm\");", ".macro"},
+      {"#define T \".incbin \\\"x\\\"\"\nasm(T);", "must be written"},  // template from a macro
+      {"#define A asm\nA(\"r0 = 0\");", "must be written"},                // asm keyword aliased
+  };
+  for (const auto& [code, why] : refused) {
+    SCOPED_TRACE(code);
+    auto v = check_policy(program_with(code), {});
+    ASSERT_FALSE(v.empty());
+    bool found = false;
+    for (const auto& d : v) found |= d.text.find(why) != std::string::npos;
+    EXPECT_TRUE(found) << v[0].text;
+  }
+}
+
+TEST(VerifyPolicy, AllowsTheMinimalLibcHeaders) {
+  for (const char* h : {"stdint.h", "stddef.h", "stdbool.h", "limits.h", "sys/socket.h", "sys/types.h"})
+    EXPECT_TRUE(is_allowed_header(h)) << h;
+  for (const char* h : {"stdio.h", "stdlib.h", "sys/mman.h", "netinet/in.h", "string.h"}) EXPECT_FALSE(is_allowed_header(h)) << h;
+}
+
 // ---------------------------------------------------------------- fixtures
 
 TEST(VerifyFixtures, HexRoundTripAndErrors) {
@@ -187,6 +253,53 @@ TEST(VerifyFixtures, ActionsAndJson) {
   EXPECT_EQ(f[0].expected_action, "XDP_PASS");
   EXPECT_THROW(parse_fixtures_json(R"([{"name":"a"}])"), qwen3::Error);
   EXPECT_THROW(parse_fixtures_json("{"), qwen3::Error);
+}
+
+
+TEST(VerifyFixtures, BpfGuardianFormatUnchanged) {
+  auto file = parse_fixture_file(R"({
+    "schema_version": "1.0", "task_id": "drop_icmp", "test_count": 2,
+    "validator": {"type": "packet_bytes", "notes": "unknown fields are ignored"},
+    "tests": [
+      {"name": "icmp", "description": "ICMP is dropped", "packet_hex": "00", "expected_action": "XDP_DROP", "weight": 2},
+      {"name": "tcp", "description": "TCP passes", "packet_hex": "01", "expected_action": "XDP_PASS",
+       "expected_output_hex": "01", "extra": [1, 2]}
+    ],
+    "author": "someone"})");
+  EXPECT_EQ(file.task_id, "drop_icmp");
+  EXPECT_EQ(file.validator, "packet_bytes");
+  ASSERT_EQ(file.fixtures.size(), 2u);
+  EXPECT_EQ(file.fixtures[0].name, "icmp");
+  EXPECT_EQ(file.fixtures[0].expected_action, "XDP_DROP");
+  EXPECT_EQ(file.fixtures[0].expected_packet_hex, "");
+  EXPECT_EQ(file.fixtures[1].expected_packet_hex, "01");
+  EXPECT_EQ(file.fixtures[1].validator, "packet_bytes");
+  for (const char* type : {"packet_action", "map_state"})
+    EXPECT_EQ(parse_fixture_file(std::string(R"({"validator":{"type":")") + type + R"("},"tests":[]})").validator, type);
+  EXPECT_THROW(parse_fixture_file(R"({"validator":{"type":"magic"},"tests":[]})"), qwen3::Error);
+  EXPECT_THROW(parse_fixture_file(R"({"tests":[{"name":"x","packet_hex":"00"}]})"), qwen3::Error);
+  // The bare array is still accepted, and {"fixtures": [...]}.
+  EXPECT_EQ(parse_fixture_file(R"([{"packet_hex":"00","expected_action":"PASS"}])").fixtures.size(), 1u);
+  EXPECT_EQ(parse_fixture_file(R"({"fixtures":[{"packet_hex":"00","expected_action":"PASS"}]})").fixtures.size(), 1u);
+}
+
+TEST(VerifyFixtures, InitialAndExpectedMapContents) {
+  auto file = parse_fixture_file(R"({"maps": [{"map": "tx_port", "key_u32": 0, "value_ifindex": "lo"},
+                                              {"map": "t", "key_hex": "0a000001", "value_u32": 258}],
+    "fixtures": [{"packet_hex": "00", "expected_action": "XDP_PASS",
+                  "expected_maps": [{"map": "counters", "key_u32": 1, "value_hex": "0200000000000000"}]}]})");
+  ASSERT_EQ(file.maps.size(), 2u);
+  EXPECT_EQ(file.maps[0].map, "tx_port");
+  EXPECT_EQ(file.maps[0].key_hex, "00000000");
+  EXPECT_EQ(file.maps[0].value_hex, "01000000");  // the loopback ifindex, little endian
+  EXPECT_EQ(file.maps[1].key_hex, "0a000001");
+  EXPECT_EQ(file.maps[1].value_hex, "02010000");
+  ASSERT_EQ(file.fixtures[0].expected_maps.size(), 1u);
+  EXPECT_EQ(file.fixtures[0].expected_maps[0].key_hex, "01000000");
+  // Host interfaces other than loopback are not named through fixtures.
+  EXPECT_THROW(parse_fixture_file(R"({"maps":[{"map":"m","key_u32":0,"value_ifindex":"eth0"}],"fixtures":[]})"), qwen3::Error);
+  EXPECT_THROW(parse_fixture_file(R"({"maps":[{"key_u32":0,"value_u32":1}],"fixtures":[]})"), qwen3::Error);
+  EXPECT_THROW(parse_fixture_file(R"({"maps":[{"map":"m","value_u32":1}],"fixtures":[]})"), qwen3::Error);
 }
 
 // ---------------------------------------------------------------- sandbox (policy bypassed)
@@ -292,6 +405,101 @@ TEST_P(VerifySandbox, MemoryLimitStopsTheCompiler) {
   auto out = compile_in_sandbox(source, c);
   EXPECT_EQ(out.status, CompileStatus::limit_exceeded) << out.message << "\n" << out.diagnostics;
   EXPECT_NE(out.message.find("memory"), std::string::npos) << out.message;
+}
+
+
+namespace {
+// clang's resource directory (its own headers): inside the sandbox, outside the include tree.
+std::string clang_resource_header() {
+  std::string dir;
+  if (FILE* f = popen("clang-19 -print-resource-dir 2>/dev/null", "r")) {
+    char buf[512];
+    if (fgets(buf, sizeof buf, f)) dir = buf;
+    pclose(f);
+  }
+  while (!dir.empty() && (dir.back() == '\n' || dir.back() == '\r')) dir.pop_back();
+  return dir + "/include/stdint.h";
+}
+}  // namespace
+
+TEST_P(VerifySandbox, ReportsEveryFileClangRead) {
+  auto out = compile_in_sandbox(kGoodProgram, sandbox_config(GetParam()));
+  ASSERT_EQ(out.status, CompileStatus::ok) << out.message;
+  auto has = [&](const std::string& f) { return std::find(out.files_read.begin(), out.files_read.end(), f) != out.files_read.end(); };
+  EXPECT_TRUE(has("prog.c"));
+  EXPECT_TRUE(has("linux/bpf.h"));
+  EXPECT_TRUE(has("bpf/bpf_helpers.h"));
+  for (const auto& f : out.files_read) EXPECT_NE(f[0], '/') << f;
+}
+
+TEST_P(VerifySandbox, FilesOutsideTheIncludeTreeAreRefusedFromClangsOwnList) {
+  // The policy is bypassed here: whatever a lexer may miss (raw strings,
+  // #embed), clang's dependency list names every file it read, and anything
+  // but prog.c and the private include tree refuses the program.
+  const std::string header = clang_resource_header();
+  ASSERT_EQ(access(header.c_str(), R_OK), 0) << header;
+  const std::vector<std::string> attacks = {
+      "#include \"" + header + "\"",
+      "static const char *a = R\"x(\" /* )x\";\n#include \"" + header + "\"\nstatic const char *b = R\"x(\" */ )x\";",
+      "static const char e[] = {\n#embed \"" + header + "\"\n};",
+  };
+  for (const auto& attack : attacks) {
+    SCOPED_TRACE(attack);
+    auto out = compile_in_sandbox(program_with(attack), sandbox_config(GetParam()));
+    EXPECT_EQ(out.status, CompileStatus::forbidden_input) << out.message << "\n" << out.diagnostics;
+    EXPECT_TRUE(out.object.empty());
+    EXPECT_EQ(out.forbidden_file, header);
+    EXPECT_NE(out.message.find("clang reports that it read"), std::string::npos);
+  }
+  // The include tree itself is fine, by any spelling.
+  auto ok = compile_in_sandbox(program_with("#include <linux/../linux/if_ether.h>"), sandbox_config(GetParam()));
+  EXPECT_EQ(ok.status, CompileStatus::ok) << ok.message << ok.diagnostics;
+}
+
+TEST_P(VerifySandbox, UapiHeadersThatNeedLibcCompile) {
+  auto out = compile_in_sandbox(program_with("#include <linux/if.h>\n#include <linux/ethtool.h>\n#include <stdint.h>\n"
+                                             "#include <stdbool.h>\nstatic const uint32_t n = IFNAMSIZ + INT_MAX / INT_MAX;"),
+                                sandbox_config(GetParam()));
+  EXPECT_EQ(out.status, CompileStatus::ok) << out.message << "\n" << out.diagnostics;
+  auto has = [&](const std::string& f) { return std::find(out.files_read.begin(), out.files_read.end(), f) != out.files_read.end(); };
+  EXPECT_TRUE(has("sys/socket.h"));
+  EXPECT_TRUE(has("limits.h"));
+}
+
+TEST(VerifyDependencyList, ParsesMakeSyntax) {
+  auto d = parse_dependency_list("-: /src/prog.c /inc/a\\ b.h \\\n  /inc/c$$d.h /inc/e.h\n");
+  ASSERT_EQ(d.size(), 4u);
+  EXPECT_EQ(d[0], "/src/prog.c");
+  EXPECT_EQ(d[1], "/inc/a b.h");
+  EXPECT_EQ(d[2], "/inc/c$d.h");
+  EXPECT_EQ(d[3], "/inc/e.h");
+  EXPECT_TRUE(parse_dependency_list("").empty());
+}
+
+// ---------------------------------------------------------------- issue 13: what a program may call
+
+TEST(VerifyCalls, PacketHelpersAllowedKernelReadersRefusedByClass) {
+  for (int id : {BPF_FUNC_map_lookup_elem, BPF_FUNC_redirect_map, BPF_FUNC_xdp_adjust_head, BPF_FUNC_csum_diff,
+                 BPF_FUNC_perf_event_output, BPF_FUNC_ringbuf_output, BPF_FUNC_fib_lookup, BPF_FUNC_loop,
+                 BPF_FUNC_xdp_load_bytes, BPF_FUNC_ktime_get_ns, BPF_FUNC_tcp_raw_gen_syncookie_ipv4})
+    EXPECT_EQ(helper_refusal(id), "") << id;
+  const std::vector<std::pair<int, std::string>> refused = {
+      {BPF_FUNC_sk_lookup_tcp, "socket lookup"},     {BPF_FUNC_sk_lookup_udp, "socket lookup"},
+      {BPF_FUNC_skc_lookup_tcp, "socket lookup"},    {BPF_FUNC_sk_release, "socket lookup"},
+      {BPF_FUNC_skc_to_tcp_sock, "socket cast"},     {BPF_FUNC_skc_to_tcp6_sock, "socket cast"},
+      {BPF_FUNC_skc_to_udp6_sock, "socket cast"},    {BPF_FUNC_skc_to_unix_sock, "socket cast"},
+      {BPF_FUNC_probe_read_kernel, "kernel memory read"}, {BPF_FUNC_get_current_task_btf, "kernel memory read"},
+      {BPF_FUNC_kptr_xchg, "kernel memory read"},    {BPF_FUNC_snprintf, "kernel memory read"},
+      {BPF_FUNC_trace_printk, "side effect"},        {BPF_FUNC_get_current_comm, "allowlist"},
+      {100000, "allowlist"}};
+  for (const auto& [id, why] : refused) EXPECT_NE(helper_refusal(id).find(why), std::string::npos) << id;
+  for (const char* k : {"bpf_dynptr_from_xdp", "bpf_dynptr_slice", "bpf_dynptr_slice_rdwr", "bpf_iter_num_new"})
+    EXPECT_EQ(kfunc_refusal(k), "") << k;
+  EXPECT_NE(kfunc_refusal("bpf_xdp_ct_lookup").find("pointer-returning lookup"), std::string::npos);
+  EXPECT_NE(kfunc_refusal("bpf_xdp_get_xfrm_state").find("pointer-returning lookup"), std::string::npos);
+  EXPECT_NE(kfunc_refusal("bpf_cast_to_kern_ctx").find("BTF cast"), std::string::npos);
+  EXPECT_NE(kfunc_refusal("bpf_rdonly_cast").find("BTF cast"), std::string::npos);
+  EXPECT_NE(kfunc_refusal("bpf_obj_new_impl").find("allowlist"), std::string::npos);
 }
 
 // ---------------------------------------------------------------- verifier log reading
