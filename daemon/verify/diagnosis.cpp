@@ -8,18 +8,6 @@
 namespace qwen3::verify {
 namespace {
 
-std::string line_text(const std::string& source, int line) {
-  if (line <= 0) return "";
-  std::stringstream ss(source);
-  std::string l;
-  for (int i = 1; std::getline(ss, l); ++i)
-    if (i == line) {
-      if (!l.empty() && l.back() == '\r') l.pop_back();
-      return l;
-    }
-  return "";
-}
-
 bool has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
 
 // The span on `line`: the first of `tokens` found in it, else the line's text
@@ -27,7 +15,7 @@ bool has(const std::string& s, const char* needle) { return s.find(needle) != st
 void set_span(VerifyResult& r, const std::string& source, int line, int column,
               const std::vector<std::string>& tokens = {}) {
   r.span_line = line;
-  r.span_text = line_text(source, line);
+  r.span_text = source_line_text(source, line);
   const std::string& t = r.span_text;
   if (line <= 0 || t.empty()) return;
   auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
@@ -226,6 +214,18 @@ void diagnose_behaviour(VerifyResult& r) {
 }
 
 }  // namespace
+
+std::string source_line_text(const std::string& source, int line) {
+  if (line <= 0) return "";
+  std::stringstream ss(source);
+  std::string l;
+  for (int i = 1; std::getline(ss, l); ++i)
+    if (i == line) {
+      if (!l.empty() && l.back() == '\r') l.pop_back();
+      return l;
+    }
+  return "";
+}
 
 void diagnose(VerifyResult& r, const std::string& source) {
   r.error_id.clear();

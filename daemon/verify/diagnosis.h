@@ -12,4 +12,7 @@ namespace qwen3::verify {
 
 void diagnose(VerifyResult& result, const std::string& source);
 
+// Line `line` (1-based) of `source` without its line ending; "" if there is none.
+std::string source_line_text(const std::string& source, int line);
+
 }  // namespace qwen3::verify

@@ -54,15 +54,8 @@ class Slot {
 };
 
 std::string source_line(const std::string& source, int line) {
-  if (line <= 0) return "";
-  std::stringstream ss(source);
-  std::string l;
-  for (int i = 1; std::getline(ss, l); ++i)
-    if (i == line) {
-      if (!l.empty() && l.back() == '\r') l.pop_back();
-      return l.size() > 400 ? l.substr(0, 400) + "..." : l;
-    }
-  return "";
+  std::string l = source_line_text(source, line);
+  return l.size() > 400 ? l.substr(0, 400) + "..." : l;
 }
 
 std::string first_line(const std::string& s) {

@@ -433,12 +433,21 @@ int first_line_naming(const std::string& source, const std::string& identifier) 
   // The policy's own view of the source: comments and literal contents gone,
   // every character mapped back to its line.
   const Scanned s = scan(source);
+  int first = 0;
   for (size_t at = s.bare.find(identifier); at != std::string::npos; at = s.bare.find(identifier, at + 1)) {
     const size_t end = at + identifier.size();
-    if ((at == 0 || !is_ident_char(s.bare[at - 1])) && (end == s.bare.size() || !is_ident_char(s.bare[end])))
-      return s.line_of[at];
+    if ((at != 0 && is_ident_char(s.bare[at - 1])) || (end != s.bare.size() && is_ident_char(s.bare[end]))) continue;
+    if (first == 0) first = s.line_of[at];
+    // Prefer a call (name followed by '(') outside an extern declaration:
+    // that is where the instruction comes from.
+    size_t k = end;
+    while (k < s.bare.size() && std::isspace(static_cast<unsigned char>(s.bare[k]))) ++k;
+    size_t bol = s.bare.rfind('\n', at);
+    bol = bol == std::string::npos ? 0 : bol + 1;
+    const bool declaration = s.bare.substr(bol, at - bol).find("extern") != std::string::npos;
+    if (k < s.bare.size() && s.bare[k] == '(' && !declaration) return s.line_of[at];
   }
-  return 0;
+  return first;
 }
 
 }  // namespace qwen3::verify

@@ -19,9 +19,10 @@ struct PolicyLimits {
 // (line numbers are 1-based source lines).
 std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimits& limits);
 
-// The first source line (1-based) that names `identifier` as a whole word
-// outside comments, 0 if none: where a refused helper call comes from when the
-// object's instruction has no line of its own.
+// The first source line (1-based) that calls `identifier` (name followed by
+// '(', not in an extern declaration), else the first that names it as a whole
+// word, outside comments; 0 if none: where a refused helper call comes from
+// when the object's instruction has no line of its own.
 int first_line_naming(const std::string& source, const std::string& identifier);
 
 // True for the header names a program may include: bpf/NAME.h, linux/...NAME.h, vmlinux.h.

@@ -260,6 +260,8 @@ TEST(VerifyCorpus, ClassifiesEveryProgramAsExpectedAndLeavesNothingBehind) {
       }
     }
     const std::string text = to_json_text(r);
+    // QWEN3_VERIFY_DUMP=DIR keeps every result's JSON for reading.
+    if (const char* dump = getenv("QWEN3_VERIFY_DUMP")) std::ofstream(fs::path(dump) / (c.name + ".result.json")) << to_json_text(r, 1);
     for (const auto& needle : secrets.needles)
       EXPECT_EQ(text.find(needle), std::string::npos) << "secret material leaked into the result";
   }

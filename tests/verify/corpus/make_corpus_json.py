@@ -331,12 +331,14 @@ corpus["wrong_redirect_devmap_unfilled"] = ([fx("ipv4", TCP80, "XDP_REDIRECT"), 
                                             expect("fail", "behaviour", failing_fixtures=["ipv4"],
                                                    summary_contains="XDP_ABORTED"))
 # Security: kernel-memory readers are refused before the verifier runs.
-for name, what in [("verifier_sec_sk_lookup_tcp", "socket lookup"), ("verifier_sec_skc_to_tcp_sock", "socket cast"),
-                   ("verifier_sec_kfunc_cast_to_kern_ctx", "BTF cast"),
-                   ("verifier_sec_kfunc_ct_lookup", "pointer-returning lookup"),
-                   ("verifier_sec_ksym_variable", "kernel variable"),
-                   ("verifier_sec_helper_not_allowlisted", "allowlist")]:
-    corpus[name] = V("other")
+# (line: the call; for the kernel variable, its declaration)
+for name, what, line in [("verifier_sec_sk_lookup_tcp", "socket lookup", 17),
+                         ("verifier_sec_skc_to_tcp_sock", "socket cast", 9),
+                         ("verifier_sec_kfunc_cast_to_kern_ctx", "BTF cast", 11),
+                         ("verifier_sec_kfunc_ct_lookup", "pointer-returning lookup", 11),
+                         ("verifier_sec_ksym_variable", "kernel variable", 7),
+                         ("verifier_sec_helper_not_allowlisted", "allowlist", 9)]:
+    corpus[name] = V("other", line)
     corpus[name][1]["summary_contains"] = what
 # Security: what raw strings or asm could hide from the policy.
 for name, what in [("escape_raw_string_include", "raw string"), ("escape_raw_string_incbin", "raw string"),
