@@ -1,6 +1,7 @@
 #include "verify/diagnosis.h"
 
 #include <cctype>
+#include <regex>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -19,10 +20,22 @@ void set_span(VerifyResult& r, const std::string& source, int line, int column,
   const std::string& t = r.span_text;
   if (line <= 0 || t.empty()) return;
   auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  if (column > 0 && static_cast<size_t>(column) <= t.size()) {
-    size_t e = static_cast<size_t>(column - 1);
-    while (e < t.size() && ident(t[e])) ++e;
-    if (e == static_cast<size_t>(column - 1)) ++e;
+  size_t c = column > 0 ? static_cast<size_t>(column - 1) : t.size();
+  // A dereference: the span starts at the '*' and covers its operand (*verdict).
+  const bool deref = c + 1 < t.size() && t[c] == '*' && ident(t[c + 1]);
+  if (c < t.size() && (ident(t[c]) || deref)) {
+    // From the column over the operand there: a name and its member/index chain (eth->h_proto, ip[1]).
+    size_t e = deref ? c + 1 : c;
+    for (;;) {
+      while (e < t.size() && ident(t[e])) ++e;
+      if (e + 1 < t.size() && t[e] == '-' && t[e + 1] == '>' && e + 2 < t.size() && ident(t[e + 2])) e += 2;
+      else if (e + 1 < t.size() && t[e] == '.' && ident(t[e + 1])) e += 1;
+      else if (e < t.size() && t[e] == '[') {
+        size_t close = t.find(']', e);
+        if (close == std::string::npos) break;
+        e = close + 1;
+      } else break;
+    }
     r.span_column_start = column;
     r.span_column_end = static_cast<int>(e) + 1;
     return;
@@ -116,6 +129,11 @@ void diagnose_compile(VerifyResult& r, const std::string& source) {
 
 void diagnose_verify(VerifyResult& r, const std::string& source) {
   const std::string& m = r.verifier_message;
+  // Refusals before the verifier name what was called: the span is that name.
+  std::vector<std::string> tokens;
+  static const std::regex named(R"((?:calls the kfunc|declares the kernel variable|calls) (\w+))");
+  std::smatch nm;
+  if (std::regex_search(m, nm, named)) tokens.push_back(nm[1]);
   switch (r.verifier_class) {
     case VerifierClass::packet_bounds:
       set(r, "BPFV-VER-PKT-BOUNDS", "packet_bounds",
@@ -181,7 +199,7 @@ void diagnose_verify(VerifyResult& r, const std::string& source) {
         set(r, "BPFV-VER-OTHER", "other", "Read verifier_message and the log excerpt; fix the instruction at the span.");
       }
   }
-  set_span(r, source, r.verifier_line, 0);
+  set_span(r, source, r.verifier_line, r.verifier_column, tokens);
 }
 
 void diagnose_behaviour(VerifyResult& r) {

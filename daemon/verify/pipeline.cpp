@@ -315,6 +315,9 @@ VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
     r.verifier_log_excerpt = a.excerpt;
     r.verifier_line = a.line;
     r.verifier_insn = a.insn;
+    // The column of that instruction, from the object's own line info.
+    if (SourcePosition pos = btf_line_info_position(compiled.object, a.insn); pos.line == a.line && a.line > 0)
+      r.verifier_column = pos.column;
     r.verifier_source_line = a.line > 0 ? source_line(request.source, a.line) : a.annotation;
     r.verified_insns = a.processed_insns;
     std::string where = a.line > 0 ? " at line " + std::to_string(a.line) : "";

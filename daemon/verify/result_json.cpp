@@ -15,6 +15,7 @@ nlohmann::json to_json(const VerifyResult& r) {
   j["verifier_message"] = r.verifier_message;
   j["verifier_line"] = r.verifier_line;
   j["verifier_insn"] = r.verifier_insn;
+  j["verifier_column"] = r.verifier_column;
   j["verifier_source_line"] = r.verifier_source_line;
   j["verifier_log_excerpt"] = r.verifier_log_excerpt;
   j["verified_insns"] = r.verified_insns;

@@ -80,6 +80,7 @@ struct VerifyResult {
   bool behaviour_checked = false;
   std::string verifier_message;
   int verifier_insn = -1;          // index of the rejected instruction, -1 if unknown
+  int verifier_column = 0;         // its column (BTF line info of the object), 0 if unknown
   std::string compile_sandbox;     // how clang was confined, e.g. "namespaces+landlock" ("" if not compiled)
   int fixtures_not_run = 0;        // fixtures the kernel could not run (e.g. frames under 14 bytes)
   int fixtures_not_checked = 0;    // fixtures with something the validator wanted left unchecked

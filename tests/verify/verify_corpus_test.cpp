@@ -233,6 +233,10 @@ TEST(VerifyCorpus, ClassifiesEveryProgramAsExpectedAndLeavesNothingBehind) {
         EXPECT_EQ(r.span_text, line_of(c.source, e["line"].get<int>()));
         EXPECT_GT(r.span_column_start, 0);
         EXPECT_GT(r.span_column_end, r.span_column_start);
+        if (e.contains("span") && r.span_column_start > 0)
+          EXPECT_EQ(r.span_text.substr(static_cast<size_t>(r.span_column_start - 1),
+                                       static_cast<size_t>(r.span_column_end - r.span_column_start)),
+                    e["span"].get<std::string>());
       }
       // Stable ids per class; refusals of kernel-memory readers are security_policy.
       static const std::map<std::string, std::string> ids = {

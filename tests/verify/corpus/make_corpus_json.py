@@ -348,6 +348,14 @@ for name, what in [("escape_raw_string_include", "raw string"), ("escape_raw_str
                    ("escape_asm_macro_template", "inline assembly must")]:
     corpus[name] = ([fx("tcp", TCP80, "XDP_PASS")], expect("fail", "policy", summary_contains=what))
 
+# Diagnosis spans: the operand of the instruction that lost the proof (column
+# from the object's BTF line info), or the name of a refused call.
+for name, span in [("verifier_no_bounds_check", "h_proto"), ("verifier_uninit_stack_read", "p[5]"),
+                   ("verifier_null_checked_wrong_pointer", "*b"), ("verifier_helper_scalar_key", "bpf_map_lookup_elem"),
+                   ("verifier_sec_sk_lookup_tcp", "bpf_sk_lookup_tcp"), ("verifier_sec_skc_to_tcp_sock", "bpf_skc_to_tcp_sock"),
+                   ("verifier_sec_kfunc_ct_lookup", "bpf_xdp_ct_lookup")]:
+    corpus[name][1]["span"] = span
+
 if __name__ == "__main__":
     import os
     missing = [n for n in corpus if not os.path.exists(n + ".c")]
