@@ -21,7 +21,7 @@ struct VerifyRequest {
   std::vector<Fixture> fixtures;
   // Written into the program's maps after loading, before the first fixture
   // (e.g. devmap slot 0 -> the loopback ifindex, so XDP_REDIRECT paths run).
-  std::vector<MapEntry> initial_maps;
+  std::vector<MapEntry> initial_maps = {};
 };
 
 struct PipelineOptions {

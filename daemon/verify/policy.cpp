@@ -428,6 +428,25 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
   return out;
 }
 
+LexicalView lexical_view(const std::string& source) {
+  const Scanned s = scan(source);
+  LexicalView v;
+  v.raw_strings = !s.raw_string_lines.empty();
+  for (size_t i = 0; i < s.bare.size();) {
+    if (!is_ident_char(s.bare[i]) || (i > 0 && is_ident_char(s.bare[i - 1]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < s.bare.size() && is_ident_char(s.bare[j])) ++j;
+    if (!std::isdigit(static_cast<unsigned char>(s.bare[i]))) v.identifiers.push_back({s.line_of[i], s.bare.substr(i, j - i)});
+    i = j;
+  }
+  for (size_t i = 0; i < s.string_literals.size(); ++i)
+    v.string_literals.push_back({s.string_literal_lines[i], s.string_literals[i]});
+  return v;
+}
+
 int first_line_naming(const std::string& source, const std::string& identifier) {
   if (identifier.empty()) return 0;
   // The policy's own view of the source: comments and literal contents gone,

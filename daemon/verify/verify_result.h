@@ -43,10 +43,11 @@ struct Fixture {
   std::string expected_action;        // XDP_ABORTED|XDP_DROP|XDP_PASS|XDP_TX|XDP_REDIRECT
   std::string expected_packet_hex;    // empty: output packet not checked
   // Added by daemon/verify (fixture files in the BPF-Guardian format):
-  std::vector<MapEntry> expected_maps;  // map values to check after the run
+  // (Default member initializers keep 4-value aggregate initialisations warning-free.)
+  std::vector<MapEntry> expected_maps = {};  // map values to check after the run
   // What the file's validator asks to check: "packet_action", "packet_bytes",
   // "map_state" or "" (bare array: the action, plus bytes when given).
-  std::string validator;
+  std::string validator = {};
 };
 
 struct FixtureResult {

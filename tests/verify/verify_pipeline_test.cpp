@@ -9,7 +9,11 @@
 
 #include <cstdio>
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <regex>
+#include <set>
 #include <random>
 #include <sstream>
 
@@ -228,6 +232,106 @@ TEST(VerifyPolicy, AllowsTheMinimalLibcHeaders) {
   for (const char* h : {"stdint.h", "stddef.h", "stdbool.h", "limits.h", "sys/socket.h", "sys/types.h"})
     EXPECT_TRUE(is_allowed_header(h)) << h;
   for (const char* h : {"stdio.h", "stdlib.h", "sys/mman.h", "netinet/in.h", "string.h"}) EXPECT_FALSE(is_allowed_header(h)) << h;
+}
+
+
+namespace {
+// clang's own raw lexer on `source` (-dump-raw-tokens: no preprocessing, the
+// main file only): the identifiers and ordinary string literals it sees, by line.
+LexicalView clang_lexical_view(const std::string& source) {
+  char path[] = "/tmp/qwen3-lexer-XXXXXX";
+  int fd = mkstemp(path);
+  EXPECT_EQ(write(fd, source.data(), source.size()), static_cast<ssize_t>(source.size()));
+  close(fd);
+  std::string cmd = std::string("clang-19 --no-default-config -target bpf -fno-trigraphs -fsyntax-only -Xclang "
+                                "-dump-raw-tokens -x c ") + path + " 2>&1";
+  std::string out;
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    pclose(f);
+  }
+  unlink(path);
+  LexicalView v;
+  static const std::regex tok(R"(^(raw_identifier|string_literal) '(.*)'\t.*Loc=<[^>]*:(\d+):\d+>$)");
+  std::stringstream ss(out);
+  for (std::string l; std::getline(ss, l);) {
+    std::smatch m;
+    if (!std::regex_match(l, m, tok)) continue;
+    std::string text = m[2];
+    for (size_t p; (p = text.find("\\\n")) != std::string::npos;) text.erase(p, 2);  // splices inside a token
+    const int line = std::stoi(m[3]);
+    if (m[1] == "raw_identifier") v.identifiers.push_back({line, text});
+    else if (text.size() >= 2 && text.front() == '"' && text.back() == '"') v.string_literals.push_back({line, text.substr(1, text.size() - 2)});
+  }
+  return v;
+}
+
+// Everything in `want` (a multiset) is in `have`.
+std::vector<std::pair<int, std::string>> missing_from(std::vector<std::pair<int, std::string>> want,
+                                                      std::vector<std::pair<int, std::string>> have) {
+  std::sort(want.begin(), want.end());
+  std::sort(have.begin(), have.end());
+  std::vector<std::pair<int, std::string>> out;
+  std::set_difference(want.begin(), want.end(), have.begin(), have.end(), std::back_inserter(out));
+  return out;
+}
+}  // namespace
+
+// The policy's lexer against clang's: every identifier and every string
+// literal clang's raw lexer sees in code, the policy sees too, on the same
+// line — over the whole corpus and sources built to confuse a lexer
+// (comment markers in literals, quotes in comments, splices, digraphs,
+// character literals). Raw strings, where the views part, are refused.
+TEST(VerifyPolicy, LexerSeesEverythingClangsLexerSees) {
+  std::vector<std::pair<std::string, std::string>> sources;
+  for (const auto& e : std::filesystem::directory_iterator(QWEN3_VERIFY_CORPUS_DIR))
+    if (e.path().extension() == ".c") {
+      std::ifstream in(e.path());
+      std::stringstream ss;
+      ss << in.rdbuf();
+      sources.push_back({e.path().filename().string(), ss.str()});
+    }
+  const std::vector<std::string> tricky = {
+      "const char *a = \"/*\"; int hidden1; const char *b = \"*/\";",
+      "char q = '\"'; int hidden2; char r = '\"';",
+      "// a comment continued \\\nint hidden3_in_comment;\nint after;",
+      "/* \" */ int hidden4; /* \" */",
+      "const char *e = \"\\\\\"; int hidden5; const char *f = \"\\\"\";",
+      "char c = '\\''; int hidden6; char d = '\\'';",
+      "const char *g = \"a\\\n/* b\"; int hidden7; // \"*/",
+      "%:define DIG 1\nint hidden8 <: 2 :> ;",
+      "int x = 1'2; int hidden9; int y = '3';",
+      "#if 0\n'unterminated\n#endif\nint hidden10;",
+      "const char *u = u8\"x\" L\"y\" u\"z\"; int hidden11;",
+      "int hid\\\nden12;",
+      "asm volatile(\"r0 = 0 /* c */\" ::: \"memory\"); int hidden13;",
+  };
+  for (size_t i = 0; i < tricky.size(); ++i) sources.push_back({"tricky" + std::to_string(i), program_with(tricky[i])});
+  int compared = 0;
+  for (const auto& [name, source] : sources) {
+    SCOPED_TRACE(name);
+    const LexicalView ours = lexical_view(source);
+    if (ours.raw_strings) {
+      EXPECT_FALSE(check_policy(source, {}).empty());  // refused: nothing past it is trusted
+      continue;
+    }
+    const LexicalView clangs = clang_lexical_view(source);
+    ASSERT_FALSE(clangs.identifiers.empty());
+    for (const auto& [line, id] : missing_from(clangs.identifiers, ours.identifiers))
+      ADD_FAILURE() << "clang sees identifier " << id << " on line " << line << "; the policy does not";
+    for (const auto& [line, lit] : missing_from(clangs.string_literals, ours.string_literals))
+      ADD_FAILURE() << "clang sees string literal \"" << lit << "\" on line " << line << "; the policy does not";
+    ++compared;
+  }
+  EXPECT_GT(compared, 90);
+  // The comparison itself works: on a raw string the two views part (which is why raw strings are refused).
+  const std::string raw = program_with("static const char *a = R\"x(\" /* )x\";\nint hidden_by_raw;\n"
+                                       "static const char *b = R\"x(\" */ )x\";");
+  const auto parted = missing_from(clang_lexical_view(raw).identifiers, lexical_view(raw).identifiers);
+  ASSERT_FALSE(parted.empty());
+  EXPECT_NE(std::find(parted.begin(), parted.end(), std::pair<int, std::string>{4, "hidden_by_raw"}), parted.end());
 }
 
 // ---------------------------------------------------------------- fixtures
