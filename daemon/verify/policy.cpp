@@ -117,6 +117,22 @@ Scanned scan(const std::string& src) {
   return out;
 }
 
+// Calls f(begin, end) for every word (a run of letters, digits and '_') of the
+// comment- and literal-free code: the identifiers the policy judges.
+template <typename F>
+void for_each_word(const std::string& bare, F f) {
+  for (size_t i = 0; i < bare.size();) {
+    if (!is_ident_char(bare[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < bare.size() && is_ident_char(bare[j])) ++j;
+    f(i, j);
+    i = j;
+  }
+}
+
 struct Reporter {
   std::vector<Diagnostic>& out;
   void operator()(int line, const std::string& what) {
@@ -363,13 +379,7 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
   // Identifier scan over code without comments and literal contents.
   std::vector<std::string> sections;
   std::vector<int> section_lines;
-  for (size_t i = 0; i < s.bare.size();) {
-    if (!is_ident_char(s.bare[i]) || (i > 0 && is_ident_char(s.bare[i - 1]))) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < s.bare.size() && is_ident_char(s.bare[j])) ++j;
+  for_each_word(s.bare, [&](size_t i, size_t j) {
     std::string ident = s.bare.substr(i, j - i);
     int line = s.line_of[i];
     for (const auto& [bad, why] : forbidden_identifiers()) {
@@ -401,8 +411,7 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
       // "#define SEC(x) ..." redefinitions are caught as a non-literal use too.
       if (!ok) report(line, "SEC must be used as SEC(\"name\") with a string literal");
     }
-    i = j;
-  }
+  });
 
   for (size_t i = 0; i < s.string_literals.size(); ++i) {
     const std::string lit = decode_escapes(s.string_literals[i]);
@@ -432,16 +441,10 @@ LexicalView lexical_view(const std::string& source) {
   const Scanned s = scan(source);
   LexicalView v;
   v.raw_strings = !s.raw_string_lines.empty();
-  for (size_t i = 0; i < s.bare.size();) {
-    if (!is_ident_char(s.bare[i]) || (i > 0 && is_ident_char(s.bare[i - 1]))) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < s.bare.size() && is_ident_char(s.bare[j])) ++j;
+  // The same walk check_policy makes (numbers are words to it, not identifiers).
+  for_each_word(s.bare, [&](size_t i, size_t j) {
     if (!std::isdigit(static_cast<unsigned char>(s.bare[i]))) v.identifiers.push_back({s.line_of[i], s.bare.substr(i, j - i)});
-    i = j;
-  }
+  });
   for (size_t i = 0; i < s.string_literals.size(); ++i)
     v.string_literals.push_back({s.string_literal_lines[i], s.string_literals[i]});
   return v;
