@@ -127,6 +127,76 @@ void diagnose_compile(VerifyResult& r, const std::string& source) {
   if (first) set_span(r, source, first->line, first->column);
 }
 
+struct Rule {
+  const char* id;
+  const char* next;
+};
+
+// One rule per verifier class (the class is the diagnosis class).
+const Rule* verifier_class_rule(VerifierClass c) {
+  static const Rule pkt{"BPFV-VER-PKT-BOUNDS",
+                        "Before touching N bytes at packet pointer p, prove them: if ((void *)p + N > (void *)(long)"
+                        "ctx->data_end) return XDP_DROP; using the same pointer the access uses; re-derive pointers "
+                        "after bpf_xdp_adjust_head/tail/meta."};
+  static const Rule null{"BPFV-VER-NULL",
+                         "Check the pointer returned by bpf_map_lookup_elem (or another _OR_NULL helper) against NULL "
+                         "before dereferencing it."};
+  static const Rule uninit{"BPFV-VER-UNINIT",
+                           "Initialise the variable or struct before it is read or passed to a helper (= {0} or "
+                           "__builtin_memset), on every path."};
+  static const Rule loop{"BPFV-VER-LOOP",
+                         "Give the loop a constant upper bound the verifier can see (for (i = 0; i < MAX; i++) with an "
+                         "early break), or use bpf_loop(); reduce unrolling if the program is too large."};
+  static const Rule arg{"BPFV-VER-HELPER-ARG",
+                        "Pass the helper what its prototype requires: a map for map arguments, initialised stack "
+                        "memory of a constant, non-zero size for buffers, bounded non-negative lengths."};
+  static const Rule ctx{"BPFV-VER-CTX",
+                        "Read only the fields of struct xdp_md (data, data_end, data_meta, ingress_ifindex, "
+                        "rx_queue_index, egress_ifindex) as 32-bit loads at their offsets, and never write ctx."};
+  switch (c) {
+    case VerifierClass::packet_bounds: return &pkt;
+    case VerifierClass::null_check_missing: return &null;
+    case VerifierClass::uninitialized: return &uninit;
+    case VerifierClass::unbounded_loop: return &loop;
+    case VerifierClass::invalid_helper_argument: return &arg;
+    case VerifierClass::invalid_context_access: return &ctx;
+    default: return nullptr;
+  }
+}
+
+// Class "other": refusals of the call allowlist and map checks (security_policy), then the rest, by message.
+struct MessageRule {
+  std::vector<const char*> needles;  // any of them
+  const char* id;
+  const char* cls;
+  const char* next;
+};
+const std::vector<MessageRule>& other_rules() {
+  static const std::vector<MessageRule> rules = {
+      {{"socket lookup"}, "BPFV-SEC-SOCK-LOOKUP", "security_policy",
+       "Do not look up host sockets (bpf_sk_lookup_*, bpf_skc_lookup_tcp): decide from the packet's own headers and "
+       "maps."},
+      {{"socket cast"}, "BPFV-SEC-SOCK-CAST", "security_policy",
+       "Do not cast to kernel socket types (bpf_skc_to_*): verified programs may not read kernel objects."},
+      {{"BTF cast", "pointer-returning lookup", "kfunc"}, "BPFV-SEC-KFUNC", "security_policy",
+       "Use only the allowed kfuncs (bpf_dynptr_from_xdp, bpf_dynptr_slice[_rdwr], bpf_iter_num_*, "
+       "bpf_xdp_metadata_*); others return or walk kernel objects."},
+      {{"kernel memory read", "kernel variable"}, "BPFV-SEC-KMEM", "security_policy",
+       "Do not read kernel memory (probe_read, kernel variables, BTF pointers): work on the packet and the program's "
+       "maps only."},
+      {{"side effect on the host"}, "BPFV-SEC-SIDE-EFFECT", "security_policy",
+       "Remove bpf_trace_printk/bpf_send_signal; report through a map, ring buffer or the packet instead."},
+      {{"allowlist"}, "BPFV-SEC-HELPER", "security_policy",
+       "Use only the helpers packet programs need (docs/xdp-verify.md lists them)."},
+      {{"has type", "asks to be pinned"}, "BPFV-SEC-MAP", "security_policy",
+       "Use an allowed map type without pinning (array, hash, LRU, LPM, devmap, cpumap, xskmap, prog array, ringbuf, "
+       "perf_event_array, queue/stack, bloom)."},
+      {{"unknown func", "cannot call", "not supported", "invalid func"}, "BPFV-VER-HELPER-UNAVAILABLE", "other",
+       "The helper is not available to XDP programs on this kernel; use an XDP helper instead."},
+  };
+  return rules;
+}
+
 void diagnose_verify(VerifyResult& r, const std::string& source) {
   const std::string& m = r.verifier_message;
   // Refusals before the verifier name what was called: the span is that name.
@@ -134,70 +204,18 @@ void diagnose_verify(VerifyResult& r, const std::string& source) {
   static const std::regex named(R"((?:calls the kfunc|declares the kernel variable|calls) (\w+))");
   std::smatch nm;
   if (std::regex_search(m, nm, named)) tokens.push_back(nm[1]);
-  switch (r.verifier_class) {
-    case VerifierClass::packet_bounds:
-      set(r, "BPFV-VER-PKT-BOUNDS", "packet_bounds",
-          "Before touching N bytes at packet pointer p, prove them: if ((void *)p + N > (void *)(long)ctx->data_end) "
-          "return XDP_DROP; using the same pointer the access uses; re-derive pointers after bpf_xdp_adjust_head/"
-          "tail/meta.");
-      break;
-    case VerifierClass::null_check_missing:
-      set(r, "BPFV-VER-NULL", "null_check_missing",
-          "Check the pointer returned by bpf_map_lookup_elem (or another _OR_NULL helper) against NULL before "
-          "dereferencing it.");
-      break;
-    case VerifierClass::uninitialized:
-      set(r, "BPFV-VER-UNINIT", "uninitialized",
-          "Initialise the variable or struct before it is read or passed to a helper (= {0} or "
-          "__builtin_memset), on every path.");
-      break;
-    case VerifierClass::unbounded_loop:
-      set(r, "BPFV-VER-LOOP", "unbounded_loop",
-          "Give the loop a constant upper bound the verifier can see (for (i = 0; i < MAX; i++) with an early "
-          "break), or use bpf_loop(); reduce unrolling if the program is too large.");
-      break;
-    case VerifierClass::invalid_helper_argument:
-      set(r, "BPFV-VER-HELPER-ARG", "invalid_helper_argument",
-          "Pass the helper what its prototype requires: a map for map arguments, initialised stack memory of a "
-          "constant, non-zero size for buffers, bounded non-negative lengths.");
-      break;
-    case VerifierClass::invalid_context_access:
-      set(r, "BPFV-VER-CTX", "invalid_context_access",
-          "Read only the fields of struct xdp_md (data, data_end, data_meta, ingress_ifindex, rx_queue_index, "
-          "egress_ifindex) as 32-bit loads at their offsets, and never write ctx.");
-      break;
-    default:
-      if (has(m, "socket lookup")) {
-        set(r, "BPFV-SEC-SOCK-LOOKUP", "security_policy",
-            "Do not look up host sockets (bpf_sk_lookup_*, bpf_skc_lookup_tcp): decide from the packet's own headers "
-            "and maps.");
-      } else if (has(m, "socket cast")) {
-        set(r, "BPFV-SEC-SOCK-CAST", "security_policy",
-            "Do not cast to kernel socket types (bpf_skc_to_*): verified programs may not read kernel objects.");
-      } else if (has(m, "BTF cast") || has(m, "pointer-returning lookup") || has(m, "kfunc")) {
-        set(r, "BPFV-SEC-KFUNC", "security_policy",
-            "Use only the allowed kfuncs (bpf_dynptr_from_xdp, bpf_dynptr_slice[_rdwr], bpf_iter_num_*, "
-            "bpf_xdp_metadata_*); others return or walk kernel objects.");
-      } else if (has(m, "kernel memory read") || has(m, "kernel variable")) {
-        set(r, "BPFV-SEC-KMEM", "security_policy",
-            "Do not read kernel memory (probe_read, kernel variables, BTF pointers): work on the packet and the "
-            "program's maps only.");
-      } else if (has(m, "side effect on the host")) {
-        set(r, "BPFV-SEC-SIDE-EFFECT", "security_policy",
-            "Remove bpf_trace_printk/bpf_send_signal; report through a map, ring buffer or the packet instead.");
-      } else if (has(m, "allowlist")) {
-        set(r, "BPFV-SEC-HELPER", "security_policy",
-            "Use only the helpers packet programs need (docs/xdp-verify.md lists them).");
-      } else if (has(m, "map '") && (has(m, "has type") || has(m, "pinned"))) {
-        set(r, "BPFV-SEC-MAP", "security_policy",
-            "Use an allowed map type without pinning (array, hash, LRU, LPM, devmap, cpumap, xskmap, prog array, "
-            "ringbuf, perf_event_array, queue/stack, bloom).");
-      } else if (has(m, "unknown func") || has(m, "cannot call") || has(m, "not supported") || has(m, "invalid func")) {
-        set(r, "BPFV-VER-HELPER-UNAVAILABLE", "other",
-            "The helper is not available to XDP programs on this kernel; use an XDP helper instead.");
-      } else {
-        set(r, "BPFV-VER-OTHER", "other", "Read verifier_message and the log excerpt; fix the instruction at the span.");
+  if (const Rule* rule = verifier_class_rule(r.verifier_class)) {
+    set(r, rule->id, to_string(r.verifier_class), rule->next);
+  } else {
+    set(r, "BPFV-VER-OTHER", "other", "Read verifier_message and the log excerpt; fix the instruction at the span.");
+    for (const auto& rule : other_rules()) {
+      bool hit = false;
+      for (const char* n : rule.needles) hit |= has(m, n);
+      if (hit) {
+        set(r, rule.id, rule.cls, rule.next);
+        break;
       }
+    }
   }
   set_span(r, source, r.verifier_line, r.verifier_column, tokens);
 }
