@@ -47,9 +47,10 @@ def xdp_prog_ids():
 
 before = xdp_prog_ids()
 failures, checked, skipped = [], 0, []
-for c_path in sorted(glob.glob(os.path.join(corpus, "*.c"))):
-    name = os.path.basename(c_path)[:-2]
-    spec = json.load(open(c_path[:-2] + ".json"))
+for json_path in sorted(glob.glob(os.path.join(corpus, "*.json"))):
+    name = os.path.basename(json_path)[:-5]
+    spec = json.load(open(json_path))
+    c_path = os.path.join(corpus, spec.get("program", name + ".c"))
     if "options" in spec:
         # Pipeline options are the daemon's configuration, not part of the request.
         skipped.append(name)

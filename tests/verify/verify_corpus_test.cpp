@@ -93,15 +93,19 @@ TEST(VerifyCorpus, ClassifiesEveryProgramAsExpectedAndLeavesNothingBehind) {
   ASSERT_EQ(geteuid(), 0u) << "the verification pipeline needs root (CAP_BPF, CAP_SYS_ADMIN for the sandbox)";
   Secrets secrets;
   std::vector<Case> cases;
+  // One case per NAME.json; its program is NAME.c or, with "program", another case's file.
   for (const auto& entry : fs::directory_iterator(QWEN3_VERIFY_CORPUS_DIR)) {
-    if (entry.path().extension() != ".c") continue;
+    if (entry.path().extension() == ".c") {
+      fs::path spec_path = entry.path();
+      ASSERT_TRUE(fs::exists(spec_path.replace_extension(".json"))) << entry.path() << " has no .json";
+    }
+    if (entry.path().extension() != ".json") continue;
     Case c;
     c.name = entry.path().stem().string();
-    c.source = read_file(entry.path());
-    fs::path spec_path = entry.path();
-    spec_path.replace_extension(".json");
-    ASSERT_TRUE(fs::exists(spec_path)) << c.name << " has no .json";
-    c.spec = json::parse(read_file(spec_path));
+    c.spec = json::parse(read_file(entry.path()));
+    const fs::path program = fs::path(QWEN3_VERIFY_CORPUS_DIR) / c.spec.value("program", c.name + ".c");
+    ASSERT_TRUE(fs::exists(program)) << c.name << ": no " << program;
+    c.source = read_file(program);
     c.file = parse_fixture_file(c.spec["fixtures"].dump());
     for (size_t p; (p = c.source.find("@SECRET@")) != std::string::npos;) c.source.replace(p, 8, secrets.path);
     if (c.spec.contains("pad_to_bytes")) {

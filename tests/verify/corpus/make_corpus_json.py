@@ -356,15 +356,24 @@ for name, span in [("verifier_no_bounds_check", "h_proto"), ("verifier_uninit_st
                    ("verifier_sec_kfunc_ct_lookup", "bpf_xdp_ct_lookup")]:
     corpus[name][1]["span"] = span
 
+# Cases that run another case's program with other fixtures ("program": its file).
+for name, program in [("guardian_drop_icmp", "drop_icmp.c"), ("guardian_swap_macs_bytes", "swap_macs_tx.c"),
+                      ("wrong_guardian_bytes_not_swapped", "wrong_rewrite_mac_copy.c"),
+                      ("wrong_redirect_devmap_unfilled", "redirect_devmap_loopback.c")]:
+    corpus[name][1]["program"] = program
+
 if __name__ == "__main__":
     import os
-    missing = [n for n in corpus if not os.path.exists(n + ".c")]
+    missing = [n for n in corpus if not os.path.exists(corpus[n][1].get("program", n + ".c"))]
     extra = [f[:-2] for f in os.listdir(".") if f.endswith(".c") and f[:-2] not in corpus]
     assert not missing and not extra, (missing, extra)
     for name, (fixtures, exp) in sorted(corpus.items()):
         pad = exp.pop("pad_to_bytes", None)
         options = exp.pop("options", None)
+        program = exp.pop("program", None)
         doc = {"fixtures": fixtures, "expect": exp}
+        if program:
+            doc["program"] = program
         if pad:
             doc["pad_to_bytes"] = pad
         if options:
