@@ -1,5 +1,6 @@
 #include "verify/fixtures.h"
 
+#include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
 
@@ -173,7 +174,11 @@ FixtureFile parse_fixture_file(const std::string& text) {
     f.name = get("name", false);
     if (f.name.empty()) f.name = "fixture" + std::to_string(i);
     f.packet_hex = get("packet_hex", true);
-    f.expected_action = get("expected_action", true);
+    // The action by name, or by its number (0..4) as some harnesses write it.
+    if (e.contains("expected_action") && e["expected_action"].is_number_unsigned())
+      f.expected_action = xdp_action_name(static_cast<uint32_t>(std::min<uint64_t>(e["expected_action"].get<uint64_t>(), 0xffffffffu)));
+    else
+      f.expected_action = get("expected_action", true);
     // The expected output bytes, under the names fixture files use for them.
     for (const char* key : {"expected_packet_hex", "expected_output_hex", "expected_output_packet_hex"})
       if (f.expected_packet_hex.empty()) f.expected_packet_hex = get(key, false);

@@ -660,6 +660,43 @@ TEST(VerifyPipeline, PassWithoutFixturesSaysBehaviourWasNotChecked) {
   EXPECT_NE(r.summary.find("NOT checked"), std::string::npos);
 }
 
+TEST(VerifyPipeline, InitialMapContentsMustMatchThePrograms) {
+  Pipeline p(test_options());
+  VerifyRequest req{kGoodProgram, arp_fixtures(), {{"no_such_map", "00000000", "01000000"}}};
+  auto r = p.verify(req);
+  EXPECT_EQ(r.decision, Decision::error) << r.summary;
+  EXPECT_EQ(r.first_failed_stage, Stage::behaviour);
+  EXPECT_NE(r.summary.find("no map named 'no_such_map'"), std::string::npos) << r.summary;
+  EXPECT_EQ(r.error_id, "BPFV-FIX-MAPS");
+  req.initial_maps = {{"x", "0g", ""}};
+  r = p.verify(req);
+  EXPECT_EQ(r.decision, Decision::error);
+  EXPECT_NE(r.summary.find("key_hex is malformed"), std::string::npos) << r.summary;
+}
+
+TEST(VerifyPipeline, ResultJsonCarriesCountsAndDiagnosis) {
+  Pipeline p(test_options());
+  auto fixtures = arp_fixtures();
+  fixtures.push_back({"runt", "0200000000020200", "XDP_PASS", ""});
+  auto pass = to_json(p.verify({kGoodProgram, fixtures}));
+  EXPECT_EQ(pass["decision"], "pass");
+  EXPECT_EQ(pass["fixtures_not_run"], 1);
+  EXPECT_EQ(pass["fixtures"][2]["ran"], false);
+  EXPECT_EQ(pass["error_id"], "");
+  auto fail = to_json(p.verify({kBrokenProgram, fixtures}));
+  EXPECT_EQ(fail["error_id"], "BPFV-VER-PKT-BOUNDS");
+  EXPECT_EQ(fail["error_class"], "packet_bounds");
+  EXPECT_EQ(fail["span"]["line"], 12);
+  EXPECT_EQ(fail["span"]["text"], "\tif (eth->h_proto == bpf_htons(ETH_P_ARP))");
+  EXPECT_GT(fail["span"]["column_start"].get<int>(), 0);
+  EXPECT_FALSE(fail["next_action"].get<std::string>().empty());
+}
+
+TEST(VerifyFixtures, NumericActions) {
+  auto f = parse_fixture_file(R"({"tests":[{"name":"a","packet_hex":"00","expected_action":1}]})");
+  EXPECT_EQ(f.fixtures[0].expected_action, "XDP_DROP");
+}
+
 TEST(VerifyPipeline, TooManyFixturesIsAnError) {
   PipelineOptions o = test_options();
   o.max_fixtures = 1;
