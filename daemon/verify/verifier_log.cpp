@@ -146,6 +146,20 @@ VerifierAnalysis analyze_verifier_log(const std::string& log, const std::string&
   a.excerpt = excerpt;
   a.verifier_class = message.empty() && insn_at < 0 ? VerifierClass::other
                                                     : classify_verifier_error(message, a.insn_text);
+  // "Rn min value is negative" at a load or store (not a helper call) through a
+  // packet pointer: the offset added to the packet pointer may be negative, a
+  // bounds problem (the state lines before it show Rn=pkt(...)).
+  static const std::regex negative(R"(^R(\d+) min value is negative)");
+  std::smatch nm;
+  if (a.verifier_class == VerifierClass::invalid_helper_argument && a.insn_text.rfind("(85) call", 0) != 0 &&
+      std::regex_search(message, nm, negative)) {
+    const std::string pkt = "R" + nm[1].str() + "=pkt(";
+    for (int i = insn_at; i >= 0 && i >= insn_at - 8; --i)
+      if (lines[i].find(pkt) != std::string::npos) {
+        a.verifier_class = VerifierClass::packet_bounds;
+        break;
+      }
+  }
   return a;
 }
 

@@ -640,6 +640,23 @@ TEST(VerifyLog, FindsInstructionLineAndMessage) {
   EXPECT_NE(a.message.find("outside of the packet"), std::string::npos);
 }
 
+TEST(VerifyLog, NegativeOffsetThroughAPacketPointerIsABoundsProblem) {
+  const std::string at_load =
+      "12: (bf) r3 = r1                      ; R1=pkt(id=1,off=14,r=0,smin=-128,smax=63)\n"
+      "; return *q == 0 ? XDP_DROP : XDP_PASS; @ prog.c:23\n"
+      "15: (71) r1 = *(u8 *)(r1 +0)\n"
+      "R1 min value is negative, either use unsigned index or do a if (index >=0) check.\n"
+      "processed 16 insns (limit 1000000)\n";
+  EXPECT_EQ(analyze_verifier_log(at_load, "/src/prog.c").verifier_class, VerifierClass::packet_bounds);
+  // The same message for a helper's length argument stays a helper-argument problem.
+  const std::string at_call =
+      "7: (bf) r3 = r1                      ; R3=scalar(smin=-1)\n"
+      "8: (85) call bpf_xdp_load_bytes#189\n"
+      "R4 min value is negative, either use unsigned or 'var &= const'\n"
+      "processed 9 insns (limit 1000000)\n";
+  EXPECT_EQ(analyze_verifier_log(at_call, "/src/prog.c").verifier_class, VerifierClass::invalid_helper_argument);
+}
+
 TEST(VerifyLog, LongAnnotationLines) {
   const std::string log = "; int x = " + std::string(20000, '1') + "; @ prog.c:7\n"
                           "3: (71) r2 = *(u8 *)(r1 +12)\n"

@@ -322,6 +322,7 @@ corpus["asm_bound_offset"] = ([
     fx("zero_offset", eth(IP, bytes(20)), "XDP_DROP"),
 ], expect("pass"))
 corpus["verifier_asm_moves_checked_pointer"] = V("packet_bounds", 16)
+corpus["verifier_asm_sign_extended_offset"] = V("packet_bounds", 23)
 corpus["perf_event_output"] = ([fx("tcp", TCP80, "XDP_PASS")], expect("pass"))
 corpus["ringbuf_output"] = ([fx("tcp", TCP80, "XDP_PASS")], expect("pass"))
 LOOPBACK_SLOT0 = [{"map": "tx_port", "key_u32": 0, "value_ifindex": "lo"}]
