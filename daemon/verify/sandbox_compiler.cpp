@@ -40,8 +40,8 @@ using Clock = std::chrono::steady_clock;
 // Exit codes the sandbox child uses when it cannot even start the compiler.
 constexpr int kSetupFailed = 120;
 constexpr int kExecFailed = 121;
-constexpr int kDepsFd = 3;
-constexpr size_t kMaxDepsBytes = 1 << 20;  // in the sandbox child: where the dependency list goes
+constexpr int kDepsFd = 3;                 // in the sandbox child: where the dependency list goes
+constexpr size_t kMaxDepsBytes = 1 << 20;  // a longer list stops the compile
 
 std::string resolve_executable(const std::string& name) {
   auto real = [](const std::string& p) -> std::string {
