@@ -539,8 +539,20 @@ LoadReport load_and_run(const std::string& object, const std::vector<PacketInput
   if (pid == 0) {
     close(pipefd[0]);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // Nothing of the daemon's may be reachable from the program: a BPF
+    // instruction can name any fd of the loading process (inline asm
+    // "ld_pseudo r1, 1, FD" is a map-fd load), and the daemon holds the
+    // model's and every session's KV maps. Keep only the report pipe, as fd 3.
+    int report_fd = pipefd[1];
+    if (report_fd != 3) {
+      if (dup2(report_fd, 3) < 0) _exit(3);
+      report_fd = 3;
+    }
+    if (syscall(SYS_close_range, 4u, ~0u, 0u) != 0) {
+      for (int fd = 4; fd < 65536; ++fd) close(fd);
+    }
     try {
-      write_frame(pipefd[1], run_in_child(object, packets, cfg, initial_maps, pipefd[1]));
+      write_frame(report_fd, run_in_child(object, packets, cfg, initial_maps, report_fd));
     } catch (...) {
       _exit(3);
     }

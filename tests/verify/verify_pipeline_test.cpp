@@ -18,6 +18,8 @@
 #include <sstream>
 
 #include "common/error.h"
+#include <bpf/bpf.h>
+
 #include "verify/bpf_loader.h"
 #include "verify/fixtures.h"
 #include "verify/generate.h"
@@ -712,6 +714,52 @@ TEST(VerifyPipeline, ResultJsonCarriesCountsAndDiagnosis) {
 TEST(VerifyFixtures, NumericActions) {
   auto f = parse_fixture_file(R"({"tests":[{"name":"a","packet_hex":"00","expected_action":1}]})");
   EXPECT_EQ(f.fixtures[0].expected_action, "XDP_DROP");
+}
+
+// Inline asm can load any fd of the loading process as a map ("ld_pseudo r1,
+// 1, FD"); the daemon holds the model's and the sessions' maps. The loader child
+// keeps none of them: a map of this process, with a secret in it, stays out of reach.
+TEST(VerifyPipeline, InheritedMapFdsAreOutOfReach) {
+  const int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "secret_map", 4, 16, 1, nullptr);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  const char secret[17] = "QWEN3-FD-SECRET!";
+  const __u32 key = 0;
+  ASSERT_EQ(bpf_map_update_elem(fd, &key, secret, BPF_ANY), 0);
+  const std::string source = R"(#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+SEC("xdp")
+int steal(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u64 *out = data;
+	void *map;
+	__u32 key = 0;
+	if ((void *)(out + 2) > data_end)
+		return XDP_PASS;
+	asm volatile("ld_pseudo %[m], 1, )" + std::to_string(fd) + R"(" : [m] "=r"(map));
+	__u64 *v = bpf_map_lookup_elem(map, &key);
+	if (!v)
+		return XDP_DROP;
+	out[0] = v[0];
+	out[1] = v[1];
+	return XDP_TX;
+}
+
+char LICENSE[] SEC("license") = "GPL";
+)";
+  EXPECT_TRUE(check_policy(source, {}).empty());  // inline asm without directives is allowed
+  Pipeline p(test_options());
+  const std::string macs = "020000000002020000000001";
+  auto r = p.verify({source, {{"ipv4", macs + "0800" + std::string(80, '0'), "XDP_TX", ""}}});
+  EXPECT_EQ(r.decision, Decision::fail) << r.summary;
+  EXPECT_EQ(r.first_failed_stage, Stage::verify) << r.summary;
+  EXPECT_NE(r.verifier_message.find("fd " + std::to_string(fd)), std::string::npos) << r.verifier_message;
+  const std::string text = to_json_text(r);
+  EXPECT_EQ(text.find("QWEN3-FD-SECRET"), std::string::npos);
+  EXPECT_EQ(text.find(encode_hex(std::string(secret, 16))), std::string::npos);
+  close(fd);
 }
 
 TEST(VerifyPipeline, TooManyFixturesIsAnError) {
