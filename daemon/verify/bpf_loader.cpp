@@ -18,6 +18,8 @@
 #include <cstdarg>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <bpf/btf.h>
 
 namespace qwen3::verify {
 namespace {
@@ -74,6 +76,7 @@ bool map_type_allowed(enum bpf_map_type t) {
     case BPF_MAP_TYPE_XSKMAP:
     case BPF_MAP_TYPE_PROG_ARRAY:
     case BPF_MAP_TYPE_RINGBUF:
+    case BPF_MAP_TYPE_PERF_EVENT_ARRAY:  // unattached and without perf fds, output goes nowhere
     case BPF_MAP_TYPE_QUEUE:
     case BPF_MAP_TYPE_STACK:
     case BPF_MAP_TYPE_BLOOM_FILTER:
@@ -83,7 +86,8 @@ bool map_type_allowed(enum bpf_map_type t) {
   }
 }
 
-std::string check_calls(const struct bpf_program* prog);
+std::string check_calls(const struct bpf_program* prog, bool loaded);
+std::string check_ksyms(const struct bpf_object* obj);
 
 // Opens the ELF and checks what the object would create. Returns null with
 // report.reject_reason set when it must not be loaded.
@@ -113,11 +117,12 @@ struct bpf_object* open_checked(const std::string& object, const LoaderConfig& c
     bpf_program__set_expected_attach_type(prog, BPF_XDP);
   }
   report.program_name = bpf_program__name(prog);
-  if (std::string why = check_calls(prog); !why.empty()) {
-    report.reject_reason = why;
-    bpf_object__close(obj);
-    return nullptr;
-  }
+  for (std::string why : {check_ksyms(obj), check_calls(prog, false)})
+    if (!why.empty()) {
+      report.reject_reason = why;
+      bpf_object__close(obj);
+      return nullptr;
+    }
   size_t total = 0;
   const size_t cpus = static_cast<size_t>(std::max(1, libbpf_num_possible_cpus()));
   struct bpf_map* m;
@@ -151,47 +156,168 @@ struct bpf_object* open_checked(const std::string& object, const LoaderConfig& c
   return obj;
 }
 
-// Helpers that would let a program copy kernel or user memory (or kernel
-// addresses) into the packet the caller gets back. The verifier offers them
-// to XDP once CAP_PERFMON is held, so they are refused here, by instruction.
-const char* forbidden_helper(int32_t id) {
+// The helper's name ("bpf_map_lookup_elem"), from the uapi helper list.
+std::string helper_name(int32_t id) {
+#define QWEN3_HELPER_NAME(x) "bpf_" #x  // the mapper puts the commas
+  static const char* const names[] = {__BPF_FUNC_MAPPER(QWEN3_HELPER_NAME)};
+#undef QWEN3_HELPER_NAME
+  if (id >= 0 && static_cast<size_t>(id) < sizeof names / sizeof names[0]) return names[id];
+  return "helper #" + std::to_string(id);
+}
+
+}  // namespace
+
+// What a packet program may call: an allowlist (docs/xdp-verify.md, "What a
+// program may call"). Everything else is refused with the class of the refusal.
+std::string helper_refusal(int32_t id) {
   switch (id) {
-    case BPF_FUNC_probe_read: return "bpf_probe_read";
-    case BPF_FUNC_probe_read_str: return "bpf_probe_read_str";
-    case BPF_FUNC_probe_read_kernel: return "bpf_probe_read_kernel";
-    case BPF_FUNC_probe_read_kernel_str: return "bpf_probe_read_kernel_str";
-    case BPF_FUNC_probe_read_user: return "bpf_probe_read_user";
-    case BPF_FUNC_probe_read_user_str: return "bpf_probe_read_user_str";
-    case BPF_FUNC_copy_from_user: return "bpf_copy_from_user";
-    case BPF_FUNC_copy_from_user_task: return "bpf_copy_from_user_task";
-    case BPF_FUNC_get_current_task: return "bpf_get_current_task";
-    case BPF_FUNC_get_current_task_btf: return "bpf_get_current_task_btf";
-    case BPF_FUNC_task_pt_regs: return "bpf_task_pt_regs";
-    case BPF_FUNC_per_cpu_ptr: return "bpf_per_cpu_ptr";
-    case BPF_FUNC_this_cpu_ptr: return "bpf_this_cpu_ptr";
-    case BPF_FUNC_snprintf_btf: return "bpf_snprintf_btf";
-    case BPF_FUNC_trace_printk: return "bpf_trace_printk";
-    case BPF_FUNC_trace_vprintk: return "bpf_trace_vprintk";
-    case BPF_FUNC_send_signal: return "bpf_send_signal";
-    case BPF_FUNC_send_signal_thread: return "bpf_send_signal_thread";
-    default: return nullptr;
+    // Maps, time, randomness, bounded iteration.
+    case BPF_FUNC_map_lookup_elem: case BPF_FUNC_map_update_elem: case BPF_FUNC_map_delete_elem:
+    case BPF_FUNC_map_push_elem: case BPF_FUNC_map_pop_elem: case BPF_FUNC_map_peek_elem:
+    case BPF_FUNC_map_lookup_percpu_elem: case BPF_FUNC_for_each_map_elem: case BPF_FUNC_loop:
+    case BPF_FUNC_get_prandom_u32: case BPF_FUNC_get_smp_processor_id: case BPF_FUNC_get_numa_node_id:
+    case BPF_FUNC_tail_call: case BPF_FUNC_ktime_get_ns: case BPF_FUNC_ktime_get_boot_ns:
+    case BPF_FUNC_ktime_get_coarse_ns: case BPF_FUNC_ktime_get_tai_ns: case BPF_FUNC_jiffies64:
+    case BPF_FUNC_strncmp: case BPF_FUNC_spin_lock: case BPF_FUNC_spin_unlock:
+    case BPF_FUNC_timer_init: case BPF_FUNC_timer_set_callback: case BPF_FUNC_timer_start:
+    case BPF_FUNC_timer_cancel:
+    // Output channels that lead nowhere for an unattached program.
+    case BPF_FUNC_ringbuf_output: case BPF_FUNC_ringbuf_reserve: case BPF_FUNC_ringbuf_submit:
+    case BPF_FUNC_ringbuf_discard: case BPF_FUNC_ringbuf_query: case BPF_FUNC_ringbuf_reserve_dynptr:
+    case BPF_FUNC_ringbuf_submit_dynptr: case BPF_FUNC_ringbuf_discard_dynptr:
+    case BPF_FUNC_perf_event_output:
+    // Dynptrs over the program's own memory.
+    case BPF_FUNC_dynptr_from_mem: case BPF_FUNC_dynptr_read: case BPF_FUNC_dynptr_write:
+    case BPF_FUNC_dynptr_data:
+    // The packet and its fate.
+    case BPF_FUNC_csum_diff: case BPF_FUNC_xdp_adjust_head: case BPF_FUNC_xdp_adjust_meta:
+    case BPF_FUNC_xdp_adjust_tail: case BPF_FUNC_redirect: case BPF_FUNC_redirect_map:
+    case BPF_FUNC_fib_lookup: case BPF_FUNC_check_mtu: case BPF_FUNC_xdp_get_buff_len:
+    case BPF_FUNC_xdp_load_bytes: case BPF_FUNC_xdp_store_bytes:
+    case BPF_FUNC_tcp_raw_gen_syncookie_ipv4: case BPF_FUNC_tcp_raw_gen_syncookie_ipv6:
+    case BPF_FUNC_tcp_raw_check_syncookie_ipv4: case BPF_FUNC_tcp_raw_check_syncookie_ipv6:
+      return "";
+    case BPF_FUNC_sk_lookup_tcp: case BPF_FUNC_sk_lookup_udp: case BPF_FUNC_skc_lookup_tcp:
+    case BPF_FUNC_sk_release: case BPF_FUNC_get_listener_sock: case BPF_FUNC_sk_fullsock:
+    case BPF_FUNC_tcp_sock: case BPF_FUNC_tcp_check_syncookie: case BPF_FUNC_tcp_gen_syncookie:
+    case BPF_FUNC_sk_storage_get: case BPF_FUNC_sk_storage_delete:
+      return "socket lookup: it returns a pointer to a host kernel socket, through which a program reads "
+             "kernel memory";
+    case BPF_FUNC_skc_to_tcp6_sock: case BPF_FUNC_skc_to_tcp_sock: case BPF_FUNC_skc_to_tcp_timewait_sock:
+    case BPF_FUNC_skc_to_tcp_request_sock: case BPF_FUNC_skc_to_udp6_sock: case BPF_FUNC_skc_to_unix_sock:
+    case BPF_FUNC_skc_to_mptcp_sock:
+      return "socket cast: it returns a BTF pointer to a kernel socket, which the program could walk "
+             "(sk->sk_socket->file->f_cred ...)";
+    case BPF_FUNC_probe_read: case BPF_FUNC_probe_read_str: case BPF_FUNC_probe_read_kernel:
+    case BPF_FUNC_probe_read_kernel_str: case BPF_FUNC_probe_read_user: case BPF_FUNC_probe_read_user_str:
+    case BPF_FUNC_copy_from_user: case BPF_FUNC_copy_from_user_task: case BPF_FUNC_get_current_task:
+    case BPF_FUNC_get_current_task_btf: case BPF_FUNC_task_pt_regs: case BPF_FUNC_per_cpu_ptr:
+    case BPF_FUNC_this_cpu_ptr: case BPF_FUNC_snprintf_btf: case BPF_FUNC_snprintf:
+    case BPF_FUNC_kptr_xchg:
+      return "kernel memory read: it copies kernel or user memory, or hands out BTF pointers to kernel objects";
+    case BPF_FUNC_trace_printk: case BPF_FUNC_trace_vprintk: case BPF_FUNC_send_signal:
+    case BPF_FUNC_send_signal_thread:
+      return "side effect on the host: it signals the loader or prints to the trace buffer";
+    default:
+      return "not on the packet-program allowlist of the verification service";
   }
 }
 
-// Empty if every call is to an allowed helper or a BPF subprogram.
-std::string check_calls(const struct bpf_program* prog) {
+// kfuncs a packet program needs: dynptrs over the packet, open-coded
+// iterators, XDP RX metadata. Everything else (conntrack/xfrm lookups that
+// return kernel objects, bpf_cast_to_kern_ctx, bpf_rdonly_cast, object
+// allocation, ...) is refused.
+std::string kfunc_refusal(const std::string& name) {
+  static const std::set<std::string> allowed = {
+      "bpf_dynptr_from_xdp", "bpf_dynptr_slice",        "bpf_dynptr_slice_rdwr",
+      "bpf_dynptr_adjust",   "bpf_dynptr_is_null",      "bpf_dynptr_is_rdonly",
+      "bpf_dynptr_size",     "bpf_dynptr_clone",        "bpf_iter_num_new",
+      "bpf_iter_num_next",   "bpf_iter_num_destroy",    "bpf_xdp_metadata_rx_timestamp",
+      "bpf_xdp_metadata_rx_hash", "bpf_xdp_metadata_rx_vlan_tag"};
+  if (allowed.count(name)) return "";
+  static const std::set<std::string> lookups = {"bpf_xdp_ct_lookup", "bpf_xdp_ct_alloc", "bpf_skb_ct_lookup",
+                                                "bpf_skb_ct_alloc", "bpf_xdp_get_xfrm_state", "bpf_ct_insert_entry"};
+  if (lookups.count(name) || name.find("lookup") != std::string::npos)
+    return "pointer-returning lookup: it returns a kernel object (connection, xfrm state) the program could read";
+  if (name == "bpf_cast_to_kern_ctx" || name == "bpf_rdonly_cast" || name.find("cast") != std::string::npos)
+    return "BTF cast: it turns a pointer into a BTF pointer to a kernel structure, which the program could walk";
+  return "not on the packet-program kfunc allowlist of the verification service";
+}
+
+namespace {
+
+// The kfunc's name, from the kernel's BTF (loaded once per loader child).
+std::string kernel_btf_name(uint32_t id) {
+  static struct btf* vmlinux = btf__load_vmlinux_btf();
+  if (!vmlinux) return "";
+  const struct btf_type* t = btf__type_by_id(vmlinux, id);
+  return t ? btf__name_by_offset(vmlinux, t->name_off) : "";
+}
+
+// Externs the object declares in .ksyms: kfuncs must be on the allowlist,
+// kernel variables are refused (a typed ksym is a BTF pointer into kernel
+// memory, an untyped one a kernel address).
+std::string check_ksyms(const struct bpf_object* obj) {
+  const struct btf* btf = bpf_object__btf(obj);
+  if (!btf) return "";
+  const uint32_t n = btf__type_cnt(btf);
+  for (uint32_t id = 1; id < n; ++id) {
+    const struct btf_type* t = btf__type_by_id(btf, id);
+    // Every extern function is a kfunc (libbpf points their .ksyms entries at
+    // a placeholder variable "dummy_ksym" when it opens the object).
+    if (btf_is_func(t) && btf_vlen(t) == BTF_FUNC_EXTERN) {  // a FUNC keeps its linkage in vlen
+      const std::string name = btf__name_by_offset(btf, t->name_off);
+      if (std::string why = kfunc_refusal(name); !why.empty())
+        return "the program calls the kfunc " + name + ": " + why + "; it is not allowed in the verification service";
+      continue;
+    }
+    if (!btf_is_datasec(t) || std::string(btf__name_by_offset(btf, t->name_off)) != ".ksyms") continue;
+    const struct btf_var_secinfo* v = btf_var_secinfos(t);
+    for (uint16_t i = 0; i < btf_vlen(t); ++i, ++v) {
+      const struct btf_type* e = btf__type_by_id(btf, v->type);
+      const std::string name = btf__name_by_offset(btf, e->name_off);
+      if (btf_is_func(e) || (btf_is_var(e) && name == "dummy_ksym")) continue;  // kfuncs: judged above
+      return "the program declares the kernel variable " + name +
+             " (__ksym): kernel memory read: a kernel symbol's address or a BTF pointer into kernel memory; "
+             "it is not allowed in the verification service";
+    }
+  }
+  return "";
+}
+
+// Empty if every call is to an allowed helper, an allowed kfunc or a BPF
+// subprogram. `loaded`: the instructions are final (kfunc ids resolved).
+std::string check_calls(const struct bpf_program* prog, bool loaded) {
   const struct bpf_insn* insns = bpf_program__insns(prog);
   size_t n = bpf_program__insn_cnt(prog);
   for (size_t i = 0; i < n; ++i) {
     const struct bpf_insn& in = insns[i];
+    if (in.code == (BPF_LD | BPF_IMM | BPF_DW)) {
+      if (in.src_reg == BPF_PSEUDO_BTF_ID)
+        return "instruction " + std::to_string(i) +
+               " loads a BTF pointer to a kernel variable: kernel memory read; it is not allowed in the verification service";
+      ++i;  // the second half of the 16-byte load
+      continue;
+    }
     if (in.code != (BPF_JMP | BPF_CALL)) continue;
-    if (in.src_reg == BPF_PSEUDO_KFUNC_CALL)
-      return "instruction " + std::to_string(i) + " calls a kernel function (kfunc); kfuncs are not allowed";
+    if (in.src_reg == BPF_PSEUDO_KFUNC_CALL) {
+      if (!loaded) continue;  // ids are resolved during load; check_ksyms judged the names
+      if (in.off != 0)
+        return "instruction " + std::to_string(i) +
+               " calls a kfunc of a kernel module; only the kfuncs on the allowlist (all in vmlinux) are allowed";
+      const std::string name = kernel_btf_name(static_cast<uint32_t>(in.imm));
+      if (std::string why = kfunc_refusal(name); !why.empty())
+        return "instruction " + std::to_string(i) + " calls the kfunc " + (name.empty() ? "?" : name) + ": " + why +
+               "; it is not allowed in the verification service";
+      continue;
+    }
     if (in.src_reg == 0) {
-      if (const char* name = forbidden_helper(in.imm))
-        return "instruction " + std::to_string(i) + " calls " + name +
-               ", which reads kernel/user memory, signals the loader or prints to the trace buffer; "
-               "it is not allowed in the verification service";
+      // An id this header does not know: the verifier says whether the kernel
+      // knows it ("invalid func", with the line); one it accepted is refused here after loading.
+      if (!loaded && (in.imm < 0 || in.imm >= __BPF_FUNC_MAX_ID)) continue;
+      if (std::string why = helper_refusal(in.imm); !why.empty())
+        return "instruction " + std::to_string(i) + " calls " + helper_name(in.imm) + ": " + why +
+               "; it is not allowed in the verification service";
     }
   }
   return "";
@@ -224,8 +350,68 @@ void write_frame(int fd, const json& report) {
   write_all(fd, frame);
 }
 
+bool is_percpu(enum bpf_map_type t) {
+  return t == BPF_MAP_TYPE_PERCPU_ARRAY || t == BPF_MAP_TYPE_PERCPU_HASH || t == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+}
+
+// Writes the initial map contents; "" or why not.
+std::string write_initial_maps(struct bpf_object* obj, const std::vector<MapWrite>& writes) {
+  for (const auto& w : writes) {
+    struct bpf_map* m = bpf_object__find_map_by_name(obj, w.map.c_str());
+    if (!m) return "initial map contents: the program has no map named '" + w.map + "'";
+    if (w.key.size() != bpf_map__key_size(m))
+      return "initial map contents for '" + w.map + "': key is " + std::to_string(w.key.size()) +
+             " bytes, the map's key size is " + std::to_string(bpf_map__key_size(m));
+    if (w.value.size() > bpf_map__value_size(m) || is_percpu(bpf_map__type(m)))
+      return "initial map contents for '" + w.map + "': value is " + std::to_string(w.value.size()) +
+             " bytes, the map's value size is " + std::to_string(bpf_map__value_size(m)) +
+             (is_percpu(bpf_map__type(m)) ? " (per-CPU maps cannot be filled)" : "");
+    std::string value = w.value;
+    value.resize(bpf_map__value_size(m), '\0');
+    if (bpf_map_update_elem(bpf_map__fd(m), w.key.data(), value.data(), BPF_ANY) != 0)
+      return "initial map contents for '" + w.map + "': the kernel refused the element: " + strerror(errno);
+  }
+  return "";
+}
+
+// Reads one element after a run: the value, or sets *error.
+std::string read_map_value(struct bpf_object* obj, const std::string& name, const std::string& key, std::string* error) {
+  struct bpf_map* m = bpf_object__find_map_by_name(obj, name.c_str());
+  if (!m) {
+    *error = "the program has no map named '" + name + "'";
+    return "";
+  }
+  if (key.size() != bpf_map__key_size(m)) {
+    *error = "key is " + std::to_string(key.size()) + " bytes, the map's key size is " + std::to_string(bpf_map__key_size(m));
+    return "";
+  }
+  const size_t vs = bpf_map__value_size(m);
+  const bool percpu = is_percpu(bpf_map__type(m));
+  const size_t cpus = percpu ? static_cast<size_t>(std::max(1, libbpf_num_possible_cpus())) : 1;
+  const size_t stride = percpu ? (vs + 7) / 8 * 8 : vs;
+  std::string buf(stride * cpus, '\0');
+  if (bpf_map_lookup_elem(bpf_map__fd(m), key.data(), buf.data()) != 0) {
+    *error = errno == ENOENT ? "no element with that key" : std::string("lookup failed: ") + strerror(errno);
+    return "";
+  }
+  if (!percpu) return buf;
+  if (vs != 4 && vs != 8) {
+    *error = "per-CPU map with " + std::to_string(vs) + "-byte values: only 4- and 8-byte values are summed and checked";
+    return "";
+  }
+  uint64_t sum = 0;
+  for (size_t c = 0; c < cpus; ++c) {
+    uint64_t v = 0;
+    std::memcpy(&v, buf.data() + c * stride, vs);
+    sum += v;
+  }
+  std::string out(vs, '\0');
+  std::memcpy(out.data(), &sum, vs);
+  return out;
+}
+
 json run_in_child(const std::string& object, const std::vector<PacketInput>& packets, const LoaderConfig& cfg,
-                  int report_fd) {
+                  const std::vector<MapWrite>& initial_maps, int report_fd) {
   LoadReport report;
   json out;
   libbpf_set_print(capture_libbpf_print);
@@ -276,7 +462,7 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
   }
   // Subprograms are appended only during load: check the final instructions
   // again before anything runs (the program is still only loaded, never run).
-  if (std::string why = check_calls(prog); !why.empty()) {
+  if (std::string why = check_calls(prog, true); !why.empty()) {
     out["reject_reason"] = why;
     out["libbpf"] = libbpf_messages;
     bpf_object__close(obj);
@@ -288,6 +474,12 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
   __u32 len = sizeof info;
   if (bpf_prog_get_info_by_fd(fd, &info, &len) == 0) out["verified_insns"] = info.verified_insns;
 
+  if (std::string why = write_initial_maps(obj, initial_maps); !why.empty()) {
+    out["map_init_error"] = why;
+    out["libbpf"] = libbpf_messages;
+    bpf_object__close(obj);
+    return out;
+  }
   json runs = json::array();
   std::vector<uint8_t> data_out(64 * 1024);
   for (const auto& pkt : packets) {
@@ -311,6 +503,13 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
       r["output"] = json::binary_t(std::vector<uint8_t>(
           data_out.begin(), data_out.begin() + std::min<size_t>(t.data_size_out, data_out.size())));
     }
+    json values = json::array();
+    for (const auto& [map, key] : pkt.read_maps) {
+      std::string err;
+      std::string v = read_map_value(obj, map, key, &err);
+      values.push_back({{"value", json::binary_t(std::vector<uint8_t>(v.begin(), v.end()))}, {"error", err}});
+    }
+    r["maps"] = std::move(values);
     runs.push_back(std::move(r));
   }
   out["runs"] = std::move(runs);
@@ -322,7 +521,7 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
 }  // namespace
 
 LoadReport load_and_run(const std::string& object, const std::vector<PacketInput>& packets,
-                        const LoaderConfig& cfg) {
+                        const LoaderConfig& cfg, const std::vector<MapWrite>& initial_maps) {
   LoadReport report;
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) {
@@ -340,8 +539,20 @@ LoadReport load_and_run(const std::string& object, const std::vector<PacketInput
   if (pid == 0) {
     close(pipefd[0]);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // Nothing of the daemon's may be reachable from the program: a BPF
+    // instruction can name any fd of the loading process (inline asm
+    // "ld_pseudo r1, 1, FD" is a map-fd load), and the daemon holds the
+    // model's and every session's KV maps. Keep only the report pipe, as fd 3.
+    int report_fd = pipefd[1];
+    if (report_fd != 3) {
+      if (dup2(report_fd, 3) < 0) _exit(3);
+      report_fd = 3;
+    }
+    if (syscall(SYS_close_range, 4u, ~0u, 0u) != 0) {
+      for (int fd = 4; fd < 65536; ++fd) close(fd);
+    }
     try {
-      write_frame(pipefd[1], run_in_child(object, packets, cfg, pipefd[1]));
+      write_frame(report_fd, run_in_child(object, packets, cfg, initial_maps, report_fd));
     } catch (...) {
       _exit(3);
     }
@@ -412,6 +623,7 @@ LoadReport load_and_run(const std::string& object, const std::vector<PacketInput
     report.log_level2 = j.value("log2", "");
     report.verified_insns = j.value("verified_insns", 0u);
     report.program_name = j.value("program_name", "");
+    report.map_init_error = j.value("map_init_error", "");
     if (j.contains("runs")) {
       for (const auto& r : j["runs"]) {
         PacketRun run;
@@ -424,6 +636,12 @@ LoadReport load_and_run(const std::string& object, const std::vector<PacketInput
           const auto& b = r["output"].get_binary();
           run.output.assign(b.begin(), b.end());
         }
+        if (r.contains("maps"))
+          for (const auto& mv : r["maps"]) {
+            const auto& b = mv["value"].get_binary();
+            run.map_values.emplace_back(b.begin(), b.end());
+            run.map_errors.push_back(mv.value("error", ""));
+          }
         report.runs.push_back(std::move(run));
       }
     }

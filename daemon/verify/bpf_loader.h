@@ -23,6 +23,15 @@ struct LoaderConfig {
 struct PacketInput {
   std::string name;
   std::string bytes;
+  // Map elements to read after this packet ran: (map name, key bytes).
+  std::vector<std::pair<std::string, std::string>> read_maps;
+};
+
+// A map element written after loading, before the first packet runs.
+struct MapWrite {
+  std::string map;
+  std::string key;    // bytes
+  std::string value;  // bytes; zero-padded up to the map's value size
 };
 
 struct PacketRun {
@@ -32,6 +41,10 @@ struct PacketRun {
   std::string output;    // packet bytes after the program ran
   std::string error;     // why the kernel refused to run it
   int error_errno = 0;
+  // Per read_maps entry: the value (per-CPU maps: summed over CPUs for 4- and
+  // 8-byte values), or why it could not be read (map_errors[i] non-empty).
+  std::vector<std::string> map_values;
+  std::vector<std::string> map_errors;
 };
 
 struct LoadReport {
@@ -48,10 +61,17 @@ struct LoadReport {
   std::string log_level2;       // ... and at level 2 (tail), if it was retried
   uint32_t verified_insns = 0;
   std::string program_name;
+  std::string map_init_error;   // an initial map write failed (nothing ran)
   std::vector<PacketRun> runs;
 };
 
+// Why a program may not call helper `id` (BPF_FUNC_*), or "" when it may:
+// the allowlist of what packet programs need (docs/xdp-verify.md).
+std::string helper_refusal(int32_t id);
+// The same for a kfunc, by name.
+std::string kfunc_refusal(const std::string& name);
+
 LoadReport load_and_run(const std::string& object, const std::vector<PacketInput>& packets,
-                        const LoaderConfig& config);
+                        const LoaderConfig& config, const std::vector<MapWrite>& initial_maps = {});
 
 }  // namespace qwen3::verify

@@ -1,5 +1,6 @@
 #include "verify/fixtures.h"
 
+#include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
 
@@ -75,19 +76,91 @@ std::optional<uint32_t> parse_xdp_action(const std::string& name) {
   return std::nullopt;
 }
 
-std::vector<Fixture> parse_fixtures_json(const std::string& text) {
+namespace {
+
+std::string u32_hex(uint64_t v, const std::string& where) {
+  if (v > 0xffffffffull) throw invalid_argument(where + ": does not fit in 32 bits");
+  std::string b(4, '\0');
+  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);  // BPF maps are host (little) endian
+  return encode_hex(b);
+}
+
+// {"map", "key_hex"|"key_u32", "value_hex"|"value_u32"|"value_ifindex"}
+MapEntry parse_map_entry(const nlohmann::json& e, const std::string& where, bool value_required) {
+  if (!e.is_object()) throw invalid_argument(where + ": expected an object {map, key_hex, value_hex}");
+  MapEntry m;
+  if (!e.contains("map") || !e["map"].is_string() || e["map"].get<std::string>().empty())
+    throw invalid_argument(where + ": missing \"map\" (the map's name)");
+  m.map = e["map"].get<std::string>();
+  auto part = [&](const char* what, bool required) -> std::string {
+    const std::string hex = std::string(what) + "_hex", u32 = std::string(what) + "_u32";
+    if (e.contains(hex)) {
+      if (!e[hex].is_string()) throw invalid_argument(where + ": \"" + hex + "\" must be a string");
+      return e[hex].get<std::string>();
+    }
+    if (e.contains(u32)) {
+      if (!e[u32].is_number_unsigned()) throw invalid_argument(where + ": \"" + u32 + "\" must be a non-negative integer");
+      return u32_hex(e[u32].get<uint64_t>(), where + "." + u32);
+    }
+    if (std::string(what) == "value" && e.contains("value_ifindex")) {
+      // Only the loopback device: its index is 1 in every network namespace,
+      // and naming host interfaces would tell the caller about the host.
+      const auto& v = e["value_ifindex"];
+      if (v.is_string() && (v == "lo" || v == "loopback")) return u32_hex(1, where);
+      throw invalid_argument(where + ": \"value_ifindex\" may only be \"lo\" (the loopback device)");
+    }
+    if (required) throw invalid_argument(where + ": missing \"" + hex + "\" (or \"" + u32 + "\")");
+    return "";
+  };
+  m.key_hex = part("key", true);
+  m.value_hex = part("value", value_required);
+  return m;
+}
+
+std::vector<MapEntry> parse_map_list(const nlohmann::json& j, const std::string& where, bool value_required) {
+  if (!j.is_array()) throw invalid_argument(where + ": expected an array of {map, key_hex, value_hex}");
+  std::vector<MapEntry> out;
+  for (size_t i = 0; i < j.size(); ++i)
+    out.push_back(parse_map_entry(j[i], where + "[" + std::to_string(i) + "]", value_required));
+  return out;
+}
+
+}  // namespace
+
+FixtureFile parse_fixture_file(const std::string& text) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
     throw invalid_argument(std::string("fixtures: not valid JSON: ") + e.what());
   }
-  if (j.is_object() && j.contains("fixtures")) j = j["fixtures"];
-  if (!j.is_array()) throw invalid_argument("fixtures: expected a JSON array of {name, packet_hex, expected_action}");
-  std::vector<Fixture> out;
+  FixtureFile file;
+  std::string list_key = "fixtures";
+  if (j.is_object()) {
+    if (j.contains("maps")) file.maps = parse_map_list(j["maps"], "maps", true);
+    if (j.contains("task_id") && j["task_id"].is_string()) file.task_id = j["task_id"].get<std::string>();
+    if (j.contains("validator")) {
+      const auto& v = j["validator"];
+      std::string type = v.is_object() && v.contains("type") && v["type"].is_string() ? v["type"].get<std::string>()
+                         : v.is_string()                                           ? v.get<std::string>()
+                                                                                   : "";
+      if (type != "packet_action" && type != "packet_bytes" && type != "map_state")
+        throw invalid_argument("fixtures: validator.type must be \"packet_action\", \"packet_bytes\" or \"map_state\"");
+      file.validator = type;
+    }
+    if (j.contains("tests")) {
+      list_key = "tests";
+      j = j["tests"];
+    } else if (j.contains("fixtures")) {
+      j = j["fixtures"];
+    }
+  }
+  if (!j.is_array())
+    throw invalid_argument("fixtures: expected a JSON array of {name, packet_hex, expected_action}, "
+                           "or an object with \"tests\" (BPF-Guardian format) or \"fixtures\"");
   for (size_t i = 0; i < j.size(); ++i) {
     const auto& e = j[i];
-    const std::string where = "fixtures[" + std::to_string(i) + "]";
+    const std::string where = list_key + "[" + std::to_string(i) + "]";
     if (!e.is_object()) throw invalid_argument(where + ": expected an object");
     auto get = [&](const char* key, bool required) -> std::string {
       if (!e.contains(key)) {
@@ -101,11 +174,21 @@ std::vector<Fixture> parse_fixtures_json(const std::string& text) {
     f.name = get("name", false);
     if (f.name.empty()) f.name = "fixture" + std::to_string(i);
     f.packet_hex = get("packet_hex", true);
-    f.expected_action = get("expected_action", true);
-    f.expected_packet_hex = get("expected_packet_hex", false);
-    out.push_back(std::move(f));
+    // The action by name, or by its number (0..4) as some harnesses write it.
+    if (e.contains("expected_action") && e["expected_action"].is_number_unsigned())
+      f.expected_action = xdp_action_name(static_cast<uint32_t>(std::min<uint64_t>(e["expected_action"].get<uint64_t>(), 0xffffffffu)));
+    else
+      f.expected_action = get("expected_action", true);
+    // The expected output bytes, under the names fixture files use for them.
+    for (const char* key : {"expected_packet_hex", "expected_output_hex", "expected_output_packet_hex"})
+      if (f.expected_packet_hex.empty()) f.expected_packet_hex = get(key, false);
+    if (e.contains("expected_maps")) f.expected_maps = parse_map_list(e["expected_maps"], where + ".expected_maps", true);
+    f.validator = file.validator;
+    file.fixtures.push_back(std::move(f));
   }
-  return out;
+  return file;
 }
+
+std::vector<Fixture> parse_fixtures_json(const std::string& text) { return parse_fixture_file(text).fixtures; }
 
 }  // namespace qwen3::verify

@@ -2,6 +2,7 @@
 
 
 #include "common/error.h"
+#include "verify/diagnosis.h"
 #include "verify/pipeline.h"
 
 namespace qwen3::verify {
@@ -35,7 +36,8 @@ const std::string& xdp_system_prompt() {
       "XDP_TX or XDP_REDIRECT;\n"
       "- char LICENSE[] SEC(\"license\") = \"GPL\";\n"
       "- include only <linux/*.h> kernel uapi headers, <bpf/bpf_helpers.h>, <bpf/bpf_endian.h> or <vmlinux.h>; "
-      "no other includes, no inline asm, no #pragma except unroll, no token pasting (##);\n"
+      "no other includes, no assembler directives in inline asm, no raw string literals, no #pragma except unroll, "
+      "no token pasting (##);\n"
       "- before every packet access compare the pointer plus the access size against ctx->data_end, "
       "check map lookups for NULL, initialise every variable, and bound every loop.\n"
       "The program is compiled with clang -O2 -g -target bpf, loaded through the kernel verifier and run on test "
@@ -91,9 +93,14 @@ std::string repair_message(const VerifyResult& r) {
     if (ex.size() > 1200) ex = "..." + ex.substr(ex.size() - 1200);
     if (!ex.empty()) m += "Log excerpt:\n" + ex + "\n";
   }
+  if (!r.error_id.empty()) {
+    m += "Diagnosis " + r.error_id + " (" + r.error_class + ")";
+    if (r.span_line > 0) m += " at line " + std::to_string(r.span_line);
+    m += ". Next: " + clip(r.next_action, 500) + "\n";
+  }
   if (r.first_failed_stage == Stage::behaviour) {
     for (const auto& f : r.fixtures) {
-      if (f.passed) continue;
+      if (f.passed || !f.ran) continue;
       m += "- fixture " + f.name + ": expected " + f.expected_action + ", got " + f.got_action;
       if (!f.expected_packet_hex.empty() && f.expected_packet_hex != f.got_packet_hex)
         m += "; expected output " + clip(f.expected_packet_hex, 200) + ", got " + clip(f.got_packet_hex, 200);
@@ -158,8 +165,9 @@ std::vector<Attempt> generate_verified(const std::string& task, const std::vecto
       d.stage_message = a.result.summary;
       d.text = "no C source found in the answer";
       a.result.compiler_diagnostics.push_back(d);
+      diagnose(a.result, a.source);
     } else {
-      a.result = pipeline.verify({a.source, fixtures});
+      a.result = pipeline.verify(VerifyRequest{a.source, fixtures, {}});
     }
     const bool done = a.result.decision == Decision::pass || a.result.decision == Decision::error;
     messages.push_back({"assistant", a.completion});

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <vector>
 
 #include "common/error.h"
 
@@ -41,7 +42,7 @@ std::string stamp_for(const IncludeTreeSources& src) {
                     " (vmlinux.h is generated from it; is CONFIG_DEBUG_INFO_BTF enabled?)",
                 ErrorKind::unavailable);
   std::ostringstream s;
-  s << "v2 " << u.release << " " << u.version << " btf-size=" << st.st_size << "\n";
+  s << "v3 " << u.release << " " << u.version << " btf-size=" << st.st_size << "\n";
   return s.str();
 }
 
@@ -113,6 +114,157 @@ void dump_vmlinux_h(const IncludeTreeSources& src, const fs::path& out) {
                 ErrorKind::unavailable);
 }
 
+// A minimal, freestanding set of libc headers, written by us (no glibc
+// internals): what uapi headers pull in (linux/if.h -> sys/socket.h,
+// ethtool.h -> limits.h, ...) and the fixed-width types BPF programs use.
+// Declarations only: a BPF program cannot call libc.
+const std::vector<std::pair<const char*, const char*>>& libc_headers() {
+  static const std::vector<std::pair<const char*, const char*>> files = {
+      {"stddef.h", R"(#ifndef _QWEN3_STDDEF_H
+#define _QWEN3_STDDEF_H
+typedef __SIZE_TYPE__ size_t;
+typedef __PTRDIFF_TYPE__ ptrdiff_t;
+typedef __WCHAR_TYPE__ wchar_t;
+#ifndef NULL
+#define NULL ((void *)0)
+#endif
+#define offsetof(type, member) __builtin_offsetof(type, member)
+#endif
+)"},
+      {"stdint.h", R"(#ifndef _QWEN3_STDINT_H
+#define _QWEN3_STDINT_H
+typedef __INT8_TYPE__ int8_t;
+typedef __INT16_TYPE__ int16_t;
+typedef __INT32_TYPE__ int32_t;
+typedef __INT64_TYPE__ int64_t;
+typedef __UINT8_TYPE__ uint8_t;
+typedef __UINT16_TYPE__ uint16_t;
+typedef __UINT32_TYPE__ uint32_t;
+typedef __UINT64_TYPE__ uint64_t;
+typedef __INTPTR_TYPE__ intptr_t;
+typedef __UINTPTR_TYPE__ uintptr_t;
+typedef __INTMAX_TYPE__ intmax_t;
+typedef __UINTMAX_TYPE__ uintmax_t;
+#define INT8_MAX __INT8_MAX__
+#define INT16_MAX __INT16_MAX__
+#define INT32_MAX __INT32_MAX__
+#define INT64_MAX __INT64_MAX__
+#define INT8_MIN (-INT8_MAX - 1)
+#define INT16_MIN (-INT16_MAX - 1)
+#define INT32_MIN (-INT32_MAX - 1)
+#define INT64_MIN (-INT64_MAX - 1)
+#define UINT8_MAX __UINT8_MAX__
+#define UINT16_MAX __UINT16_MAX__
+#define UINT32_MAX __UINT32_MAX__
+#define UINT64_MAX __UINT64_MAX__
+#define SIZE_MAX __SIZE_MAX__
+#endif
+)"},
+      {"stdbool.h", R"(#ifndef _QWEN3_STDBOOL_H
+#define _QWEN3_STDBOOL_H
+#define bool _Bool
+#define true 1
+#define false 0
+#define __bool_true_false_are_defined 1
+#endif
+)"},
+      {"limits.h", R"(#ifndef _QWEN3_LIMITS_H
+#define _QWEN3_LIMITS_H
+#define CHAR_BIT __CHAR_BIT__
+#define SCHAR_MAX __SCHAR_MAX__
+#define SCHAR_MIN (-SCHAR_MAX - 1)
+#define UCHAR_MAX (SCHAR_MAX * 2 + 1)
+#define SHRT_MAX __SHRT_MAX__
+#define SHRT_MIN (-SHRT_MAX - 1)
+#define USHRT_MAX (SHRT_MAX * 2 + 1)
+#define INT_MAX __INT_MAX__
+#define INT_MIN (-INT_MAX - 1)
+#define UINT_MAX (INT_MAX * 2U + 1U)
+#define LONG_MAX __LONG_MAX__
+#define LONG_MIN (-LONG_MAX - 1L)
+#define ULONG_MAX (LONG_MAX * 2UL + 1UL)
+#define LLONG_MAX __LONG_LONG_MAX__
+#define LLONG_MIN (-LLONG_MAX - 1LL)
+#define ULLONG_MAX (LLONG_MAX * 2ULL + 1ULL)
+#endif
+)"},
+      {"endian.h", R"(#ifndef _QWEN3_ENDIAN_H
+#define _QWEN3_ENDIAN_H
+#define __LITTLE_ENDIAN __ORDER_LITTLE_ENDIAN__
+#define __BIG_ENDIAN __ORDER_BIG_ENDIAN__
+#define __BYTE_ORDER __BYTE_ORDER__
+#define LITTLE_ENDIAN __LITTLE_ENDIAN
+#define BIG_ENDIAN __BIG_ENDIAN
+#define BYTE_ORDER __BYTE_ORDER
+#endif
+)"},
+      {"sys/types.h", R"(#ifndef _QWEN3_SYS_TYPES_H
+#define _QWEN3_SYS_TYPES_H
+#include <stddef.h>
+#include <stdint.h>
+typedef __INT64_TYPE__ ssize_t;
+typedef __INT64_TYPE__ off_t;
+typedef int pid_t;
+typedef unsigned int uid_t;
+typedef unsigned int gid_t;
+typedef unsigned int mode_t;
+typedef __INT64_TYPE__ time_t;
+typedef __INT64_TYPE__ suseconds_t;
+typedef unsigned char u_char;
+typedef unsigned short u_short;
+typedef unsigned int u_int;
+typedef unsigned long u_long;
+#endif
+)"},
+      {"sys/time.h", R"(#ifndef _QWEN3_SYS_TIME_H
+#define _QWEN3_SYS_TIME_H
+#include <sys/types.h>
+struct timeval { time_t tv_sec; suseconds_t tv_usec; };
+#endif
+)"},
+      {"sys/ioctl.h", R"(#ifndef _QWEN3_SYS_IOCTL_H
+#define _QWEN3_SYS_IOCTL_H
+#include <asm/ioctl.h>
+#endif
+)"},
+      {"sys/socket.h", R"(#ifndef _QWEN3_SYS_SOCKET_H
+#define _QWEN3_SYS_SOCKET_H
+#include <sys/types.h>
+typedef unsigned short sa_family_t;
+typedef unsigned int socklen_t;
+struct sockaddr { sa_family_t sa_family; char sa_data[14]; };
+#define AF_UNSPEC 0
+#define AF_UNIX 1
+#define AF_LOCAL AF_UNIX
+#define AF_INET 2
+#define AF_INET6 10
+#define AF_NETLINK 16
+#define AF_PACKET 17
+#define AF_XDP 44
+#define PF_UNSPEC AF_UNSPEC
+#define PF_UNIX AF_UNIX
+#define PF_INET AF_INET
+#define PF_INET6 AF_INET6
+#define PF_PACKET AF_PACKET
+#define SOCK_STREAM 1
+#define SOCK_DGRAM 2
+#define SOCK_RAW 3
+#endif
+)"},
+  };
+  return files;
+}
+
+void write_libc_headers(const fs::path& root) {
+  for (const auto& [name, text] : libc_headers()) {
+    fs::path p = root / name;
+    fs::create_directories(p.parent_path());
+    fs::permissions(p.parent_path(), fs::perms(0755));
+    std::ofstream(p, std::ios::binary) << text;
+    fs::permissions(p, fs::perms(0644));
+  }
+}
+
 }  // namespace
 
 // Cross-process exclusion (several daemons or test processes may share data_dir).
@@ -152,6 +304,7 @@ std::string prepare_include_tree(const std::string& data_dir, const IncludeTreeS
     copy_headers(inc / "asm-generic", tmp / "asm-generic", false);
     copy_headers(arch_asm_dir(inc), tmp / "asm", false);
     dump_vmlinux_h(src, tmp / "vmlinux.h");
+    write_libc_headers(tmp);
     fs::permissions(tmp, fs::perms(0755));
     {
       std::ofstream(tmp / ".stamp") << stamp;

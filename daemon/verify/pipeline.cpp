@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "verify/bpf_loader.h"
+#include "verify/diagnosis.h"
 #include "verify/fixtures.h"
 #include "verify/include_tree.h"
 #include "verify/policy.h"
@@ -53,15 +54,8 @@ class Slot {
 };
 
 std::string source_line(const std::string& source, int line) {
-  if (line <= 0) return "";
-  std::stringstream ss(source);
-  std::string l;
-  for (int i = 1; std::getline(ss, l); ++i)
-    if (i == line) {
-      if (!l.empty() && l.back() == '\r') l.pop_back();
-      return l.size() > 400 ? l.substr(0, 400) + "..." : l;
-    }
-  return "";
+  std::string l = source_line_text(source, line);
+  return l.size() > 400 ? l.substr(0, 400) + "..." : l;
 }
 
 std::string first_line(const std::string& s) {
@@ -95,8 +89,20 @@ struct PreparedFixture {
   std::string packet;
   std::string expected_packet;
   uint32_t expected_action = 0;
+  std::vector<MapWrite> expected_maps;  // map, key bytes, expected value bytes
   std::string problem;
 };
+
+// Decodes a map entry's hex; "" or what is wrong.
+std::string decode_map_entry(const MapEntry& m, const std::string& where, MapWrite* out) {
+  std::string err;
+  auto key = decode_hex(m.key_hex, &err);
+  if (!key) return where + ": key_hex is malformed: " + err;
+  auto value = decode_hex(m.value_hex, &err);
+  if (!value) return where + ": value_hex is malformed: " + err;
+  *out = {m.map, *key, *value};
+  return "";
+}
 
 PreparedFixture prepare_fixture(const Fixture& f, const PipelineOptions& opt) {
   PreparedFixture p;
@@ -127,7 +133,20 @@ PreparedFixture prepare_fixture(const Fixture& f, const PipelineOptions& opt) {
     }
     p.expected_packet = *expected;
   }
+  for (size_t i = 0; i < f.expected_maps.size(); ++i) {
+    MapWrite w;
+    if (std::string why = decode_map_entry(f.expected_maps[i], "expected_maps[" + std::to_string(i) + "]", &w);
+        !why.empty()) {
+      p.problem = why;
+      return p;
+    }
+    p.expected_maps.push_back(std::move(w));
+  }
   return p;
+}
+
+std::string plural(int n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 }  // namespace
@@ -136,12 +155,14 @@ Pipeline::Pipeline(PipelineOptions options) : options_(std::move(options)), stat
 
 VerifyResult Pipeline::verify(const VerifyRequest& request) const {
   // Problems with the input are results; anything thrown here is ours.
+  VerifyResult r;
   try {
-    return verify_stages(request);
+    r = verify_stages(request);
   } catch (const std::exception& e) {
-    VerifyResult r;
-    return fail(std::move(r), Decision::error, Stage::infrastructure, std::string("infrastructure: ") + e.what());
+    r = fail(VerifyResult{}, Decision::error, Stage::infrastructure, std::string("infrastructure: ") + e.what());
   }
+  diagnose(r, request.source);
+  return r;
 }
 
 VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
@@ -208,6 +229,14 @@ VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
   r.compiler_diagnostics = compiled.parsed;
   if (compiled.status == CompileStatus::infrastructure)
     return fail(std::move(r), Decision::error, Stage::infrastructure, "infrastructure: " + compiled.message);
+  if (compiled.status == CompileStatus::forbidden_input) {
+    // The policy's reading of the source missed something clang did read.
+    Diagnostic d;
+    d.text = compiled.message;
+    d.stage_message = "policy: " + compiled.message;
+    r.compiler_diagnostics.insert(r.compiler_diagnostics.begin(), d);
+    return fail(std::move(r), Decision::fail, Stage::policy, "policy: " + compiled.message);
+  }
   if (compiled.status != CompileStatus::ok) {
     if (compiled.status == CompileStatus::limit_exceeded) {
       Diagnostic d;
@@ -226,10 +255,19 @@ VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
     prepared.push_back(prepare_fixture(f, options_));
     if (prepared.back().problem.empty()) {
       run_index.push_back(static_cast<int>(packets.size()));
-      packets.push_back({f.name, prepared.back().packet});
+      PacketInput in{f.name, prepared.back().packet, {}};
+      for (const auto& m : prepared.back().expected_maps) in.read_maps.push_back({m.map, m.key});
+      packets.push_back(std::move(in));
     } else {
       run_index.push_back(-1);
     }
+  }
+  std::vector<MapWrite> initial;
+  for (size_t i = 0; i < request.initial_maps.size(); ++i) {
+    MapWrite w;
+    if (std::string why = decode_map_entry(request.initial_maps[i], "maps[" + std::to_string(i) + "]", &w); !why.empty())
+      return fail(std::move(r), Decision::error, Stage::behaviour, "behaviour: initial map contents: " + why);
+    initial.push_back(std::move(w));
   }
   LoaderConfig lc;
   lc.timeout_ms = remaining_ms(options_.verify_timeout_ms);
@@ -237,7 +275,7 @@ VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
   lc.minimal_capabilities = options_.minimal_loader_capabilities;
   if (lc.timeout_ms <= 0)
     return fail(std::move(r), Decision::error, Stage::infrastructure, "infrastructure: request time limit reached before loading");
-  LoadReport load = load_and_run(compiled.object, packets, lc);
+  LoadReport load = load_and_run(compiled.object, packets, lc, initial);
   if (!load.finished)
     return fail(std::move(r), Decision::error, Stage::infrastructure, "infrastructure: " + load.child_failure);
   if (load.infrastructure)
@@ -248,7 +286,7 @@ VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
     r.verifier_log_excerpt = load.reject_reason + "\n" + libbpf_gist(load.libbpf_messages);
     // A refused helper is found by instruction, which carries no line here:
     // point at the source line that names it.
-    static const std::regex refused_call(R"(calls (bpf_\w+))");
+    static const std::regex refused_call(R"((?:calls the kfunc|declares the kernel variable|calls) (\w+))");
     std::smatch m;
     if (std::regex_search(load.reject_reason, m, refused_call)) {
       if (int line = first_line_naming(request.source, m[1]); line > 0) {
@@ -277,6 +315,9 @@ VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
     r.verifier_log_excerpt = a.excerpt;
     r.verifier_line = a.line;
     r.verifier_insn = a.insn;
+    // The column of that instruction, from the object's own line info.
+    if (SourcePosition pos = btf_line_info_position(compiled.object, a.insn); pos.line == a.line && a.line > 0)
+      r.verifier_column = pos.column;
     r.verifier_source_line = a.line > 0 ? source_line(request.source, a.line) : a.annotation;
     r.verified_insns = a.processed_insns;
     std::string where = a.line > 0 ? " at line " + std::to_string(a.line) : "";
@@ -287,8 +328,10 @@ VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
   r.verified_insns = load.verified_insns;
 
   // Stage 4: behaviour.
-  int failed = 0, unrunnable = 0;
-  std::string failures;
+  if (!load.map_init_error.empty())
+    return fail(std::move(r), Decision::error, Stage::behaviour, "behaviour: " + load.map_init_error);
+  int failed = 0, unusable = 0, not_run = 0, not_checked = 0;
+  std::string failures, first_not_run;
   for (size_t i = 0; i < request.fixtures.size(); ++i) {
     const Fixture& f = request.fixtures[i];
     const PreparedFixture& p = prepared[i];
@@ -297,9 +340,10 @@ VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
     fr.expected_action = p.problem.empty() ? xdp_action_name(p.expected_action) : f.expected_action;
     fr.expected_packet_hex = p.problem.empty() ? encode_hex(p.expected_packet) : f.expected_packet_hex;
     if (!p.problem.empty()) {
+      // The fixture itself is unusable (malformed hex, unknown action, too big).
       fr.note = p.problem;
       fr.got_action = "NOT_RUN";
-      ++unrunnable;
+      ++unusable;
       r.fixtures.push_back(std::move(fr));
       continue;
     }
@@ -307,61 +351,109 @@ VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
                                ? &load.runs[static_cast<size_t>(run_index[i])]
                                : nullptr;
     if (!run || !run->ran) {
+      // The kernel would not run it: reported, counted, never a failure of the program.
       fr.got_action = "NOT_RUN";
       if (run && p.packet.size() < 14 && run->error_errno == EINVAL)
-        fr.note = "packet is " + std::to_string(p.packet.size()) +
-                  " bytes, shorter than an Ethernet header (14): the kernel refuses to run XDP on it "
+        fr.note = "not run: the frame is " + std::to_string(p.packet.size()) +
+                  " bytes, shorter than an Ethernet header (14): the kernel refuses XDP test runs on it "
                   "(BPF_PROG_TEST_RUN: EINVAL), as real NICs never hand such runt frames to XDP";
       else
-        fr.note = run ? run->error : "the loader did not run this fixture";
-      ++unrunnable;
+        fr.note = "not run: " + (run ? run->error : std::string("the loader did not run this fixture"));
+      if (first_not_run.empty()) first_not_run = fr.name + ": " + fr.note;
+      ++not_run;
       r.fixtures.push_back(std::move(fr));
       continue;
     }
+    fr.ran = true;
     fr.got_action = xdp_action_name(run->retval);
     fr.got_packet_hex = encode_hex(run->output);
-    bool action_ok = run->retval == p.expected_action;
-    bool packet_ok = f.expected_packet_hex.empty() || run->output == p.expected_packet;
-    fr.passed = action_ok && packet_ok;
-    if (!fr.passed) {
-      ++failed;
-      if (!action_ok) fr.note = "expected " + fr.expected_action + ", got " + fr.got_action;
+    std::vector<std::string> notes, unchecked;
+    const bool action_ok = run->retval == p.expected_action;
+    if (!action_ok) notes.push_back("expected " + fr.expected_action + ", got " + fr.got_action);
+    bool packet_ok = true;
+    if (!f.expected_packet_hex.empty()) {
+      packet_ok = run->output == p.expected_packet;
       if (!packet_ok) {
         size_t diff = 0;
         while (diff < run->output.size() && diff < p.expected_packet.size() && run->output[diff] == p.expected_packet[diff]) ++diff;
-        std::string what = "output packet differs from expected_packet_hex at byte " + std::to_string(diff) +
-                           " (got " + std::to_string(run->output.size()) + " bytes, expected " +
-                           std::to_string(p.expected_packet.size()) + ")";
-        fr.note = fr.note.empty() ? what : fr.note + "; " + what;
+        notes.push_back("output packet differs from expected_packet_hex at byte " + std::to_string(diff) + " (got " +
+                        std::to_string(run->output.size()) + " bytes, expected " +
+                        std::to_string(p.expected_packet.size()) + ")");
       }
+    } else if (f.validator == "packet_bytes") {
+      unchecked.push_back("output bytes: not checked: no expected value given");
+    }
+    bool maps_ok = true;
+    for (size_t m = 0; m < p.expected_maps.size(); ++m) {
+      const MapWrite& want = p.expected_maps[m];
+      const std::string what = "map " + want.map + "[" + encode_hex(want.key) + "]";
+      const std::string err = m < run->map_errors.size() ? run->map_errors[m] : "not read";
+      if (!err.empty()) {
+        maps_ok = false;
+        notes.push_back(what + ": " + err);
+        continue;
+      }
+      std::string expected = want.value;
+      const std::string& got = run->map_values[m];
+      if (expected.size() < got.size()) expected.resize(got.size(), '\0');  // value_u32 against wider values
+      if (got != expected) {
+        maps_ok = false;
+        notes.push_back(what + " is " + encode_hex(got) + ", expected " + encode_hex(expected));
+      }
+    }
+    if (p.expected_maps.empty() && f.validator == "map_state")
+      unchecked.push_back("map state: not checked: no expected value given");
+    fr.passed = action_ok && packet_ok && maps_ok;
+    for (const auto& u : unchecked) fr.not_checked += (fr.not_checked.empty() ? "" : "; ") + u;
+    if (!unchecked.empty()) ++not_checked;
+    for (const auto& n : notes) fr.note += (fr.note.empty() ? "" : "; ") + n;
+    if (fr.passed && !fr.not_checked.empty()) fr.note = fr.not_checked;
+    if (!fr.passed) {
+      ++failed;
       if (failed <= 3) failures += (failures.empty() ? "" : "; ") + f.name + ": " + fr.note;
     }
     r.fixtures.push_back(std::move(fr));
   }
-  r.behaviour_checked = request.fixtures.size() > static_cast<size_t>(unrunnable);
+  const int total = static_cast<int>(request.fixtures.size());
+  const int ran = total - unusable - not_run;
+  r.fixtures_not_run = not_run + unusable;
+  r.fixtures_not_checked = not_checked;
+  r.behaviour_checked = ran > 0;
+  // What was not run or not checked is said in every summary.
+  std::string caveats;
+  if (not_run > 0)
+    caveats += "; " + plural(not_run, "fixture", "fixtures") + " not run (" + first_not_run + ")";
+  if (not_checked > 0)
+    caveats += "; " + plural(not_checked, "fixture", "fixtures") +
+               " with expectations not checked (no expected value given)";
   const std::string verified = "compiled, verified (" + std::to_string(r.verified_insns) + " insns)";
   if (failed > 0)
     return fail(std::move(r), Decision::fail, Stage::behaviour,
-                "behaviour: " + std::to_string(failed) + " of " + std::to_string(request.fixtures.size()) +
-                    " fixtures failed: " + failures);
-  if (unrunnable > 0) {
+                "behaviour: " + std::to_string(failed) + " of " + std::to_string(ran) + " fixtures run failed: " +
+                    failures + caveats);
+  if (unusable > 0) {
     std::string first;
     for (const auto& fr : r.fixtures)
-      if (fr.got_action == "NOT_RUN") {
+      if (fr.got_action == "NOT_RUN" && fr.note.rfind("not run:", 0) != 0) {
         first = fr.name + ": " + fr.note;
         break;
       }
     return fail(std::move(r), Decision::error, Stage::behaviour,
-                "behaviour: " + std::to_string(unrunnable) + " of " + std::to_string(request.fixtures.size()) +
-                    " fixtures could not be run (" + first + ")");
+                "behaviour: " + std::to_string(unusable) + " of " + std::to_string(total) +
+                    " fixtures are unusable (" + first + ")" + caveats);
   }
+  if (total > 0 && ran == 0)
+    return fail(std::move(r), Decision::error, Stage::behaviour,
+                "behaviour: none of the " + std::to_string(total) + " fixtures could be run, so behaviour is NOT checked" +
+                    caveats);
   r.decision = Decision::pass;
   r.first_failed_stage = Stage::none;
   if (request.fixtures.empty())
     r.summary = "pass: " + verified + "; behaviour NOT checked (no fixtures given)";
+  else if (not_run > 0)
+    r.summary = "pass: " + verified + "; all " + std::to_string(ran) + " runnable fixtures behaved as expected" + caveats;
   else
-    r.summary = "pass: " + verified + "; all " + std::to_string(request.fixtures.size()) +
-                " fixtures behaved as expected";
+    r.summary = "pass: " + verified + "; all " + std::to_string(total) + " fixtures behaved as expected" + caveats;
   return r;
 }
 

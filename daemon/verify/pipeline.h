@@ -19,6 +19,9 @@ struct PipelineState;  // shared by copies: concurrency slots, prepared include 
 struct VerifyRequest {
   std::string source;              // C source of one XDP program
   std::vector<Fixture> fixtures;
+  // Written into the program's maps after loading, before the first fixture
+  // (e.g. devmap slot 0 -> the loopback ifindex, so XDP_REDIRECT paths run).
+  std::vector<MapEntry> initial_maps = {};
 };
 
 struct PipelineOptions {

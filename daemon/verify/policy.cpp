@@ -15,9 +15,21 @@ struct Scanned {
   std::string code;          // comments replaced by one space, literals kept
   std::string bare;          // like code, but string/char literal contents blanked
   std::vector<int> line_of;  // original 1-based line of each char in code/bare
-  std::vector<std::string> string_literals;
+  std::vector<std::string> string_literals;  // contents as written (escapes not decoded)
   std::vector<int> string_literal_lines;
+  std::vector<int> raw_string_lines;  // R"(...)" and its prefixed forms: refused
 };
+
+bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// True when the '"' at `quote` starts a raw string literal: the identifier
+// right before it is R, LR, uR, UR or u8R (clang-19 accepts these in C, gnu mode).
+bool opens_raw_string(const std::string& text, size_t quote) {
+  size_t b = quote;
+  while (b > 0 && is_ident_char(text[b - 1])) --b;
+  const std::string prefix = text.substr(b, quote - b);
+  return prefix == "R" || prefix == "LR" || prefix == "uR" || prefix == "UR" || prefix == "u8R";
+}
 
 Scanned scan(const std::string& src) {
   // Phase 2: splice lines, remembering original line numbers.
@@ -72,6 +84,10 @@ Scanned scan(const std::string& src) {
     if (c == '"' || c == '\'') {
       char quote = c;
       int ln = lines[i];
+      // A raw string's contents are not lexed like an ordinary literal's (no
+      // escapes, newlines allowed): this scanner would lose track of what is
+      // code, so raw strings are refused outright (check_policy).
+      if (c == '"' && opens_raw_string(spliced, i)) out.raw_string_lines.push_back(ln);
       std::string literal;
       put(c, c, ln);
       ++i;
@@ -101,7 +117,21 @@ Scanned scan(const std::string& src) {
   return out;
 }
 
-bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+// Calls f(begin, end) for every word (a run of letters, digits and '_') of the
+// comment- and literal-free code: the identifiers the policy judges.
+template <typename F>
+void for_each_word(const std::string& bare, F f) {
+  for (size_t i = 0; i < bare.size();) {
+    if (!is_ident_char(bare[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < bare.size() && is_ident_char(bare[j])) ++j;
+    f(i, j);
+    i = j;
+  }
+}
 
 struct Reporter {
   std::vector<Diagnostic>& out;
@@ -129,12 +159,8 @@ const std::vector<std::pair<std::string, std::string>>& forbidden_identifiers() 
       {"__has_embed", "__has_embed probes files"},
       {"_Pragma", "_Pragma is not allowed (use #pragma unroll / #pragma clang loop only)"},
       {"__pragma", "__pragma is not allowed"},
-      {"asm", "inline assembly is not allowed"},
-      {"__asm", "inline assembly is not allowed"},
-      {"__asm__", "inline assembly is not allowed"},
       {"section", "raw section attributes are not allowed; use SEC(\"xdp\")"},
       {"__section__", "raw section attributes are not allowed; use SEC(\"xdp\")"},
-      {"__ksym", "kernel symbol externs (__ksym) are not allowed"},
       {"__kconfig", "kernel config externs (__kconfig) are not allowed"},
       {"pinning", "map pinning is not allowed: nothing may outlive the verification"},
       {"LIBBPF_PIN_BY_NAME", "map pinning is not allowed: nothing may outlive the verification"},
@@ -143,6 +169,50 @@ const std::vector<std::pair<std::string, std::string>>& forbidden_identifiers() 
   return list;
 }
 
+// The characters a C string literal's contents stand for (escapes decoded), so
+// "\056incbin" is seen as ".incbin".
+std::string decode_escapes(const std::string& lit) {
+  std::string out;
+  for (size_t i = 0; i < lit.size(); ++i) {
+    if (lit[i] != '\\' || i + 1 >= lit.size()) {
+      out.push_back(lit[i]);
+      continue;
+    }
+    char e = lit[++i];
+    auto hexval = [](char h) { return std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10); };
+    if (e >= '0' && e <= '7') {
+      int v = 0;
+      for (int k = 0; k < 3 && i < lit.size() && lit[i] >= '0' && lit[i] <= '7'; ++k, ++i) v = v * 8 + (lit[i] - '0');
+      --i;
+      out.push_back(static_cast<char>(v));
+    } else if (e == 'x') {
+      int v = 0;
+      while (i + 1 < lit.size() && std::isxdigit(static_cast<unsigned char>(lit[i + 1]))) v = v * 16 + hexval(lit[++i]);
+      out.push_back(static_cast<char>(v));
+    } else {
+      static const std::string from = "ntrabfv", to = "\n\t\r\a\b\f\v";
+      size_t k = from.find(e);
+      out.push_back(k == std::string::npos ? e : to[k]);
+    }
+  }
+  return out;
+}
+
+// Assembler directives an inline-asm template may use: data only. Directives
+// that read or include files (.incbin, .include, .file, .cv_file, ...),
+// define macros or switch sections are refused with everything else.
+bool is_allowed_asm_directive(const std::string& d) {
+  static const std::set<std::string> allowed = {"byte", "short", "hword", "word", "long", "int", "quad",
+                                                "balign", "p2align", "align"};
+  return allowed.count(d) > 0;
+}
+
+// Checks one asm statement starting at `at` (just after the asm keyword) in
+// the comment-free code: the template must be string literals written right
+// there (no macros, which could assemble a directive out of pieces), and the
+// template may contain no assembler directive beyond the data ones.
+void check_asm(const std::string& code, size_t at, int line, Reporter& report);
+
 bool is_allowed_pragma(const std::string& rest) {
   static const std::regex allowed(
       R"(^(once|unroll(\s*\(?\s*\d+\s*\)?)?|nounroll|unroll_and_jam|clang\s+loop\s+[A-Za-z_]+\s*\([A-Za-z0-9_ ]*\)(\s+[A-Za-z_]+\s*\([A-Za-z0-9_ ]*\))*|GCC\s+unroll\s+\d+)\s*$)");
@@ -150,12 +220,58 @@ bool is_allowed_pragma(const std::string& rest) {
   return rest.size() <= 256 && std::regex_match(rest, allowed);
 }
 
+void check_asm(const std::string& code, size_t at, int line, Reporter& report) {
+  auto skip_space = [&](size_t k) {
+    while (k < code.size() && std::isspace(static_cast<unsigned char>(code[k]))) ++k;
+    return k;
+  };
+  size_t k = skip_space(at);
+  static const std::set<std::string> qualifiers = {"volatile", "__volatile__", "__volatile", "inline",
+                                                   "__inline", "__inline__", "goto"};
+  for (;;) {
+    size_t e = k;
+    while (e < code.size() && is_ident_char(code[e])) ++e;
+    if (e == k || !qualifiers.count(code.substr(k, e - k))) break;
+    k = skip_space(e);
+  }
+  const char* shape = "inline assembly must be written asm [volatile] (\"template\" ...) with the template as string "
+                      "literals in place (no macros)";
+  if (k >= code.size() || code[k] != '(') return report(line, shape);
+  k = skip_space(k + 1);
+  std::string tmpl;
+  bool any = false;
+  while (k < code.size() && code[k] == '"') {
+    size_t e = k + 1;
+    while (e < code.size() && code[e] != '"' && code[e] != '\n') e += code[e] == '\\' ? 2 : 1;
+    if (e >= code.size() || code[e] != '"') return report(line, shape);
+    tmpl += decode_escapes(code.substr(k + 1, e - k - 1));
+    any = true;
+    k = skip_space(e + 1);
+  }
+  if (!any || k >= code.size() || (code[k] != ':' && code[k] != ')')) return report(line, shape);
+  // A directive: '.' + name at the start of a token.
+  for (size_t i = 0; i + 1 < tmpl.size(); ++i) {
+    if (tmpl[i] != '.' || (i > 0 && (is_ident_char(tmpl[i - 1]) || tmpl[i - 1] == '.' || tmpl[i - 1] == '$'))) continue;
+    size_t e = i + 1;
+    while (e < tmpl.size() && (is_ident_char(tmpl[e]) || tmpl[e] == '.' || tmpl[e] == '$')) ++e;
+    std::string name = tmpl.substr(i + 1, e - i - 1);
+    if (name.empty() || !std::isalpha(static_cast<unsigned char>(name[0])) || is_allowed_asm_directive(name)) continue;
+    report(line, "inline assembly uses the assembler directive ." + name.substr(0, 40) +
+                     ", which is not allowed (only the data directives .byte .short .word .long .int .quad .balign "
+                     ".p2align .align; never .incbin, .include, .file or the like)");
+    return;
+  }
+}
+
 }  // namespace
 
 bool is_allowed_header(const std::string& name) {
   if (name.find("..") != std::string::npos || name.empty() || name[0] == '/' || name.size() > 256) return false;
   static const std::regex allowed(R"(^(vmlinux\.h|bpf/[A-Za-z0-9_]+\.h|linux/([a-z0-9_\-]+/)*[A-Za-z0-9_\-]+\.h)$)");
-  return std::regex_match(name, allowed);
+  // The minimal libc headers of the private include tree (include_tree.cpp).
+  static const std::set<std::string> libc = {"stddef.h", "stdint.h",   "stdbool.h",  "limits.h",   "endian.h",
+                                             "sys/types.h", "sys/time.h", "sys/ioctl.h", "sys/socket.h"};
+  return libc.count(name) > 0 || std::regex_match(name, allowed);
 }
 
 bool is_xdp_section(const std::string& name) {
@@ -194,6 +310,8 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
   }
 
   const Scanned s = scan(source);
+  for (int line : s.raw_string_lines)
+    report(line, "raw string literals (R\"(...)\") are not allowed: the policy cannot see what they hide");
 
   // Preprocessor directives, one logical line at a time. "%:" is the digraph for '#'.
   size_t pos = 0;
@@ -229,7 +347,9 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
         }
         if (!ok)
           report(line, "#include " + rest.substr(0, 80) +
-                           " is not allowed: only <bpf/NAME.h>, <linux/NAME.h> and <vmlinux.h> may be included");
+                           " is not allowed: only <bpf/NAME.h>, <linux/NAME.h>, <vmlinux.h> and the minimal libc headers "
+                           "(stddef.h stdint.h stdbool.h limits.h endian.h sys/types.h sys/time.h sys/ioctl.h "
+                           "sys/socket.h) may be included");
       } else if (name == "pragma") {
         if (!is_allowed_pragma(rest))
           report(line, "#pragma " + rest.substr(0, 80) +
@@ -259,18 +379,13 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
   // Identifier scan over code without comments and literal contents.
   std::vector<std::string> sections;
   std::vector<int> section_lines;
-  for (size_t i = 0; i < s.bare.size();) {
-    if (!is_ident_char(s.bare[i]) || (i > 0 && is_ident_char(s.bare[i - 1]))) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < s.bare.size() && is_ident_char(s.bare[j])) ++j;
+  for_each_word(s.bare, [&](size_t i, size_t j) {
     std::string ident = s.bare.substr(i, j - i);
     int line = s.line_of[i];
     for (const auto& [bad, why] : forbidden_identifiers()) {
       if (ident == bad) report(line, why);
     }
+    if (ident == "asm" || ident == "__asm" || ident == "__asm__") check_asm(s.code, j, line, report);
     if (ident == "SEC") {
       // SEC must be applied to a string literal directly: SEC("xdp").
       size_t k = j;
@@ -296,11 +411,10 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
       // "#define SEC(x) ..." redefinitions are caught as a non-literal use too.
       if (!ok) report(line, "SEC must be used as SEC(\"name\") with a string literal");
     }
-    i = j;
-  }
+  });
 
   for (size_t i = 0; i < s.string_literals.size(); ++i) {
-    const std::string& lit = s.string_literals[i];
+    const std::string lit = decode_escapes(s.string_literals[i]);
     for (const char* bad : {".incbin", ".include", ".file"}) {
       if (lit.find(bad) != std::string::npos)
         report(s.string_literal_lines[i], std::string("string literal contains the assembler directive ") + bad);
@@ -323,17 +437,39 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
   return out;
 }
 
+LexicalView lexical_view(const std::string& source) {
+  const Scanned s = scan(source);
+  LexicalView v;
+  v.raw_strings = !s.raw_string_lines.empty();
+  // The same walk check_policy makes (numbers are words to it, not identifiers).
+  for_each_word(s.bare, [&](size_t i, size_t j) {
+    if (!std::isdigit(static_cast<unsigned char>(s.bare[i]))) v.identifiers.push_back({s.line_of[i], s.bare.substr(i, j - i)});
+  });
+  for (size_t i = 0; i < s.string_literals.size(); ++i)
+    v.string_literals.push_back({s.string_literal_lines[i], s.string_literals[i]});
+  return v;
+}
+
 int first_line_naming(const std::string& source, const std::string& identifier) {
   if (identifier.empty()) return 0;
   // The policy's own view of the source: comments and literal contents gone,
   // every character mapped back to its line.
   const Scanned s = scan(source);
+  int first = 0;
   for (size_t at = s.bare.find(identifier); at != std::string::npos; at = s.bare.find(identifier, at + 1)) {
     const size_t end = at + identifier.size();
-    if ((at == 0 || !is_ident_char(s.bare[at - 1])) && (end == s.bare.size() || !is_ident_char(s.bare[end])))
-      return s.line_of[at];
+    if ((at != 0 && is_ident_char(s.bare[at - 1])) || (end != s.bare.size() && is_ident_char(s.bare[end]))) continue;
+    if (first == 0) first = s.line_of[at];
+    // Prefer a call (name followed by '(') outside an extern declaration:
+    // that is where the instruction comes from.
+    size_t k = end;
+    while (k < s.bare.size() && std::isspace(static_cast<unsigned char>(s.bare[k]))) ++k;
+    size_t bol = s.bare.rfind('\n', at);
+    bol = bol == std::string::npos ? 0 : bol + 1;
+    const bool declaration = s.bare.substr(bol, at - bol).find("extern") != std::string::npos;
+    if (k < s.bare.size() && s.bare[k] == '(' && !declaration) return s.line_of[at];
   }
-  return 0;
+  return first;
 }
 
 }  // namespace qwen3::verify

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "verify/verify_result.h"
@@ -19,10 +20,23 @@ struct PolicyLimits {
 // (line numbers are 1-based source lines).
 std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimits& limits);
 
-// The first source line (1-based) that names `identifier` as a whole word
-// outside comments, 0 if none: where a refused helper call comes from when the
-// object's instruction has no line of its own.
+// The first source line (1-based) that calls `identifier` (name followed by
+// '(', not in an extern declaration), else the first that names it as a whole
+// word, outside comments; 0 if none: where a refused helper call comes from
+// when the object's instruction has no line of its own.
 int first_line_naming(const std::string& source, const std::string& identifier);
+
+// What the policy's lexer sees as code: every identifier outside comments and
+// literals, and every ordinary string literal (contents as written), each with
+// its 1-based source line; raw_strings is true when the source has a raw
+// string literal (refused: past one, the view is not trusted). Tests compare
+// it with clang's own raw lexer.
+struct LexicalView {
+  std::vector<std::pair<int, std::string>> identifiers;
+  std::vector<std::pair<int, std::string>> string_literals;
+  bool raw_strings = false;
+};
+LexicalView lexical_view(const std::string& source);
 
 // True for the header names a program may include: bpf/NAME.h, linux/...NAME.h, vmlinux.h.
 bool is_allowed_header(const std::string& name);

@@ -15,10 +15,20 @@ nlohmann::json to_json(const VerifyResult& r) {
   j["verifier_message"] = r.verifier_message;
   j["verifier_line"] = r.verifier_line;
   j["verifier_insn"] = r.verifier_insn;
+  j["verifier_column"] = r.verifier_column;
   j["verifier_source_line"] = r.verifier_source_line;
   j["verifier_log_excerpt"] = r.verifier_log_excerpt;
   j["verified_insns"] = r.verified_insns;
   j["compile_sandbox"] = r.compile_sandbox;
+  j["fixtures_not_run"] = r.fixtures_not_run;
+  j["fixtures_not_checked"] = r.fixtures_not_checked;
+  j["error_id"] = r.error_id;
+  j["error_class"] = r.error_class;
+  j["span"] = {{"line", r.span_line},
+               {"column_start", r.span_column_start},
+               {"column_end", r.span_column_end},
+               {"text", r.span_text}};
+  j["next_action"] = r.next_action;
   auto& fx = j["fixtures"] = nlohmann::json::array();
   for (const auto& f : r.fixtures)
     fx.push_back({{"name", f.name},
@@ -27,7 +37,9 @@ nlohmann::json to_json(const VerifyResult& r) {
                   {"got_action", f.got_action},
                   {"expected_packet_hex", f.expected_packet_hex},
                   {"got_packet_hex", f.got_packet_hex},
-                  {"note", f.note}});
+                  {"note", f.note},
+                  {"ran", f.ran},
+                  {"not_checked", f.not_checked}});
   return j;
 }
 

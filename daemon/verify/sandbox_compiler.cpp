@@ -40,6 +40,8 @@ using Clock = std::chrono::steady_clock;
 // Exit codes the sandbox child uses when it cannot even start the compiler.
 constexpr int kSetupFailed = 120;
 constexpr int kExecFailed = 121;
+constexpr int kDepsFd = 3;                 // in the sandbox child: where the dependency list goes
+constexpr size_t kMaxDepsBytes = 1 << 20;  // a longer list stops the compile
 
 std::string resolve_executable(const std::string& name) {
   auto real = [](const std::string& p) -> std::string {
@@ -157,6 +159,10 @@ std::string build_plan(SandboxPlan& plan, const SandboxConfig& cfg, const std::s
                "-fno-trigraphs",
                "-ferror-limit=20",
                "-fmacro-backtrace-limit=4",
+               // What clang read (every #include, #embed), for the parent to check.
+               "-MD",
+               "-MF",
+               "/tmp/prog.d",
                "-x",
                "c",
                "/src/prog.c",
@@ -194,7 +200,8 @@ std::string build_landlock_plan(SandboxPlan& plan, const SandboxConfig& cfg, con
   plan.exe = clang_real;
   plan.args = {clang_real, "--no-default-config", "-O2", "-g", "-target", "bpf", "-Wall", "-c", "-nostdinc",
                "-isystem", cfg.include_dir, "-fno-color-diagnostics", "-fno-crash-diagnostics", "-fno-trigraphs",
-               "-ferror-limit=20", "-fmacro-backtrace-limit=4", "-x", "c", request_dir + "/prog.c", "-o", "-"};
+               "-ferror-limit=20", "-fmacro-backtrace-limit=4", "-MD", "-MF", request_dir + "/tmp/prog.d", "-x", "c",
+               request_dir + "/prog.c", "-o", "-"};
   plan.env = {"PATH=/usr/bin:/bin", "LC_ALL=C", "TMPDIR=" + request_dir + "/tmp", "HOME=" + request_dir};
   return "";
 }
@@ -231,15 +238,18 @@ bool drop_all_capabilities() {
 
 // Runs in the forked child: syscalls only, no allocation.
 [[noreturn]] void run_child(const SandboxPlan& plan, char* const* argv, char* const* envp, int in_fd, int out_fd,
-                            int err_fd, uid_t uid, gid_t gid, const SandboxConfig& cfg) {
+                            int err_fd, int deps_fd, uid_t uid, gid_t gid, const SandboxConfig& cfg) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (dup2(in_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(kSetupFailed);
+  // Namespace mode: fd 3 carries clang's dependency list back out of the tmpfs.
+  const int keep_from = plan.mode == SandboxMode::namespaces && deps_fd >= 0 ? 4 : 3;
+  if (keep_from == 4 && dup2(deps_fd, kDepsFd) < 0) _exit(kSetupFailed);
   // Nothing of the daemon's (sockets, maps, model files) may leak into the compiler.
-  if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
+  if (syscall(SYS_close_range, static_cast<unsigned>(keep_from), ~0u, 0u) != 0) {
     struct rlimit nofile {};
     getrlimit(RLIMIT_NOFILE, &nofile);
-    for (rlim_t fd = 3; fd < std::min<rlim_t>(nofile.rlim_cur, 1 << 20); ++fd) close(static_cast<int>(fd));
+    for (rlim_t fd = keep_from; fd < std::min<rlim_t>(nofile.rlim_cur, 1 << 20); ++fd) close(static_cast<int>(fd));
   }
   // Restore default signal dispositions the daemon may have changed.
   for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
@@ -314,8 +324,45 @@ bool drop_all_capabilities() {
     errno = e;
     if (plan.landlock_required) child_fail(kSetupFailed, "landlock");
   }
-  execve(plan.exe.c_str(), argv, envp);
-  child_fail(kExecFailed, "exec compiler");
+  if (plan.mode == SandboxMode::landlock) {
+    execve(plan.exe.c_str(), argv, envp);
+    child_fail(kExecFailed, "exec compiler");
+  }
+  // Namespace mode: the dependency file lives in the private tmpfs, so this
+  // process (already confined) waits for clang and copies it to fd 3.
+  pid_t compiler = fork();
+  if (compiler < 0) child_fail(kSetupFailed, "fork compiler");
+  if (compiler == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    close(kDepsFd);
+    execve(plan.exe.c_str(), argv, envp);
+    child_fail(kExecFailed, "exec compiler");
+  }
+  int status = 0;
+  while (waitpid(compiler, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    int fd = open("/tmp/prog.d", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    static char chunk[65536];
+    for (ssize_t n; fd >= 0 && (n = read(fd, chunk, sizeof chunk)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      for (ssize_t off = 0; off < n;) {
+        ssize_t w = write(kDepsFd, chunk + off, static_cast<size_t>(n - off));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) _exit(kSetupFailed);
+        off += w;
+      }
+    }
+  }
+  close(kDepsFd);
+  if (WIFSIGNALED(status)) {
+    // Die the way the compiler died (the parent tells limits by the signal).
+    signal(WTERMSIG(status), SIG_DFL);
+    kill(getpid(), WTERMSIG(status));
+    _exit(128 + WTERMSIG(status));
+  }
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : kSetupFailed);
 }
 
 std::string first_line_of(const std::string& s) {
@@ -382,6 +429,38 @@ std::string scrub_compiler_output(const std::string& raw) {
     out += line;
     out += '\n';
   }
+  return out;
+}
+
+std::vector<std::string> parse_dependency_list(const std::string& text) {
+  std::vector<std::string> out;
+  // "-: a.c b.h \\\n  c.h": skip the target, then whitespace-separated paths
+  // with make's escapes ("\\ " for a space, "$$" for '$').
+  size_t i = text.find(": ");
+  if (i == std::string::npos) return out;
+  i += 2;
+  std::string cur;
+  auto flush = [&] {
+    if (!cur.empty()) out.push_back(cur);
+    cur.clear();
+  };
+  for (; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\\' && i + 1 < text.size() && (text[i + 1] == '\n' || text[i + 1] == '\r')) {
+      flush();
+      ++i;
+    } else if (c == '\\' && i + 1 < text.size() && (text[i + 1] == ' ' || text[i + 1] == '#' || text[i + 1] == '\\')) {
+      cur.push_back(text[++i]);
+    } else if (c == '$' && i + 1 < text.size() && text[i + 1] == '$') {
+      cur.push_back('$');
+      ++i;
+    } else if (std::isspace(static_cast<unsigned char>(c))) {
+      flush();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  flush();
   return out;
 }
 
@@ -512,18 +591,27 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
     for (int fd : {in_pair[0], in_pair[1], out_pipe[0], out_pipe[1]}) close(fd);
     return finish(CompileStatus::infrastructure, std::string("pipe: ") + strerror(errno));
   }
+  int deps_pipe[2];
+  if (pipe2(deps_pipe, O_CLOEXEC) != 0) {
+    for (int fd : {in_pair[0], in_pair[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+    return finish(CompileStatus::infrastructure, std::string("pipe: ") + strerror(errno));
+  }
 
   pid_t pid = fork();
-  if (pid == 0) run_child(plan, argv.data(), envp.data(), in_pair[1], out_pipe[1], err_pipe[1], uid, gid, cfg);
+  if (pid == 0)
+    run_child(plan, argv.data(), envp.data(), in_pair[1], out_pipe[1], err_pipe[1], deps_pipe[1], uid, gid, cfg);
   close(in_pair[1]);
   close(out_pipe[1]);
   close(err_pipe[1]);
+  close(deps_pipe[1]);
   if (pid < 0) {
-    for (int fd : {in_pair[0], out_pipe[0], err_pipe[0]}) close(fd);
+    for (int fd : {in_pair[0], out_pipe[0], err_pipe[0], deps_pipe[0]}) close(fd);
     return finish(CompileStatus::infrastructure, std::string("fork: ") + strerror(errno));
   }
 
-  int in_fd = in_pair[0], out_fd = out_pipe[0], err_fd = err_pipe[0];
+  int in_fd = in_pair[0], out_fd = out_pipe[0], err_fd = err_pipe[0], deps_fd = deps_pipe[0];
+  std::string deps_text;
+  bool deps_too_big = false;
   fcntl(in_fd, F_SETFL, O_NONBLOCK);
   // In namespace mode the child reads the source from stdin into its tmpfs.
   const std::string& to_send = mode == SandboxMode::landlock ? std::string() : source;
@@ -533,15 +621,19 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
   bool timed_out = false, too_big = false;
   const auto deadline = start + std::chrono::milliseconds(cfg.timeout_ms);
   char buf[65536];
-  while (out_fd >= 0 || err_fd >= 0) {
+  while (out_fd >= 0 || err_fd >= 0 || deps_fd >= 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) {
       timed_out = true;
       break;
     }
-    struct pollfd pfd[3];
+    struct pollfd pfd[4];
     int n = 0;
-    int in_idx = -1, out_idx = -1, err_idx = -1;
+    int in_idx = -1, out_idx = -1, err_idx = -1, deps_idx = -1;
+    if (deps_fd >= 0) {
+      pfd[n] = {deps_fd, POLLIN, 0};
+      deps_idx = n++;
+    }
     if (in_fd >= 0 && written < to_send.size()) {
       pfd[n] = {in_fd, POLLOUT, 0};
       in_idx = n++;
@@ -576,6 +668,19 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
         out_fd = -1;
       }
     }
+    if (deps_idx >= 0 && pfd[deps_idx].revents) {
+      ssize_t r = read(deps_fd, buf, sizeof buf);
+      if (r > 0) {
+        deps_text.append(buf, static_cast<size_t>(r));
+        if (deps_text.size() > kMaxDepsBytes) {
+          deps_too_big = true;
+          break;
+        }
+      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+        close(deps_fd);
+        deps_fd = -1;
+      }
+    }
     if (err_idx >= 0 && pfd[err_idx].revents) {
       ssize_t r = read(err_fd, buf, sizeof buf);
       if (r > 0) {
@@ -588,7 +693,7 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
     }
   }
   int status = 0;
-  if (timed_out || too_big) {
+  if (timed_out || too_big || deps_too_big) {
     kill(-pid, SIGKILL);
     kill(pid, SIGKILL);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -608,8 +713,15 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
       usleep(2000);
     }
   }
-  for (int fd : {in_fd, out_fd, err_fd})
+  for (int fd : {in_fd, out_fd, err_fd, deps_fd})
     if (fd >= 0) close(fd);
+  if (mode == SandboxMode::landlock) {
+    std::ifstream in(tmpl + "/tmp/prog.d", std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    deps_text = ss.str().substr(0, kMaxDepsBytes + 1);
+    deps_too_big = deps_text.size() > kMaxDepsBytes;
+  }
 
   // Landlock mode compiles at host paths: show them like the namespace mode does.
   if (mode == SandboxMode::landlock) {
@@ -625,6 +737,11 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
     result.object.clear();
     return finish(CompileStatus::limit_exceeded,
                   "compiler exceeded the time limit of " + std::to_string(cfg.timeout_ms) + " ms and was killed");
+  }
+  if (deps_too_big) {
+    result.object.clear();
+    return finish(CompileStatus::forbidden_input,
+                  "the compiler's list of files read exceeded " + std::to_string(kMaxDepsBytes) + " bytes");
   }
   if (too_big) {
     result.object.clear();
@@ -671,6 +788,31 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
                     "compilation failed (exit " + std::to_string(code) + "): " + first_line_of(result.diagnostics));
     return finish(CompileStatus::compile_error, "compilation failed with " + std::to_string(errors) + " error(s)" +
                                                     (first.empty() ? "" : ": " + first));
+  }
+  // Decide what was read from what clang itself reports, not from the policy's
+  // reading of the source: every file must be the program or lie in the
+  // private include tree.
+  const std::string main_file = mode == SandboxMode::landlock ? tmpl + "/prog.c" : "/src/prog.c";
+  const std::string tree = mode == SandboxMode::landlock ? cfg.include_dir : "/inc";
+  result.files_read = parse_dependency_list(deps_text);
+  if (result.files_read.empty()) {
+    result.object.clear();
+    return finish(CompileStatus::infrastructure, "the compiler did not report which files it read (-MD)");
+  }
+  for (std::string& f : result.files_read) {
+    const std::string normal = fs::path(f).lexically_normal().string();
+    // The tree holds regular files only (no symlinks), so the lexical form is the real one.
+    const bool inside = normal == main_file || normal.rfind(tree + "/", 0) == 0;
+    // Shown as the user would write them.
+    if (normal == main_file) f = "prog.c";
+    else if (normal.rfind(tree + "/", 0) == 0) f = normal.substr(tree.size() + 1);
+    if (!inside) {
+      result.object.clear();
+      result.forbidden_file = f;
+      return finish(CompileStatus::forbidden_input,
+                    "clang reports that it read " + f.substr(0, 200) +
+                        ", which is outside the allowed headers (only prog.c and the private include tree may be read)");
+    }
   }
   return finish(CompileStatus::ok, "compiled to " + std::to_string(result.object.size()) + " bytes");
 }

@@ -42,6 +42,7 @@ enum class CompileStatus {
   ok,
   compile_error,   // clang rejected the program
   limit_exceeded,  // time, CPU, memory or output limit
+  forbidden_input, // clang reports reading a file outside prog.c and the include tree
   infrastructure,  // the sandbox itself could not be set up
 };
 
@@ -52,10 +53,17 @@ struct CompileOutcome {
   std::vector<Diagnostic> parsed;  // errors/warnings with main-file line numbers
   std::string message;             // one-line summary
   std::string sandbox;             // how it was confined, e.g. "namespaces+landlock"
+  // Every file clang read (its -MD dependency list: #include and #embed), as
+  // "prog.c" and paths inside the include tree ("linux/bpf.h").
+  std::vector<std::string> files_read;
+  std::string forbidden_file;      // forbidden_input: the first file outside the allowed set
   double seconds = 0;
 };
 
 CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig& config);
+
+// The paths of a make-style dependency list ("target: a.c b.h \\\n c.h").
+std::vector<std::string> parse_dependency_list(const std::string& text);
 
 // Turns clang's stderr into diagnostics for the main file ("prog.c"); errors
 // inside headers are attributed to the #include line that pulled them in.

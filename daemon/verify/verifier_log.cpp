@@ -1,5 +1,9 @@
 #include "verify/verifier_log.h"
 
+#include <elf.h>
+
+#include <algorithm>
+#include <cstring>
 #include <regex>
 #include <sstream>
 #include <vector>
@@ -142,7 +146,101 @@ VerifierAnalysis analyze_verifier_log(const std::string& log, const std::string&
   a.excerpt = excerpt;
   a.verifier_class = message.empty() && insn_at < 0 ? VerifierClass::other
                                                     : classify_verifier_error(message, a.insn_text);
+  // "Rn min value is negative" at a load or store (not a helper call) through a
+  // packet pointer: the offset added to the packet pointer may be negative, a
+  // bounds problem (the state lines before it show Rn=pkt(...)).
+  static const std::regex negative(R"(^R(\d+) min value is negative)");
+  std::smatch nm;
+  if (a.verifier_class == VerifierClass::invalid_helper_argument && a.insn_text.rfind("(85) call", 0) != 0 &&
+      std::regex_search(message, nm, negative)) {
+    const std::string pkt = "R" + nm[1].str() + "=pkt(";
+    for (int i = insn_at; i >= 0 && i >= insn_at - 8; --i)
+      if (lines[i].find(pkt) != std::string::npos) {
+        a.verifier_class = VerifierClass::packet_bounds;
+        break;
+      }
+  }
   return a;
+}
+
+namespace {
+
+template <typename T>
+bool read_at(const std::string& b, size_t off, T* out) {
+  if (off > b.size() || b.size() - off < sizeof(T)) return false;
+  std::memcpy(out, b.data() + off, sizeof(T));
+  return true;
+}
+
+}  // namespace
+
+SourcePosition btf_line_info_position(const std::string& elf, int insn) {
+  SourcePosition pos;
+  if (insn < 0) return pos;
+  Elf64_Ehdr eh;
+  if (!read_at(elf, 0, &eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh.e_shentsize != sizeof(Elf64_Shdr))
+    return pos;
+  std::vector<Elf64_Shdr> sh(eh.e_shnum);
+  for (size_t i = 0; i < sh.size(); ++i)
+    if (!read_at(elf, eh.e_shoff + i * sizeof(Elf64_Shdr), &sh[i])) return pos;
+  if (eh.e_shstrndx >= sh.size()) return pos;
+  auto section_name = [&](const Elf64_Shdr& h) -> std::string {
+    const Elf64_Shdr& strtab = sh[eh.e_shstrndx];
+    size_t off = strtab.sh_offset + h.sh_name;
+    if (off >= elf.size() || h.sh_name >= strtab.sh_size) return "";
+    return std::string(elf.c_str() + off, strnlen(elf.c_str() + off, elf.size() - off));
+  };
+  std::string btf, ext, prog_section;
+  for (const auto& h : sh) {
+    const std::string name = section_name(h);
+    if (h.sh_offset > elf.size() || h.sh_size > elf.size() - h.sh_offset) continue;
+    if (name == ".BTF") btf = elf.substr(h.sh_offset, h.sh_size);
+    else if (name == ".BTF.ext") ext = elf.substr(h.sh_offset, h.sh_size);
+    else if ((h.sh_flags & SHF_EXECINSTR) && name.rfind("xdp", 0) == 0) prog_section = name;
+  }
+  // .BTF: header {magic u16, version u8, flags u8, hdr_len u32, type_off, type_len, str_off, str_len}.
+  uint32_t btf_hdr_len = 0, str_off = 0, str_len = 0;
+  uint16_t magic = 0;
+  if (prog_section.empty() || !read_at(btf, 0, &magic) || magic != 0xeB9F || !read_at(btf, 4, &btf_hdr_len) ||
+      !read_at(btf, 16, &str_off) || !read_at(btf, 20, &str_len))
+    return pos;
+  const size_t strings = size_t{btf_hdr_len} + str_off;
+  auto btf_string = [&](uint32_t off) -> std::string {
+    if (off >= str_len || strings + off >= btf.size()) return "";
+    const char* p = btf.c_str() + strings + off;
+    return std::string(p, strnlen(p, btf.size() - strings - off));
+  };
+  // .BTF.ext: header {magic u16, version u8, flags u8, hdr_len u32, func_info_off, func_info_len,
+  // line_info_off, line_info_len}; line info: rec_size u32, then per section {name_off, count, records}.
+  uint32_t ext_hdr_len = 0, li_off = 0, li_len = 0, rec_size = 0;
+  if (!read_at(ext, 0, &magic) || magic != 0xeB9F || !read_at(ext, 4, &ext_hdr_len) || !read_at(ext, 16, &li_off) ||
+      !read_at(ext, 20, &li_len))
+    return pos;
+  size_t at = size_t{ext_hdr_len} + li_off;
+  const size_t end = std::min(ext.size(), at + li_len);
+  if (!read_at(ext, at, &rec_size) || rec_size < 16) return pos;
+  at += 4;
+  const uint32_t want = static_cast<uint32_t>(insn) * 8;  // insn_off is in bytes
+  while (at + 8 <= end) {
+    uint32_t name_off = 0, count = 0;
+    read_at(ext, at, &name_off);
+    read_at(ext, at + 4, &count);
+    at += 8;
+    const bool ours = btf_string(name_off) == prog_section;
+    // The record of the instruction: the last one at or before it.
+    for (uint32_t i = 0; i < count && at + rec_size <= end; ++i, at += rec_size) {
+      uint32_t insn_off = 0, line_col = 0;
+      read_at(ext, at, &insn_off);
+      read_at(ext, at + 12, &line_col);
+      if (ours && insn_off <= want) {
+        pos.line = static_cast<int>(line_col >> 10);
+        pos.column = static_cast<int>(line_col & 0x3ff);
+      }
+    }
+    if (ours) return pos;
+  }
+  return SourcePosition{};
 }
 
 }  // namespace qwen3::verify

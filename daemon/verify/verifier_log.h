@@ -25,6 +25,16 @@ struct VerifierAnalysis {
 // main_file is the name the program's own lines carry in line info.
 VerifierAnalysis analyze_verifier_log(const std::string& log, const std::string& main_file);
 
+// The source position clang recorded for instruction `insn` of the XDP
+// program in the object's BTF line info (.BTF.ext): line and column (1-based;
+// 0 when unknown). Only instructions of the program's own section are found
+// (not those of subprograms libbpf appends).
+struct SourcePosition {
+  int line = 0;
+  int column = 0;
+};
+SourcePosition btf_line_info_position(const std::string& elf_object, int insn);
+
 // Classification of an error message (and the rejected instruction, since an
 // error at a helper call is about the helper's arguments).
 VerifierClass classify_verifier_error(const std::string& message, const std::string& insn_text);

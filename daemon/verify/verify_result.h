@@ -29,11 +29,25 @@ struct Diagnostic {
   std::string text;           // compiler diagnostic or verifier message
 };
 
+// One map element: initial contents of a fixture file, or a value a fixture
+// expects after its run. Hex as in packets.
+struct MapEntry {
+  std::string map;        // the map's name in the program
+  std::string key_hex;
+  std::string value_hex;
+};
+
 struct Fixture {
   std::string name;
   std::string packet_hex;
   std::string expected_action;        // XDP_ABORTED|XDP_DROP|XDP_PASS|XDP_TX|XDP_REDIRECT
   std::string expected_packet_hex;    // empty: output packet not checked
+  // Added by daemon/verify (fixture files in the BPF-Guardian format):
+  // (Default member initializers keep 4-value aggregate initialisations warning-free.)
+  std::vector<MapEntry> expected_maps = {};  // map values to check after the run
+  // What the file's validator asks to check: "packet_action", "packet_bytes",
+  // "map_state" or "" (bare array: the action, plus bytes when given).
+  std::string validator = {};
 };
 
 struct FixtureResult {
@@ -44,6 +58,10 @@ struct FixtureResult {
   std::string expected_packet_hex;
   std::string got_packet_hex;
   std::string note;  // e.g. why a fixture could not run
+  bool ran = false;  // the kernel ran it (false: got_action is "NOT_RUN", note says why)
+  // What the validator asked for but the fixture gave no expected value for:
+  // "output bytes: not checked: no expected value given" (never a silent pass).
+  std::string not_checked;
 };
 
 struct VerifyResult {
@@ -63,7 +81,20 @@ struct VerifyResult {
   bool behaviour_checked = false;
   std::string verifier_message;
   int verifier_insn = -1;          // index of the rejected instruction, -1 if unknown
+  int verifier_column = 0;         // its column (BTF line info of the object), 0 if unknown
   std::string compile_sandbox;     // how clang was confined, e.g. "namespaces+landlock" ("" if not compiled)
+  int fixtures_not_run = 0;        // fixtures the kernel could not run (e.g. frames under 14 bytes)
+  int fixtures_not_checked = 0;    // fixtures with something the validator wanted left unchecked
+  // bpfix-style diagnosis of a failure (empty on pass): a stable id
+  // ("BPFV-PKT-001"), its class, the source span of the instruction that lost
+  // the proof (or of the offending construct), and what to do next.
+  std::string error_id;
+  std::string error_class;
+  int span_line = 0;
+  int span_column_start = 0;       // 1-based, 0 if unknown
+  int span_column_end = 0;         // exclusive
+  std::string span_text;           // the source line
+  std::string next_action;
 };
 
 const char* to_string(Decision d);

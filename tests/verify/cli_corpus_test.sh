@@ -47,11 +47,19 @@ def xdp_prog_ids():
 
 before = xdp_prog_ids()
 failures, checked, skipped = [], 0, []
-for c_path in sorted(glob.glob(os.path.join(corpus, "*.c"))):
-    name = os.path.basename(c_path)[:-2]
-    spec = json.load(open(c_path[:-2] + ".json"))
+for json_path in sorted(glob.glob(os.path.join(corpus, "*.json"))):
+    name = os.path.basename(json_path)[:-5]
+    spec = json.load(open(json_path))
+    c_path = os.path.join(corpus, spec.get("program", name + ".c"))
     if "options" in spec:
         # Pipeline options are the daemon's configuration, not part of the request.
+        skipped.append(name)
+        continue
+    fx = spec["fixtures"]
+    if isinstance(fx, dict) or any("expected_maps" in f for f in fx):
+        # BPF-Guardian files, initial map contents and expected map values:
+        # the CLI (client/) and the gRPC request do not carry them yet; the
+        # pipeline's corpus test covers these.
         skipped.append(name)
         continue
     src = open(c_path).read().replace("@SECRET@", secret_path)
@@ -92,7 +100,7 @@ for c_path in sorted(glob.glob(os.path.join(corpus, "*.c"))):
 leaked = xdp_prog_ids() - before
 if leaked:
     failures.append("XDP programs left loaded: %s" % sorted(leaked))
-print("corpus through the CLI: %d programs checked, %d failures; not sent (need pipeline options): %s"
+print("corpus through the CLI: %d programs checked, %d failures; not sent (pipeline options, or fixture files the CLI cannot send yet): %s"
       % (checked, len(failures), ", ".join(skipped)))
 for f in failures:
     print("  " + f)

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   struct Program {
     std::string name, source;
     std::vector<Fixture> fixtures;
+    std::vector<MapEntry> maps;
   };
   std::vector<Program> programs;
   for (const auto& e : fs::directory_iterator(corpus)) {
@@ -54,7 +55,8 @@ int main(int argc, char** argv) {
     spec_path.replace_extension(".json");
     auto spec = nlohmann::json::parse(read_file(spec_path));
     if (spec["expect"]["decision"] != "pass") continue;
-    programs.push_back({e.path().stem().string(), read_file(e.path()), parse_fixtures_json(spec["fixtures"].dump())});
+    FixtureFile file = parse_fixture_file(spec["fixtures"].dump());
+    programs.push_back({e.path().stem().string(), read_file(e.path()), file.fixtures, file.maps});
   }
   std::sort(programs.begin(), programs.end(), [](auto& a, auto& b) { return a.name < b.name; });
   std::printf("%zu passing corpus programs, %d repeats\n", programs.size(), repeats);
@@ -83,7 +85,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < repeats; ++r)
     for (const auto& p : programs) {
       auto t0 = Clock::now();
-      auto res = pipeline.verify({p.source, p.fixtures});
+      auto res = pipeline.verify({p.source, p.fixtures, p.maps});
       ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
       fixtures += p.fixtures.size();
       if (res.decision != Decision::pass) {
