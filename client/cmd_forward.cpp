@@ -13,9 +13,15 @@ namespace qwen3::cli {
 
 namespace v1 = qwen3bpf::v1;
 
-int run_forward(const std::vector<std::string>& argv) {
-  CommandInfo info{
-      "forward", "forward [options] TEXT... | forward --ids IDS...",
+namespace {
+
+int run_forward(Command& cmd);
+
+}  // namespace
+
+CommandInfo forward_command() {
+  return CommandInfo{
+      "forward", "next-token candidates of one forward pass (--top-k K)", "forward [options] TEXT... | forward --ids IDS...",
       "Runs the model once over TEXT (or token ids) and prints the most likely next tokens\n"
       "with their logits and log-probabilities.",
       {
@@ -24,8 +30,13 @@ int run_forward(const std::vector<std::string>& argv) {
           {"session", true, false, "ID  run in this session (its cached positions are reused)"},
           {"append", false, false, "with --session: the input follows what the session holds"},
           {"all-positions", false, false, "also print the argmax at every computed position"},
-      }};
-  Command cmd(info, argv);
+      },
+      run_forward};
+}
+
+namespace {
+
+int run_forward(Command& cmd) {
   const Args& a = cmd.args();
   v1::ForwardRequest req;
   const std::string text = text_from_args_or_stdin(a.positional(), a.has("ids") ? "token ids" : "text");
@@ -65,5 +76,7 @@ int run_forward(const std::vector<std::string>& argv) {
               resp.usage().cached_tokens(), resp.session_positions(), resp.forward_ms());
   return kExitOk;
 }
+
+}  // namespace
 
 }  // namespace qwen3::cli

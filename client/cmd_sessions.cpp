@@ -24,16 +24,28 @@ void print_session(const v1::SessionInfo& s) {
 
 }  // namespace
 
-int run_sessions(const std::vector<std::string>& argv) {
-  CommandInfo info{
-      "sessions", "sessions list | show ID | rm ID... | create [--max-context N] [--id ID]",
+namespace {
+
+int run_sessions(Command& cmd);
+
+}  // namespace
+
+CommandInfo sessions_command() {
+  return CommandInfo{
+      "sessions", "list | show ID | rm ID... | create [--max-context N]", "sessions list | show ID | rm ID... | create [--max-context N] [--id ID]",
       "Manages KV sessions. `create` prints the new session's id (so S=$(qwen3-bpf sessions create)\n"
       "works); continue it with `qwen3-bpf generate --session $S ...`.",
       {
           {"max-context", true, false, "N  create: context of the session (default: the daemon's)"},
           {"id", true, false, "ID  create: choose the id ([A-Za-z0-9_.-], 1..64 chars)"},
-      }};
-  Command cmd(info, argv);
+      },
+      run_sessions,
+      {"session"}};
+}
+
+namespace {
+
+int run_sessions(Command& cmd) {
   const Args& a = cmd.args();
   const auto& pos = a.positional();
   std::string action = pos.empty() ? "list" : pos[0];
@@ -97,5 +109,7 @@ int run_sessions(const std::vector<std::string>& argv) {
   }
   throw usage_error("unknown sessions action '" + action + "' (list, show, rm, create)");
 }
+
+}  // namespace
 
 }  // namespace qwen3::cli

@@ -17,7 +17,7 @@ fail() {
   exit 1
 }
 export QWEN3_BPF_SOCKET=$sock
-pyjson() { /usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1]); $1" "$2"; }
+pyjson() { /usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1]); $1" "${@:2}"; }
 
 : >"$tmp/empty.conf"
 "$daemon" --foreground --config "$tmp/empty.conf" --model "$model" --socket "$sock" \
@@ -30,7 +30,8 @@ expect_exit 0 "status --wait" -- "$cli" status --wait --timeout 300
 expect_contains "$out" ": ready" "status after --wait"
 expect_contains "$out" "$model" "status names the model"
 expect_exit 0 "status --json" -- "$cli" status --json
-pyjson 'assert d["load_state"] == "LOAD_STATE_READY" and d["socket_path"], d' "$out" || fail "status --json: $out"
+pyjson 'assert d["load_state"] == "ready" and d["socket_path"] and isinstance(d["requests"]["generate"], int), d' "$out" ||
+  fail "status --json (enum words, 64-bit numbers as numbers): $out"
 expect_exit 0 "health" -- "$cli" health
 [[ $out == SERVING ]] || fail "health printed '$out'"
 pass "status --wait / --json, health SERVING"
@@ -56,8 +57,8 @@ msgs = [json.loads(l) for l in sys.argv[1].splitlines()]
 tokens, final = msgs[:-1], msgs[-1]
 assert len(tokens) == 6, len(tokens)
 assert [m["index"] for m in tokens] == list(range(6)), [m["index"] for m in tokens]
-assert all(m["finish_reason"] == "FINISH_REASON_UNSPECIFIED" for m in tokens)
-assert final["finish_reason"] == "FINISH_REASON_LENGTH", final
+assert all(m["finish_reason"] is None for m in tokens), tokens[0]
+assert final["finish_reason"] == "length", final
 assert final["usage"]["completion_tokens"] == 6 and final["usage"]["prompt_tokens"] >= 2, final
 PY
 deltas=$(/usr/bin/python3 -c 'import json,sys; print("".join(json.loads(l)["text"] for l in sys.argv[1].splitlines()), end="")' "$json_stream")
@@ -67,7 +68,16 @@ expect_exit 0 "generate --chat --stats" -- "$cli" generate --chat --no-think --m
 expect_contains "$err" "[finish: length; prompt" "--stats line"
 expect_exit 0 "generate with sampling flags" -- "$cli" generate --max-tokens 4 --temperature 0.8 --top-k 40 \
   --top-p 0.9 --min-p 0.05 --repetition-penalty 1.1 --seed 42 --stop "zzzz" --json "Once"
-tail -n1 <<<"$out" | grep -q '"seed":"42"' || fail "the final message does not report seed 42: $(tail -n1 <<<"$out")"
+tail -n1 <<<"$out" | grep -q '"seed":42[,}]' || fail "the final message does not report seed 42: $(tail -n1 <<<"$out")"
+expect_exit 0 "generate -n (short form), options after the prompt" -- "$cli" generate "Once" -n 3 --ignore-eos --json
+pyjson 'assert d["usage"]["completion_tokens"] == 3 and d["finish_reason"] == "length", d' "$(tail -n1 <<<"$out")" ||
+  fail "-n 3: $(tail -n1 <<<"$out")"
+# Greedy is deterministic: a piece of the text above is met again and stops the stream.
+stop=$(/usr/bin/python3 -c 'import sys; print(sys.argv[1][2:5], end="")' "$deltas")
+[[ -n $stop ]] || fail "the 6-token text '$deltas' is too short to take a stop string from"
+expect_exit 0 "stop sequence" -- "$cli" generate --json -n 40 --ignore-eos --stop "$stop" "The kernel"
+pyjson 'assert d["finish_reason"] == "stop_sequence" and d["stop_sequence"] == sys.argv[2], d' "$(tail -n1 <<<"$out")" "$stop" ||
+  fail "stop '$stop': $(tail -n1 <<<"$out")"
 pass "generate: JSON stream order and usage, text = deltas, --chat, --stats, sampling flags"
 
 # ---- sessions: the second request reuses the cached positions
@@ -129,10 +139,15 @@ pyjson 'assert int(d["requests"]["cancelled"]) >= 1 and d["active_streams"] == 0
 pass "Ctrl-C cancels the stream (exit 130), the daemon counts it and ends the stream"
 
 # ---- errors from the daemon
-expect_exit 1 "bad token id" -- "$cli" detokenize 999999999
+expect_exit 2 "bad token id" -- "$cli" detokenize 999999999
 expect_contains "$err" "INVALID_ARGUMENT" "bad id error code"
-expect_exit 1 "empty ids generate" -- "$cli" generate --ids "99999999"
-pass "daemon errors: exit 1 with the status code name"
+expect_exit 2 "id outside the vocabulary" -- "$cli" generate --ids "99999999"
+expect_exit 2 "invalid UTF-8 prompt" -- "$cli" generate $'ab\xffcd'
+[[ $err != *libprotobuf* ]] || fail "a raw libprotobuf line: $err"
+expect_exit 1 "--json daemon error" -- "$cli" --json sessions show nosuchsession
+pyjson 'assert d["code"] == "not_found" and d["exit_code"] == 1 and "nosuchsession" in d["message"], d' "$err" ||
+  fail "--json error object: $err"
+pass "daemon errors: INVALID_ARGUMENT exit 2, others exit 1, with the status code name; --json errors are JSON"
 
 # ---- an unprivileged user is refused
 expect_exit 4 "nobody" -- setpriv --reuid=nobody --regid=nogroup --clear-groups "$cli" status
@@ -165,7 +180,12 @@ expect_exit 1 "verify wrong verdicts" -- "$cli" verify "$tmp/good.c" --fixtures 
 expect_contains "$out" "FAIL at stage behaviour" "behaviour failure"
 expect_contains "$out" "FAIL  arp: expected XDP_PASS, got XDP_DROP" "fixture expected/got"
 expect_exit 1 "verify --json" -- "$cli" verify "$tmp/bounds.c" --json
-pyjson 'r = d["result"]; assert r["decision_name"] == "fail" and r["stage_name"] == "verify", r' "$out" || fail "verify --json: $out"
+pyjson 'r = d["result"]; assert r["decision_name"] == "fail" and r["stage_name"] == "verify", r
+assert r["decision"] == "fail" and r["first_failed_stage"] == "verify" and r["verifier_class"] == "packet_bounds", r' "$out" ||
+  fail "verify --json: $out"
+expect_exit 0 "verify --json pass" -- "$cli" verify "$tmp/good.c" --fixtures "$tmp/fixtures.json" --json
+pyjson 'r = d["result"]; assert r["decision"] == "pass" and r["first_failed_stage"] == "none", r' "$out" ||
+  fail "verify --json pass: $out"
 expect_exit 1 "verify missing file" -- "$cli" verify "$tmp/nonexistent.c"
 pass "verify: pass (exit 0), compile error with line, verifier class, fixture expected/got, --json (exit 1)"
 
@@ -184,5 +204,6 @@ wait $daemon_pid || rc=$?
 daemon_pid=
 [[ $rc -eq 0 ]] || fail "daemon exited $rc after SIGTERM: $(tail -n 20 "$tmp/daemon.log")"
 expect_exit 3 "after stop" -- "$cli" status
-pass "daemon stopped on SIGTERM; the CLI then says it is not running (exit 3)"
+expect_contains "$err" "qwen3-bpfd --socket $sock" "the hint starts the daemon on the socket asked for"
+pass "daemon stopped on SIGTERM; the CLI then says it is not running (exit 3) and how to start it"
 echo "all CLI daemon tests passed"
