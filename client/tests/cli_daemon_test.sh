@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # qwen3-bpf against a real qwen3-bpfd on a temporary socket (tiny test model):
 # status/health, tokenize, streaming generate and its JSON, sessions with
-# cached tokens, forward, piped chat, Ctrl-C cancellation, error exit codes,
-# access refused for an unprivileged user, verify and xdp-gen output.
+# cached tokens, forward, piped chat, chat on a pty (script, tmux), the prefill
+# spinner, Ctrl-C cancellation, error exit codes (JSON too), access refused for
+# an unprivileged user, verify and xdp-gen output.
 # usage: cli_daemon_test.sh QWEN3_BPF QWEN3_BPFD MODEL_DIR
 set -euo pipefail
 cli=$1
@@ -114,6 +115,58 @@ pyjson 'assert d["user"] == "Tell me more" and d["usage"]["cached_tokens"] > 0, 
 expect_exit 0 "sessions list after chat" -- "$cli" sessions list --json
 pyjson 'assert not d.get("sessions"), d' "$out" || fail "chat left its session behind: $out"
 pass "chat: piped turns share a session (cached tokens), session deleted at the end"
+
+# ---- chat checks --session before the first message
+expect_exit 1 "chat in an unknown session" -- sh -c "'$cli' chat --session nosuchsession </dev/null"
+expect_contains "$err" "NOT_FOUND" "chat --session checked at start"
+expect_exit 2 "chat with a bad option value" -- sh -c "'$cli' chat --top-p 7 </dev/null"
+
+# ---- chat on a terminal (script(1) gives it a pty): libedit line editing and
+# history (Up recalls the last line), /commands not sent to the model
+export HOME=$tmp/home
+mkdir -p "$HOME"
+printf 'Hi there\r\033[A\r/session\r/frob\r/help\r/stats\r/bye\r' |
+  timeout 120 script -q -e -c "'$cli' chat --json --no-think -n 3 --ignore-eos" /dev/null >"$tmp/chat.tty" ||
+  fail "chat on a pty: exit $?: $(cat -v "$tmp/chat.tty")"
+tty_out=$(tr -d '\r' <"$tmp/chat.tty")
+[[ $(grep -c '"user":"Hi there"' <<<"$tty_out") -eq 2 ]] || fail "Up + Enter did not resend the last message: $tty_out"
+grep -q '"cached_tokens":[1-9][0-9]*.*"user":"Hi there"' <<<"$tty_out" || fail "the recalled turn did not reuse the session: $tty_out"
+grep -qE '^session s-[0-9a-f]+: [0-9]+ of [0-9]+ positions, KV ' <<<"$tty_out" || fail "/session: $tty_out"
+expect_contains "$tty_out" "unknown command /frob" "/frob is not sent to the model"
+expect_contains "$tty_out" "/clear           a new conversation" "/help"
+expect_contains "$tty_out" "[finish: length; prompt" "/stats"
+grep -q '"user":"/' <<<"$tty_out" && fail "a /command was sent to the model: $tty_out"
+grep -qx 'Hi\\040there' "$HOME/.qwen3_bpf_history" || fail "history not saved: $(cat "$HOME/.qwen3_bpf_history")"
+expect_exit 0 "sessions after the pty chat" -- "$cli" sessions list --json
+pyjson 'assert not d.get("sessions"), d' "$out" || fail "the pty chat left its session behind: $out"
+pass "chat on a terminal: Up recalls the last line, /session /help /stats /bye, unknown /cmd not sent, history saved"
+
+# ---- Ctrl-C at the chat prompt ends the chat (exit 130) and frees its session (tmux)
+tmux_sock=qwen3-cli-test-$$
+tmux -L "$tmux_sock" -f /dev/null new-session -d -x 160 -y 40 \
+  "QWEN3_BPF_SOCKET='$sock' '$cli' chat --no-think -n 2 --ignore-eos; echo \$? >'$tmp/chat.rc'"
+pane() { tmux -L "$tmux_sock" capture-pane -p; }
+# (capture-pane drops trailing blanks: the prompt ">>> " shows as ">>>")
+for _ in $(seq 100); do [[ $(pane) == *">>>"* ]] && break; sleep 0.1; done
+tmux -L "$tmux_sock" send-keys "Hello" Enter
+for _ in $(seq 100); do [[ $(pane | grep -c '^>>>') -ge 2 ]] && break; sleep 0.1; done
+[[ $(pane | grep -c '^>>>') -ge 2 ]] || fail "no second prompt in tmux: $(pane)"
+tmux -L "$tmux_sock" send-keys C-c
+for _ in $(seq 100); do [[ -s $tmp/chat.rc ]] && break; sleep 0.1; done
+tmux -L "$tmux_sock" kill-server 2>/dev/null || true
+[[ $(cat "$tmp/chat.rc" 2>/dev/null) == 130 ]] || fail "chat after Ctrl-C at the prompt: exit '$(cat "$tmp/chat.rc" 2>/dev/null)'"
+expect_exit 0 "sessions after Ctrl-C at the prompt" -- "$cli" sessions list --json
+pyjson 'assert not d.get("sessions"), d' "$out" || fail "Ctrl-C at the prompt left the session behind: $out"
+pass "chat: Ctrl-C at the prompt exits 130 and frees the session"
+
+# ---- feedback during prefill: a spinner on a terminal's stderr, nothing when piped
+long_prompt=$(/usr/bin/python3 -c 'print(" ".join(f"word{i}" for i in range(400)))')
+script -q -e -c "'$cli' generate -n 1 --stats '$long_prompt'" /dev/null >"$tmp/spin.tty" || fail "generate on a pty"
+grep -q 'prefill [|/\\-] [0-9.]* s' "$tmp/spin.tty" || fail "no prefill spinner on a terminal: $(cat -v "$tmp/spin.tty" | head -c 400)"
+grep -q $'\r\033\[K' "$tmp/spin.tty" || fail "the spinner line is not erased"
+expect_exit 0 "generate piped" -- "$cli" generate -n 1 "$long_prompt"
+[[ $err != *prefill* ]] || fail "spinner on a piped stderr: $err"
+pass "prefill spinner on a terminal (erased before the text), nothing when piped"
 
 # ---- Ctrl-C cancels a running generation
 "$cli" generate --max-tokens 100000 --ignore-eos "Count" >"$tmp/long.out" 2>"$tmp/long.err" &

@@ -3,6 +3,10 @@
 // human-readable formats.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <sstream>
 
 #include "args.h"
@@ -12,6 +16,7 @@
 #include "daemon_client.h"
 #include "format.h"
 #include "health_check.h"
+#include "interrupt.h"
 #include "json_output.h"
 #include "qwen3bpf/v1/qwen3bpf.pb.h"
 
@@ -242,6 +247,26 @@ TEST(Format, BytesDurationsAndPrintable) {
   EXPECT_EQ(format_unix_ms(86400000), "1970-01-02 00:00:00 UTC");
   EXPECT_EQ(printable("a\nb\t\x01"), "a\\nb\\t\\x01");
   EXPECT_EQ(printable("你好"), "你好");
+}
+
+// The first Ctrl-C runs the cancel and does not exit; a second one exits 130
+// at once even when that cancel did not end the request (a stuck daemon).
+TEST(InterruptDeathTest, SecondCtrlCExitsAtOnce) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        install_interrupt_watcher();
+        std::atomic<int> cancels{0};
+        CancelOnInterrupt guard([&cancels] { ++cancels; });
+        kill(getpid(), SIGINT);
+        for (int i = 0; i < 500 && cancels == 0; ++i) usleep(10000);
+        if (cancels != 1 || !guard.interrupted()) _exit(1);
+        usleep(100000);  // still alive after the first press
+        kill(getpid(), SIGINT);
+        sleep(10);
+        _exit(2);
+      },
+      testing::ExitedWithCode(kExitInterrupted), "interrupted");
 }
 
 TEST(JsonOutput, EnumsAsWordsAnd64BitNumbersAsNumbers) {

@@ -64,7 +64,8 @@ Flags parse_flags(int argc, char** argv) {
   std::vector<std::string> values(keyed.size());
   std::vector<CLI::Option*> options;
   for (size_t i = 0; i < keyed.size(); ++i) options.push_back(app.add_option(keyed[i][0], values[i], keyed[i][2]));
-  app.add_flag("--foreground", std::string("accepted for compatibility; the daemon never forks"));
+  bool foreground = false;  // accepted and ignored
+  app.add_flag("--foreground", foreground, "accepted for compatibility; the daemon never forks");
   app.add_flag("--check", f.check, "load everything, run a short self-test, exit 0 (ok) or 1");
   if (int rc = qwen3::cli_parse::parse(app, argc, argv); rc >= 0) std::exit(rc);
   f.config_given = app.count("--config") > 0;

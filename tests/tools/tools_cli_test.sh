@@ -38,6 +38,8 @@ expect_exit 0 "mkmodel --force" -- "$mkmodel" "$tmp/taken" --preset tiny --token
 mkdir "$tmp/empty"
 expect_exit 0 "mkmodel into an empty directory" -- "$mkmodel" "$tmp/empty" --preset tiny --tokenizer-dir "$tokenizer"
 expect_exit 2 "mkmodel without --preset" -- "$mkmodel" "$tmp/new"
+expect_exit 2 "mkmodel negative seed" -- "$mkmodel" "$tmp/new" --preset tiny --seed -3
+expect_contains "$err" "non-negative integer" "negative seed message"
 pass "mkmodel: refuses a non-empty OUT (untouched), --force and empty/new directories work"
 
 # ---- qwen3-bpf-run: timings like llama-cli's, options before or after, short forms

@@ -28,17 +28,39 @@ inline void print_usage_error(const CLI::App& app, const std::string& message) {
             << usage.make_usage(&app, app.get_name()) << "(see '" << app.get_name() << " --help')\n";
 }
 
+// For unsigned options: CLI11 would read "-3" as a huge number.
+inline CLI::Validator non_negative_integer() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        if (!v.empty() && v.find_first_not_of("0123456789") == std::string::npos) return "";
+        return "wants a non-negative integer, got '" + v + "'";
+      },
+      "UINT");
+}
+
 // Parses argv. Returns -1 when the program should go on, otherwise the exit
 // code: 0 after --help/--version (printed on stdout), 2 after a usage error.
 inline int parse(CLI::App& app, int argc, const char* const* argv) {
+  // Extras are collected rather than thrown so that an unknown option is what
+  // gets reported, not a "--model is required" that CLI11 would check first.
+  app.allow_extras();
+  auto unexpected = [&app] {
+    std::string words;
+    for (const auto& w : app.remaining()) words += " " + w;
+    return (words.size() > 1 && words[1] == '-' ? "unknown option:" : "unexpected argument:") + words;
+  };
   try {
     app.parse(argc, argv);
-    return -1;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // CallForHelp / CallForVersion
-    print_usage_error(app, e.what());
+    print_usage_error(app, app.remaining().empty() ? e.what() : unexpected());
     return kExitUsage;
   }
+  if (!app.remaining().empty()) {
+    print_usage_error(app, unexpected());
+    return kExitUsage;
+  }
+  return -1;
 }
 
 // A usage error found after parsing (a combination CLI11 cannot express).

@@ -55,10 +55,10 @@ Options parse_args(int argc, char** argv) {
   auto* prompt = app.add_option("-p,--prompt", o.prompt, "prompt text");
   auto* ids = app.add_option("--ids", o.ids, "prompt token ids")->expected(1, -1);
   prompt->excludes(ids);
-  app.add_option("-n,--generate", o.generate, "tokens to generate")->check(CLI::NonNegativeNumber);
+  app.add_option("-n,--generate", o.generate, "tokens to generate")->check(qwen3::cli_parse::non_negative_integer());
   app.add_option("--top-k", o.top_k, "next-token candidates printed")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(qwen3::cli_parse::non_negative_integer());
   app.add_flag("--score", o.score,
                "one JSON line {\"argmax\": [...]}: the argmax at every prompt position (teacher-forced), "
                "instead of generating");
@@ -73,7 +73,7 @@ Options parse_args(int argc, char** argv) {
   app.add_option("--min-p", o.sampling.min_p, "min-p cut");
   app.add_option("--repetition-penalty", o.sampling.repetition_penalty, "1 = off");
   app.add_option("--sample-top-k", o.sampling.top_k, "sample among the K most likely tokens");
-  app.add_option("--seed", o.sampling.seed, "sampling seed");
+  app.add_option("--seed", o.sampling.seed, "sampling seed")->check(qwen3::cli_parse::non_negative_integer());
   app.add_option("--weights", o.weights, "map | arena")->capture_default_str();
   app.add_option("--precision", o.precision, "q24 | q8")->capture_default_str();
   app.add_option("--kv-bits", o.kv_bits, "16 | 8")->capture_default_str();
