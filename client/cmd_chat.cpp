@@ -171,21 +171,22 @@ int run_chat(Command& cmd) {
 }  // namespace
 
 CommandInfo chat_command() {
-  CommandInfo info{
-      "chat", "interactive chat in a session (line editing and history on a terminal)", "chat [options]",
-      "Interactive chat: each line is a user turn; the reply streams back. The conversation is kept\n"
-      "in a daemon session (created for the chat and deleted at the end, unless --session names\n"
-      "one), so each turn only computes the new tokens. On a terminal lines can be edited and the\n"
-      "Up arrow recalls earlier ones (~/.qwen3_bpf_history). Piped stdin works too.\n"
-      "Commands (not sent to the model):\n" +
-          std::string(kChatHelp),
-      {
-          {"session", true, false, "ID  use (and keep) this existing session"},
-          {"max-context", true, false, "N  context of the chat's session (default: the daemon's)"},
-          {"system", true, false, "TEXT  system message"},
-          {"no-think", false, false, "disable thinking (empty <think></think> block)"},
-      },
-      run_chat};
+  CommandInfo info{"chat",
+                   "interactive chat in a session (line editing and history on a terminal)",
+                   "chat [options]",
+                   "Interactive chat: each line is a user turn; the reply streams back. The conversation is kept\n"
+                   "in a daemon session (created for the chat and deleted at the end, unless --session names\n"
+                   "one), so each turn only computes the new tokens. On a terminal lines can be edited and the\n"
+                   "Up arrow recalls earlier ones (~/.qwen3_bpf_history). Piped stdin works too.\n"
+                   "Commands (not sent to the model):\n" +
+                       std::string(kChatHelp),
+                   {
+                       {"session", true, false, "ID  use (and keep) this existing session"},
+                       {"max-context", true, false, "N  context of the chat's session (default: the daemon's)"},
+                       {"system", true, false, "TEXT  system message"},
+                       {"no-think", false, false, "disable thinking (empty <think></think> block)"},
+                   },
+                   run_chat};
   for (auto& o : generation_options()) info.options.push_back(o);
   return info;
 }

@@ -15,27 +15,6 @@ namespace v1 = qwen3bpf::v1;
 
 namespace {
 
-int run_forward(Command& cmd);
-
-}  // namespace
-
-CommandInfo forward_command() {
-  return CommandInfo{
-      "forward", "next-token candidates of one forward pass (--top-k K)", "forward [options] TEXT... | forward --ids IDS...",
-      "Runs the model once over TEXT (or token ids) and prints the most likely next tokens\n"
-      "with their logits and log-probabilities.",
-      {
-          {"top-k", true, false, "K  candidates to print (default 10)"},
-          {"ids", false, false, "the arguments are token ids"},
-          {"session", true, false, "ID  run in this session (its cached positions are reused)"},
-          {"append", false, false, "with --session: the input follows what the session holds"},
-          {"all-positions", false, false, "also print the argmax at every computed position"},
-      },
-      run_forward};
-}
-
-namespace {
-
 int run_forward(Command& cmd) {
   const Args& a = cmd.args();
   v1::ForwardRequest req;
@@ -45,7 +24,7 @@ int run_forward(Command& cmd) {
     if (req.token_ids().empty()) throw usage_error("--ids: no token ids given");
   } else {
     if (text.empty()) throw usage_error("empty input (give TEXT, or --ids)");
-    req.set_text(text);
+    req.set_text(require_utf8(text, "the text"));
   }
   if (auto k = a.get_int("top-k", 1, 1 << 20)) req.set_top_k(static_cast<int32_t>(*k));
   if (auto s = a.get("session")) req.set_session_id(*s);
@@ -78,5 +57,21 @@ int run_forward(Command& cmd) {
 }
 
 }  // namespace
+
+CommandInfo forward_command() {
+  return CommandInfo{"forward",
+                     "next-token candidates of one forward pass (--top-k K)",
+                     "forward [options] TEXT... | forward --ids IDS...",
+                     "Runs the model once over TEXT (or token ids) and prints the most likely next tokens\n"
+                     "with their logits and log-probabilities.",
+                     {
+                         {"top-k", true, false, "K  candidates to print (default 10)"},
+                         {"ids", false, false, "the arguments are token ids"},
+                         {"session", true, false, "ID  run in this session (its cached positions are reused)"},
+                         {"append", false, false, "with --session: the input follows what the session holds"},
+                         {"all-positions", false, false, "also print the argmax at every computed position"},
+                     },
+                     run_forward};
+}
 
 }  // namespace qwen3::cli

@@ -19,30 +19,6 @@ namespace v1 = qwen3bpf::v1;
 
 namespace {
 
-int run_generate(Command& cmd);
-
-}  // namespace
-
-CommandInfo generate_command() {
-  CommandInfo info{
-      "generate", "stream a completion (--chat, sampling and stop options, --session)", "generate [options] PROMPT...",
-      "Streams a completion of PROMPT (the words are joined with spaces; '-' or no PROMPT reads stdin).\n"
-      "With --chat the Qwen3 chat template is applied to PROMPT as a user turn.",
-      {
-          {"session", true, false, "ID  continue this session (only new tokens are computed)"},
-          {"append", false, false, "with --session: PROMPT follows what the session holds (default: PROMPT is the whole text)"},
-          {"chat", false, false, "apply the chat template (PROMPT is the user message)"},
-          {"system", true, false, "TEXT  system message (implies --chat)"},
-          {"no-think", false, false, "chat template with thinking disabled (implies --chat)"},
-          {"ids", false, false, "PROMPT is a list of token ids"},
-      },
-      run_generate};
-  for (auto& o : generation_options()) info.options.push_back(o);
-  return info;
-}
-
-namespace {
-
 int run_generate(Command& cmd) {
   const Args& a = cmd.args();
 
@@ -92,4 +68,25 @@ int run_generate(Command& cmd) {
 }
 
 }  // namespace
+
+CommandInfo generate_command() {
+  CommandInfo info{"generate",
+                   "stream a completion (--chat, sampling and stop options, --session)",
+                   "generate [options] PROMPT...",
+                   "Streams a completion of PROMPT (the words are joined with spaces; '-' or no PROMPT reads stdin).\n"
+                   "With --chat the Qwen3 chat template is applied to PROMPT as a user turn.",
+                   {
+                       {"session", true, false, "ID  continue this session (only new tokens are computed)"},
+                       {"append", false, false,
+                        "with --session: PROMPT follows what the session holds (default: PROMPT is the whole text)"},
+                       {"chat", false, false, "apply the chat template (PROMPT is the user message)"},
+                       {"system", true, false, "TEXT  system message (implies --chat)"},
+                       {"no-think", false, false, "chat template with thinking disabled (implies --chat)"},
+                       {"ids", false, false, "PROMPT is a list of token ids"},
+                   },
+                   run_generate};
+  for (auto& o : generation_options()) info.options.push_back(o);
+  return info;
+}
+
 }  // namespace qwen3::cli

@@ -22,29 +22,6 @@ void print_session(const v1::SessionInfo& s) {
   std::printf("expires:      %s\n", s.expires_unix_ms() ? format_unix_ms(s.expires_unix_ms()).c_str() : "never");
 }
 
-}  // namespace
-
-namespace {
-
-int run_sessions(Command& cmd);
-
-}  // namespace
-
-CommandInfo sessions_command() {
-  return CommandInfo{
-      "sessions", "list | show ID | rm ID... | create [--max-context N]", "sessions list | show ID | rm ID... | create [--max-context N] [--id ID]",
-      "Manages KV sessions. `create` prints the new session's id (so S=$(qwen3-bpf sessions create)\n"
-      "works); continue it with `qwen3-bpf generate --session $S ...`.",
-      {
-          {"max-context", true, false, "N  create: context of the session (default: the daemon's)"},
-          {"id", true, false, "ID  create: choose the id ([A-Za-z0-9_.-], 1..64 chars)"},
-      },
-      run_sessions,
-      {"session"}};
-}
-
-namespace {
-
 int run_sessions(Command& cmd) {
   const Args& a = cmd.args();
   const auto& pos = a.positional();
@@ -111,5 +88,19 @@ int run_sessions(Command& cmd) {
 }
 
 }  // namespace
+
+CommandInfo sessions_command() {
+  return CommandInfo{"sessions",
+                     "list | show ID | rm ID... | create [--max-context N]",
+                     "sessions list | show ID | rm ID... | create [--max-context N] [--id ID]",
+                     "Manages KV sessions. `create` prints the new session's id (so S=$(qwen3-bpf sessions create)\n"
+                     "works); continue it with `qwen3-bpf generate --session $S ...`.",
+                     {
+                         {"max-context", true, false, "N  create: context of the session (default: the daemon's)"},
+                         {"id", true, false, "ID  create: choose the id ([A-Za-z0-9_.-], 1..64 chars)"},
+                     },
+                     run_sessions,
+                     {"session"}};
+}
 
 }  // namespace qwen3::cli

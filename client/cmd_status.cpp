@@ -92,26 +92,6 @@ std::string lowercase(std::string s) {
 const OptionSpec kWait{"wait", false, false, "wait until the model is loaded (shows progress)"};
 const OptionSpec kTimeout{"timeout", true, false, "SECONDS  give up waiting after this long (default 1800)"};
 
-}  // namespace
-
-namespace {
-
-int run_status(Command& cmd);
-int run_health(Command& cmd);
-
-}  // namespace
-
-CommandInfo status_command() {
-  return CommandInfo{
-      "status", "model, load progress, memory, sessions (--wait)", "status [--wait [--timeout S]] [--json]",
-                   "Shows the daemon's model, load progress, backend, memory, sessions and counters.\n"
-                   "With --wait, shows load progress until the model is ready (exit 1 if loading fails).",
-                   {kWait, kTimeout},
-      run_status};
-}
-
-namespace {
-
 int run_status(Command& cmd) {
   const Args& a = cmd.args();
   if (!a.positional().empty()) throw usage_error("status takes no arguments");
@@ -149,19 +129,6 @@ int run_status(Command& cmd) {
   return kExitOk;
 }
 
-}  // namespace
-
-CommandInfo health_command() {
-  return CommandInfo{
-      "health", "SERVING / NOT_SERVING (--wait)", "health [--wait [--timeout S]] [--service NAME]",
-                   "Asks the standard gRPC health service. Prints SERVING (exit 0) or NOT_SERVING\n"
-                   "(exit 5, e.g. while the model loads). --wait waits for SERVING.",
-                   {kWait, kTimeout, {"service", true, false, "NAME  service to ask about (default: the server)"}},
-      run_health};
-}
-
-namespace {
-
 int run_health(Command& cmd) {
   const Args& a = cmd.args();
   if (!a.positional().empty()) throw usage_error("health takes no arguments");
@@ -186,5 +153,25 @@ int run_health(Command& cmd) {
 }
 
 }  // namespace
+
+CommandInfo status_command() {
+  return CommandInfo{"status",
+                     "model, load progress, memory, sessions (--wait)",
+                     "status [--wait [--timeout S]] [--json]",
+                     "Shows the daemon's model, load progress, backend, memory, sessions and counters.\n"
+                     "With --wait, shows load progress until the model is ready (exit 1 if loading fails).",
+                     {kWait, kTimeout},
+                     run_status};
+}
+
+CommandInfo health_command() {
+  return CommandInfo{"health",
+                     "SERVING / NOT_SERVING (--wait)",
+                     "health [--wait [--timeout S]] [--service NAME]",
+                     "Asks the standard gRPC health service. Prints SERVING (exit 0) or NOT_SERVING\n"
+                     "(exit 5, e.g. while the model loads). --wait waits for SERVING.",
+                     {kWait, kTimeout, {"service", true, false, "NAME  service to ask about (default: the server)"}},
+                     run_health};
+}
 
 }  // namespace qwen3::cli

@@ -133,30 +133,6 @@ int tokenize_jsonl(TokenSource& source, bool pieces, bool split_special) {
 
 const OptionSpec kModelOption{"model", true, false, "DIR  offline: use the tokenizer files of this model directory"};
 
-}  // namespace
-
-namespace {
-
-int run_tokenize(Command& cmd);
-int run_detokenize(Command& cmd);
-
-}  // namespace
-
-CommandInfo tokenize_command() {
-  return CommandInfo{
-      "tokenize", "text -> token ids (--model DIR: offline; --jsonl)", "tokenize [--model DIR] [--jsonl] [options] [TEXT...]",
-      "Prints the token ids of TEXT (or of stdin). With --jsonl, reads lines {\"text\": ...} on\n"
-      "stdin and writes one {\"ids\": [...]} line per input line. With --model DIR it works\n"
-      "offline, without the daemon.",
-      {kModelOption,
-       {"jsonl", false, false, "JSON lines on stdin -> JSON lines on stdout"},
-       {"pieces", false, false, "also print each token's vocabulary string"},
-       {"split-special", false, false, "treat special-token text like <|im_start|> as plain text"}},
-      run_tokenize};
-}
-
-namespace {
-
 int run_tokenize(Command& cmd) {
   const Args& a = cmd.args();
   auto source = token_source(cmd);
@@ -180,19 +156,6 @@ int run_tokenize(Command& cmd) {
   return kExitOk;
 }
 
-}  // namespace
-
-CommandInfo detokenize_command() {
-  return CommandInfo{
-      "detokenize", "token ids -> text (--model DIR: offline)", "detokenize [--model DIR] [options] IDS...",
-      "Prints the text of token ids (separated by spaces or commas; stdin when none are given).\n"
-      "With --model DIR it works offline, without the daemon.",
-      {kModelOption, {"skip-special", false, false, "leave special tokens out of the text"}},
-      run_detokenize};
-}
-
-namespace {
-
 int run_detokenize(Command& cmd) {
   const Args& a = cmd.args();
   std::vector<int32_t> ids = parse_id_list({text_from_args_or_stdin(a.positional(), "token ids")});
@@ -208,5 +171,29 @@ int run_detokenize(Command& cmd) {
 }
 
 }  // namespace
+
+CommandInfo tokenize_command() {
+  return CommandInfo{"tokenize",
+                     "text -> token ids (--model DIR: offline; --jsonl)",
+                     "tokenize [--model DIR] [--jsonl] [options] [TEXT...]",
+                     "Prints the token ids of TEXT (or of stdin). With --jsonl, reads lines {\"text\": ...} on\n"
+                     "stdin and writes one {\"ids\": [...]} line per input line. With --model DIR it works\n"
+                     "offline, without the daemon.",
+                     {kModelOption,
+                      {"jsonl", false, false, "JSON lines on stdin -> JSON lines on stdout"},
+                      {"pieces", false, false, "also print each token's vocabulary string"},
+                      {"split-special", false, false, "treat special-token text like <|im_start|> as plain text"}},
+                     run_tokenize};
+}
+
+CommandInfo detokenize_command() {
+  return CommandInfo{"detokenize",
+                     "token ids -> text (--model DIR: offline)",
+                     "detokenize [--model DIR] [options] IDS...",
+                     "Prints the text of token ids (separated by spaces or commas; stdin when none are given).\n"
+                     "With --model DIR it works offline, without the daemon.",
+                     {kModelOption, {"skip-special", false, false, "leave special tokens out of the text"}},
+                     run_detokenize};
+}
 
 }  // namespace qwen3::cli

@@ -12,19 +12,9 @@ model=$(realpath "$3")
 [[ -f $model/config.json ]] || { echo "FAIL: no model at $model" >&2; exit 1; }
 source "$(dirname "$0")/../../tests/lib/daemon_scratch.sh"
 source "$(dirname "$0")/test_lib.sh"
-fail() {
-  printf 'FAIL: %s\n' "$*" >&2
-  [[ -f $tmp/daemon.log ]] && { echo "---- daemon log (tail)"; tail -n 30 "$tmp/daemon.log"; } >&2
-  exit 1
-}
-export QWEN3_BPF_SOCKET=$sock
 pyjson() { /usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1]); $1" "${@:2}"; }
 
-: >"$tmp/empty.conf"
-"$daemon" --foreground --config "$tmp/empty.conf" --model "$model" --socket "$sock" \
-  --state-dir "$tmp/state" --threads 2 --backend "${QWEN3_CLI_TEST_BACKEND:-bpf}" >"$tmp/daemon.log" 2>&1 &
-daemon_pid=$!
-for _ in $(seq 300); do [[ -S $sock ]] && break; kill -0 $daemon_pid 2>/dev/null || { cat "$tmp/daemon.log"; fail "daemon exited"; }; sleep 0.1; done
+start_test_daemon "$daemon" "$model"
 
 # ---- status / health
 expect_exit 0 "status --wait" -- "$cli" status --wait --timeout 300

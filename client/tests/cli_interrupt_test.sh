@@ -13,20 +13,11 @@ runs=${4:-100}
 [[ -f $model/config.json ]] || { echo "FAIL: no model at $model" >&2; exit 1; }
 source "$(dirname "$0")/../../tests/lib/daemon_scratch.sh"
 source "$(dirname "$0")/test_lib.sh"
-fail() {
-  printf 'FAIL: %s\n' "$*" >&2
-  [[ -f $tmp/daemon.log ]] && { echo "---- daemon log (tail)"; tail -n 30 "$tmp/daemon.log"; } >&2
-  exit 1
-}
-export QWEN3_BPF_SOCKET=$sock
 # Job control: background jobs of a non-interactive shell otherwise start with
 # SIGINT ignored, and a signal before the client's own setup would be lost.
 set -m
 
-: >"$tmp/empty.conf"
-"$daemon" --foreground --config "$tmp/empty.conf" --model "$model" --socket "$sock" \
-  --state-dir "$tmp/state" --threads 2 --backend "${QWEN3_CLI_TEST_BACKEND:-bpf}" >"$tmp/daemon.log" 2>&1 &
-daemon_pid=$!
+start_test_daemon "$daemon" "$model"
 "$cli" status --wait --timeout 300 >/dev/null || fail "the daemon did not get ready"
 
 # Waits up to $2 tenths of a second for pid $1 to end; its status in $rc.
