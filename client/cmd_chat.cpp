@@ -161,11 +161,9 @@ int run_chat(Command& cmd) {
     if (a.has("stats") || out.interrupted) std::cerr << describe_outcome(out) << "\n";
     last = std::move(out);
   }
-  if (reader.interrupted()) {
-    std::cerr << "\n";
-    return kExitInterrupted;  // ~Chat frees the session first
-  }
-  return kExitOk;
+  if (interactive) std::cerr << "\n";  // the prompt line ended by Ctrl-D or Ctrl-C
+  // ~Chat frees the session before the process exits.
+  return reader.interrupted() ? kExitInterrupted : kExitOk;
 }
 
 }  // namespace
