@@ -61,8 +61,7 @@ int run_generate(Command& cmd) {
   if (out.interrupted) return kExitInterrupted;
   if (out.final_message.finish_reason() == v1::FINISH_REASON_CANCELLED) {
     // Not our Ctrl-C: the daemon ended the stream (it is stopping).
-    std::cerr << "qwen3-bpf generate: the daemon cancelled the generation (is it stopping?)\n";
-    return kExitUnavailable;
+    throw CliError("the daemon cancelled the generation (is it stopping?)", kExitUnavailable, "cancelled");
   }
   return kExitOk;
 }

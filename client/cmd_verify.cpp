@@ -236,8 +236,8 @@ CommandInfo xdp_gen_command() {
       {
           {"fixtures", true, false, "TESTS.json  packet fixtures the program must pass"},
           {"attempts", true, false, "N  total attempts including repairs (default 2)"},
-          {"max-tokens", true, false, "N  tokens per attempt (default: the daemon's, 1024)"},
-          {"temperature", true, false, "T  sampling temperature (default 0: greedy)"},
+          {"max-tokens", true, false, "N  tokens per attempt (default: the daemon's, 1024)", 'n'},
+          {"temperature", true, false, "T  sampling temperature (default 0: greedy)", 't'},
           {"seed", true, false, "N  sampling seed"},
           {"show-completion", false, false, "print the model's whole answer, not only the extracted source"},
       },
