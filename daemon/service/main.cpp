@@ -48,7 +48,6 @@ Flags parse_flags(int argc, char** argv) {
   CLI::App app{"Serves a Qwen3 model whose forward pass runs in verified eBPF programs, over gRPC on a Unix\n"
                "socket. Options override the configuration file's keys (docs/daemon.md)."};
   qwen3::cli_parse::init(app, "qwen3-bpfd");
-  app.set_version_flag("--version", std::string("qwen3-bpfd ") + QWEN3_BPFD_VERSION);
   app.add_option("--config", f.config_file, "configuration file (a missing default is fine)")->capture_default_str();
   // Each option below sets one configuration key.
   static const std::vector<std::array<const char*, 3>> keyed = {
