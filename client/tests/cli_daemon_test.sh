@@ -133,28 +133,31 @@ pass "chat on a terminal: Up recalls the last line, /session /help /stats /bye, 
 
 # ---- chat on a terminal (tmux): Ctrl-C during a reply cancels only that reply;
 # Ctrl-C at the prompt ends the chat (exit 130) and frees its session
-tmux_sock=qwen3-cli-test-$$
-tmux -L "$tmux_sock" -f /dev/null new-session -d -x 160 -y 40 \
+tmux_sock=$tmp/tmux.sock  # in $tmp: the scratch cleanup removes it
+tmux -S "$tmux_sock" -f /dev/null new-session -d -x 160 -y 40 \
   "QWEN3_BPF_SOCKET='$sock' '$cli' chat --no-think -n 100000 --ignore-eos; echo \$? >'$tmp/chat.rc'"
-pane() { tmux -L "$tmux_sock" capture-pane -p -S -200 | grep -v '^$'; }
+pane() { tmux -S "$tmux_sock" capture-pane -p -S -200 | grep -v '^$'; }
 wait_pane() {  # wait_pane WHAT CONDITION: up to 10 s for the bash condition on $(pane)
   for _ in $(seq 100); do eval "$2" && return 0; sleep 0.1; done
   local screen
   screen=$(pane 2>&1)
-  tmux -L "$tmux_sock" kill-server 2>/dev/null || true
+  tmux -S "$tmux_sock" kill-server 2>/dev/null || true
   fail "tmux chat: no $1: $screen"
 }
 # (capture-pane drops trailing blanks: the prompt ">>> " shows as ">>>")
 wait_pane "first prompt" '[[ $(pane) == *">>>"* ]]'
-tmux -L "$tmux_sock" send-keys "Hello" Enter
+tmux -S "$tmux_sock" send-keys "Hello" Enter
 wait_pane "reply text" '[[ $(pane | grep -v "^>>>" | grep -c .) -ge 3 ]]'
-tmux -L "$tmux_sock" send-keys C-c
+tmux -S "$tmux_sock" send-keys C-c
 wait_pane "cancel line and a new prompt after Ctrl-C in a reply" \
   '[[ $(pane) == *"[finish: cancelled (Ctrl-C); completion "* && $(pane | tail -n 1) == ">>>" ]]'
-[[ -e $tmp/chat.rc ]] && fail "Ctrl-C during a reply ended the chat: $(pane)"
-tmux -L "$tmux_sock" send-keys C-c
+if [[ -e $tmp/chat.rc ]]; then
+  tmux -S "$tmux_sock" kill-server 2>/dev/null || true
+  fail "Ctrl-C during a reply ended the chat (exit $(cat "$tmp/chat.rc"))"
+fi
+tmux -S "$tmux_sock" send-keys C-c
 for _ in $(seq 100); do [[ -s $tmp/chat.rc ]] && break; sleep 0.1; done
-tmux -L "$tmux_sock" kill-server 2>/dev/null || true
+tmux -S "$tmux_sock" kill-server 2>/dev/null || true
 [[ $(cat "$tmp/chat.rc" 2>/dev/null) == 130 ]] || fail "chat after Ctrl-C at the prompt: exit '$(cat "$tmp/chat.rc" 2>/dev/null)'"
 expect_exit 0 "sessions after Ctrl-C at the prompt" -- "$cli" sessions list --json
 pyjson 'assert not d.get("sessions"), d' "$out" || fail "Ctrl-C at the prompt left the session behind: $out"
