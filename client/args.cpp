@@ -9,48 +9,6 @@
 
 namespace qwen3::cli {
 
-Args Args::parse(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs) {
-  Args out;
-  bool options_done = false;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    const std::string& arg = argv[i];
-    if (options_done || arg.size() < 2 || arg.compare(0, 2, "--") != 0) {
-      // A lone "-" (stdin) and negative numbers are positional.
-      out.positional_.push_back(arg);
-      continue;
-    }
-    if (arg == "--") {
-      options_done = true;
-      continue;
-    }
-    std::string name = arg.substr(2);
-    std::optional<std::string> inline_value;
-    if (auto eq = name.find('='); eq != std::string::npos) {
-      inline_value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    const OptionSpec* spec = nullptr;
-    for (const auto& s : specs)
-      if (s.name == name) spec = &s;
-    if (!spec) throw usage_error("unknown option --" + name + " (see --help)");
-    std::string value;
-    if (spec->takes_value) {
-      if (inline_value) {
-        value = *inline_value;
-      } else {
-        if (i + 1 >= argv.size()) throw usage_error("option --" + name + " needs a value");
-        value = argv[++i];
-      }
-    } else if (inline_value) {
-      throw usage_error("option --" + name + " takes no value");
-    }
-    auto& slot = out.values_[name];
-    if (!slot.empty() && !spec->repeatable) throw usage_error("option --" + name + " given more than once");
-    slot.push_back(value);
-  }
-  return out;
-}
-
 std::optional<std::string> Args::get(const std::string& name) const {
   auto it = values_.find(name);
   if (it == values_.end() || it->second.empty()) return std::nullopt;
@@ -99,7 +57,8 @@ std::optional<double> Args::get_double(const std::string& name, double min, doub
 std::string describe_options(const std::vector<OptionSpec>& specs) {
   std::string out;
   for (const auto& s : specs) {
-    std::string left = "  --" + s.name;
+    std::string left = std::string("  ") + (s.short_name ? std::string("-") + s.short_name + ", " : "    ") +
+                       "--" + s.name;
     std::string help = s.help;
     if (s.takes_value) {
       // The help text starts with the value's placeholder ("N  what it does").
@@ -111,7 +70,7 @@ std::string describe_options(const std::vector<OptionSpec>& specs) {
         left += " VALUE";
       }
     }
-    if (left.size() < 30) left.resize(30, ' ');
+    if (left.size() < 34) left.resize(34, ' ');
     else left += "  ";
     out += left + help + "\n";
   }

@@ -1,6 +1,6 @@
-// A small command-line parser: each command declares its options; options may
-// appear anywhere among the positional arguments; "--" ends the options.
-// "--name=value" and "--name value" are both accepted.
+// What a command line parsed into: each command declares its options as
+// OptionSpecs (command_line.cpp hands them to CLI11), and reads the result
+// through Args, whose typed getters turn bad values into usage errors.
 #pragma once
 
 #include <cstdint>
@@ -16,13 +16,11 @@ struct OptionSpec {
   bool takes_value = false;
   bool repeatable = false;
   std::string help;          // "VALUE  what it does" (shown by --help)
+  char short_name = 0;       // 'n' for -n, or none
 };
 
 class Args {
  public:
-  // Throws CliError(kExitUsage) naming the offending argument.
-  static Args parse(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs);
-
   const std::vector<std::string>& positional() const { return positional_; }
   bool has(const std::string& name) const { return values_.count(name) > 0; }
   std::optional<std::string> get(const std::string& name) const;
@@ -32,12 +30,16 @@ class Args {
   std::optional<int64_t> get_int(const std::string& name, int64_t min, int64_t max) const;
   std::optional<double> get_double(const std::string& name, double min, double max) const;
 
+  // Filled by the parser.
+  void add_positional(std::string value) { positional_.push_back(std::move(value)); }
+  void add_value(const std::string& name, std::string value) { values_[name].push_back(std::move(value)); }
+
  private:
   std::vector<std::string> positional_;
   std::map<std::string, std::vector<std::string>> values_;
 };
 
-// "  --name VALUE  help" lines for a command's --help.
+// "  -n, --name VALUE  help" lines for a command's --help.
 std::string describe_options(const std::vector<OptionSpec>& specs);
 
 // Parses "12", "12,13", "[12, 13]" style id lists; usage error on anything else.

@@ -13,19 +13,9 @@ namespace qwen3::cli {
 
 namespace v1 = qwen3bpf::v1;
 
-int run_forward(const std::vector<std::string>& argv) {
-  CommandInfo info{
-      "forward", "forward [options] TEXT... | forward --ids IDS...",
-      "Runs the model once over TEXT (or token ids) and prints the most likely next tokens\n"
-      "with their logits and log-probabilities.",
-      {
-          {"top-k", true, false, "K  candidates to print (default 10)"},
-          {"ids", false, false, "the arguments are token ids"},
-          {"session", true, false, "ID  run in this session (its cached positions are reused)"},
-          {"append", false, false, "with --session: the input follows what the session holds"},
-          {"all-positions", false, false, "also print the argmax at every computed position"},
-      }};
-  Command cmd(info, argv);
+namespace {
+
+int run_forward(Command& cmd) {
   const Args& a = cmd.args();
   v1::ForwardRequest req;
   const std::string text = text_from_args_or_stdin(a.positional(), a.has("ids") ? "token ids" : "text");
@@ -34,7 +24,7 @@ int run_forward(const std::vector<std::string>& argv) {
     if (req.token_ids().empty()) throw usage_error("--ids: no token ids given");
   } else {
     if (text.empty()) throw usage_error("empty input (give TEXT, or --ids)");
-    req.set_text(text);
+    req.set_text(require_utf8(text, "the text"));
   }
   if (auto k = a.get_int("top-k", 1, 1 << 20)) req.set_top_k(static_cast<int32_t>(*k));
   if (auto s = a.get("session")) req.set_session_id(*s);
@@ -64,6 +54,24 @@ int run_forward(const std::vector<std::string>& argv) {
   std::printf("[%d input tokens, %d cached; session holds %d positions; %.1f ms]\n", resp.usage().prompt_tokens(),
               resp.usage().cached_tokens(), resp.session_positions(), resp.forward_ms());
   return kExitOk;
+}
+
+}  // namespace
+
+CommandInfo forward_command() {
+  return CommandInfo{"forward",
+                     "next-token candidates of one forward pass (--top-k K)",
+                     "forward [options] TEXT... | forward --ids IDS...",
+                     "Runs the model once over TEXT (or token ids) and prints the most likely next tokens\n"
+                     "with their logits and log-probabilities.",
+                     {
+                         {"top-k", true, false, "K  candidates to print (default 10)"},
+                         {"ids", false, false, "the arguments are token ids"},
+                         {"session", true, false, "ID  run in this session (its cached positions are reused)"},
+                         {"append", false, false, "with --session: the input follows what the session holds"},
+                         {"all-positions", false, false, "also print the argmax at every computed position"},
+                     },
+                     run_forward};
 }
 
 }  // namespace qwen3::cli

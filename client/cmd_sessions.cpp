@@ -22,18 +22,7 @@ void print_session(const v1::SessionInfo& s) {
   std::printf("expires:      %s\n", s.expires_unix_ms() ? format_unix_ms(s.expires_unix_ms()).c_str() : "never");
 }
 
-}  // namespace
-
-int run_sessions(const std::vector<std::string>& argv) {
-  CommandInfo info{
-      "sessions", "sessions list | show ID | rm ID... | create [--max-context N] [--id ID]",
-      "Manages KV sessions. `create` prints the new session's id (so S=$(qwen3-bpf sessions create)\n"
-      "works); continue it with `qwen3-bpf generate --session $S ...`.",
-      {
-          {"max-context", true, false, "N  create: context of the session (default: the daemon's)"},
-          {"id", true, false, "ID  create: choose the id ([A-Za-z0-9_.-], 1..64 chars)"},
-      }};
-  Command cmd(info, argv);
+int run_sessions(Command& cmd) {
   const Args& a = cmd.args();
   const auto& pos = a.positional();
   std::string action = pos.empty() ? "list" : pos[0];
@@ -96,6 +85,22 @@ int run_sessions(const std::vector<std::string>& argv) {
     return kExitOk;
   }
   throw usage_error("unknown sessions action '" + action + "' (list, show, rm, create)");
+}
+
+}  // namespace
+
+CommandInfo sessions_command() {
+  return CommandInfo{"sessions",
+                     "list | show ID | rm ID... | create [--max-context N]",
+                     "sessions list | show ID | rm ID... | create [--max-context N] [--id ID]",
+                     "Manages KV sessions. `create` prints the new session's id (so S=$(qwen3-bpf sessions create)\n"
+                     "works); continue it with `qwen3-bpf generate --session $S ...`.",
+                     {
+                         {"max-context", true, false, "N  create: context of the session (default: the daemon's)"},
+                         {"id", true, false, "ID  create: choose the id ([A-Za-z0-9_.-], 1..64 chars)"},
+                     },
+                     run_sessions,
+                     {"session"}};
 }
 
 }  // namespace qwen3::cli

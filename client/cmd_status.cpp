@@ -1,6 +1,7 @@
 // `qwen3-bpf status [--wait]` and `qwen3-bpf health [--wait]`.
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -83,17 +84,15 @@ bool retry_while_waiting(const CliError& e, bool wait, Clock::time_point deadlin
   return e.exit_code() == kExitNoDaemon && Clock::now() < grace_end;
 }
 
+std::string lowercase(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
 const OptionSpec kWait{"wait", false, false, "wait until the model is loaded (shows progress)"};
 const OptionSpec kTimeout{"timeout", true, false, "SECONDS  give up waiting after this long (default 1800)"};
 
-}  // namespace
-
-int run_status(const std::vector<std::string>& argv) {
-  CommandInfo info{"status", "status [--wait [--timeout S]] [--json]",
-                   "Shows the daemon's model, load progress, backend, memory, sessions and counters.\n"
-                   "With --wait, shows load progress until the model is ready (exit 1 if loading fails).",
-                   {kWait, kTimeout}};
-  Command cmd(info, argv);
+int run_status(Command& cmd) {
   const Args& a = cmd.args();
   if (!a.positional().empty()) throw usage_error("status takes no arguments");
   auto& client = cmd.client();
@@ -130,12 +129,7 @@ int run_status(const std::vector<std::string>& argv) {
   return kExitOk;
 }
 
-int run_health(const std::vector<std::string>& argv) {
-  CommandInfo info{"health", "health [--wait [--timeout S]] [--service NAME]",
-                   "Asks the standard gRPC health service. Prints SERVING (exit 0) or NOT_SERVING\n"
-                   "(exit 5, e.g. while the model loads). --wait waits for SERVING.",
-                   {kWait, kTimeout, {"service", true, false, "NAME  service to ask about (default: the server)"}}};
-  Command cmd(info, argv);
+int run_health(Command& cmd) {
   const Args& a = cmd.args();
   if (!a.positional().empty()) throw usage_error("health takes no arguments");
   auto& client = cmd.client();
@@ -153,9 +147,31 @@ int run_health(const std::vector<std::string>& argv) {
     if (!wait || st == ServingStatus::serving || Clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
-  if (cmd.json()) std::cout << "{\"status\":\"" << to_string(st) << "\"}\n";
+  if (cmd.json()) std::cout << dump_json({{"status", lowercase(to_string(st))}}) << "\n";
   else std::cout << to_string(st) << "\n";
   return st == ServingStatus::serving ? kExitOk : kExitUnavailable;
+}
+
+}  // namespace
+
+CommandInfo status_command() {
+  return CommandInfo{"status",
+                     "model, load progress, memory, sessions (--wait)",
+                     "status [--wait [--timeout S]] [--json]",
+                     "Shows the daemon's model, load progress, backend, memory, sessions and counters.\n"
+                     "With --wait, shows load progress until the model is ready (exit 1 if loading fails).",
+                     {kWait, kTimeout},
+                     run_status};
+}
+
+CommandInfo health_command() {
+  return CommandInfo{"health",
+                     "SERVING / NOT_SERVING (--wait)",
+                     "health [--wait [--timeout S]] [--service NAME]",
+                     "Asks the standard gRPC health service. Prints SERVING (exit 0) or NOT_SERVING\n"
+                     "(exit 5, e.g. while the model loads). --wait waits for SERVING.",
+                     {kWait, kTimeout, {"service", true, false, "NAME  service to ask about (default: the server)"}},
+                     run_health};
 }
 
 }  // namespace qwen3::cli

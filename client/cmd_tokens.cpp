@@ -10,6 +10,7 @@
 #include "command.h"
 #include "common/error.h"
 #include "input.h"
+#include "json_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qwen3::cli {
@@ -124,7 +125,7 @@ int tokenize_jsonl(TokenSource& source, bool pieces, bool split_special) {
       out = {{"error", e.what()}};
       status = kExitFailed;
     }
-    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << dump_json(out) << "\n";
   }
   std::cout << std::flush;
   return status;
@@ -132,19 +133,7 @@ int tokenize_jsonl(TokenSource& source, bool pieces, bool split_special) {
 
 const OptionSpec kModelOption{"model", true, false, "DIR  offline: use the tokenizer files of this model directory"};
 
-}  // namespace
-
-int run_tokenize(const std::vector<std::string>& argv) {
-  CommandInfo info{
-      "tokenize", "tokenize [--model DIR] [--jsonl] [options] [TEXT...]",
-      "Prints the token ids of TEXT (or of stdin). With --jsonl, reads lines {\"text\": ...} on\n"
-      "stdin and writes one {\"ids\": [...]} line per input line. With --model DIR it works\n"
-      "offline, without the daemon.",
-      {kModelOption,
-       {"jsonl", false, false, "JSON lines on stdin -> JSON lines on stdout"},
-       {"pieces", false, false, "also print each token's vocabulary string"},
-       {"split-special", false, false, "treat special-token text like <|im_start|> as plain text"}}};
-  Command cmd(info, argv);
+int run_tokenize(Command& cmd) {
   const Args& a = cmd.args();
   auto source = token_source(cmd);
   const bool pieces = a.has("pieces"), split = a.has("split-special");
@@ -152,11 +141,11 @@ int run_tokenize(const std::vector<std::string>& argv) {
     if (!a.positional().empty()) throw usage_error("--jsonl reads stdin; give no TEXT");
     return tokenize_jsonl(*source, pieces, split);
   }
-  Tokens t = source->encode(text_from_args_or_stdin(a.positional(), "text"), pieces, split);
+  Tokens t = source->encode(require_utf8(text_from_args_or_stdin(a.positional(), "text"), "the text"), pieces, split);
   if (cmd.json()) {
     nlohmann::json out = {{"ids", t.ids}};
     if (pieces) out["pieces"] = t.pieces;
-    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << dump_json(out) << "\n";
   } else if (pieces) {
     for (size_t i = 0; i < t.ids.size(); ++i)
       std::cout << t.ids[i] << "\t" << (i < t.pieces.size() ? t.pieces[i] : "") << "\n";
@@ -167,24 +156,44 @@ int run_tokenize(const std::vector<std::string>& argv) {
   return kExitOk;
 }
 
-int run_detokenize(const std::vector<std::string>& argv) {
-  CommandInfo info{
-      "detokenize", "detokenize [--model DIR] [options] IDS...",
-      "Prints the text of token ids (separated by spaces or commas; stdin when none are given).\n"
-      "With --model DIR it works offline, without the daemon.",
-      {kModelOption, {"skip-special", false, false, "leave special tokens out of the text"}}};
-  Command cmd(info, argv);
+int run_detokenize(Command& cmd) {
   const Args& a = cmd.args();
   std::vector<int32_t> ids = parse_id_list({text_from_args_or_stdin(a.positional(), "token ids")});
   auto source = token_source(cmd);
   std::string text = source->decode(ids, a.has("skip-special"));
   if (cmd.json()) {
-    std::cout << nlohmann::json{{"text", text}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+    std::cout << dump_json({{"text", text}})
               << "\n";
   } else {
     std::cout << text << "\n";
   }
   return kExitOk;
+}
+
+}  // namespace
+
+CommandInfo tokenize_command() {
+  return CommandInfo{"tokenize",
+                     "text -> token ids (--model DIR: offline; --jsonl)",
+                     "tokenize [--model DIR] [--jsonl] [options] [TEXT...]",
+                     "Prints the token ids of TEXT (or of stdin). With --jsonl, reads lines {\"text\": ...} on\n"
+                     "stdin and writes one {\"ids\": [...]} line per input line. With --model DIR it works\n"
+                     "offline, without the daemon.",
+                     {kModelOption,
+                      {"jsonl", false, false, "JSON lines on stdin -> JSON lines on stdout"},
+                      {"pieces", false, false, "also print each token's vocabulary string"},
+                      {"split-special", false, false, "treat special-token text like <|im_start|> as plain text"}},
+                     run_tokenize};
+}
+
+CommandInfo detokenize_command() {
+  return CommandInfo{"detokenize",
+                     "token ids -> text (--model DIR: offline)",
+                     "detokenize [--model DIR] [options] IDS...",
+                     "Prints the text of token ids (separated by spaces or commas; stdin when none are given).\n"
+                     "With --model DIR it works offline, without the daemon.",
+                     {kModelOption, {"skip-special", false, false, "leave special tokens out of the text"}},
+                     run_detokenize};
 }
 
 }  // namespace qwen3::cli

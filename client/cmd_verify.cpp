@@ -158,18 +158,7 @@ void print_result(const v1::VerifyResult& r, const std::string& name) {
   }
 }
 
-}  // namespace
-
-int run_verify(const std::vector<std::string>& argv) {
-  CommandInfo info{
-      "verify", "verify PROG.c [--fixtures TESTS.json] [--json]",
-      "Compiles one XDP program (SEC(\"xdp\")), loads it through the kernel verifier and runs the\n"
-      "fixtures through BPF_PROG_TEST_RUN, in the daemon. Prints the decision, the failed stage,\n"
-      "compiler errors with line numbers, the verifier's rejection (class, log excerpt, source\n"
-      "line) and each fixture's expected/got. Exit 0 on pass, 1 otherwise. PROG.c '-' reads stdin.\n"
-      "TESTS.json: [{\"name\", \"packet_hex\", \"expected_action\", \"expected_packet_hex\"?}]",
-      {{"fixtures", true, false, "TESTS.json  packet fixtures to run"}}};
-  Command cmd(info, argv);
+int run_verify(Command& cmd) {
   const Args& a = cmd.args();
   if (a.positional().size() != 1) throw usage_error("usage: qwen3-bpf verify PROG.c [--fixtures TESTS.json]");
   const std::string path = a.positional()[0];
@@ -185,21 +174,7 @@ int run_verify(const std::vector<std::string>& argv) {
   return resp.result().decision() == v1::DECISION_PASS ? kExitOk : kExitFailed;
 }
 
-int run_xdp_gen(const std::vector<std::string>& argv) {
-  CommandInfo info{
-      "xdp-gen", "xdp-gen \"TASK\" [--fixtures F] [--attempts N] [--json]",
-      "Asks the loaded model for an XDP program doing TASK, verifies it, and on failure feeds the\n"
-      "diagnostic back for repair attempts. Prints every attempt (source and result).\n"
-      "Exit 0 if the last attempt passed, 1 otherwise.",
-      {
-          {"fixtures", true, false, "TESTS.json  packet fixtures the program must pass"},
-          {"attempts", true, false, "N  total attempts including repairs (default 2)"},
-          {"max-tokens", true, false, "N  tokens per attempt (default: the daemon's, 1024)"},
-          {"temperature", true, false, "T  sampling temperature (default 0: greedy)"},
-          {"seed", true, false, "N  sampling seed"},
-          {"show-completion", false, false, "print the model's whole answer, not only the extracted source"},
-      }};
-  Command cmd(info, argv);
+int run_xdp_gen(Command& cmd) {
   const Args& a = cmd.args();
   if (a.positional().empty()) throw usage_error("usage: qwen3-bpf xdp-gen \"TASK\"");
   v1::GenerateVerifiedRequest req;
@@ -233,6 +208,40 @@ int run_xdp_gen(const std::vector<std::string>& argv) {
                 resp.attempts_size() == 1 ? "" : "s", resp.elapsed_ms());
   }
   return resp.solved() ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+CommandInfo verify_command() {
+  return CommandInfo{"verify",
+                     "compile, verify and test-run an XDP program (--fixtures F)",
+                     "verify PROG.c [--fixtures TESTS.json] [--json]",
+                     "Compiles one XDP program (SEC(\"xdp\")), loads it through the kernel verifier and runs the\n"
+                     "fixtures through BPF_PROG_TEST_RUN, in the daemon. Prints the decision, the failed stage,\n"
+                     "compiler errors with line numbers, the verifier's rejection (class, log excerpt, source\n"
+                     "line) and each fixture's expected/got. Exit 0 on pass, 1 otherwise. PROG.c '-' reads stdin.\n"
+                     "TESTS.json: [{\"name\", \"packet_hex\", \"expected_action\", \"expected_packet_hex\"?}]",
+                     {{"fixtures", true, false, "TESTS.json  packet fixtures to run"}},
+                     run_verify};
+}
+
+CommandInfo xdp_gen_command() {
+  return CommandInfo{
+      "xdp-gen",
+      "let the model write an XDP program, verified and repaired",
+      "xdp-gen \"TASK\" [--fixtures F] [--attempts N] [--json]",
+      "Asks the loaded model for an XDP program doing TASK, verifies it, and on failure feeds the\n"
+      "diagnostic back for repair attempts. Prints every attempt (source and result).\n"
+      "Exit 0 if the last attempt passed, 1 otherwise.",
+      {
+          {"fixtures", true, false, "TESTS.json  packet fixtures the program must pass"},
+          {"attempts", true, false, "N  total attempts including repairs (default 2)"},
+          {"max-tokens", true, false, "N  tokens per attempt (default: the daemon's, 1024)", 'n'},
+          {"temperature", true, false, "T  sampling temperature (default 0: greedy)", 't'},
+          {"seed", true, false, "N  sampling seed"},
+          {"show-completion", false, false, "print the model's whole answer, not only the extracted source"},
+      },
+      run_xdp_gen};
 }
 
 }  // namespace qwen3::cli

@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -17,7 +18,6 @@
 namespace qwen3::cli {
 namespace {
 
-const std::string kStartHint = "; start it with: systemctl start qwen3-bpfd";
 const std::string kAccessHint = "you must be root or in group qwen3-bpf";
 
 bool caller_may_connect() {
@@ -46,7 +46,7 @@ Diagnosis diagnose_socket(const std::string& path) {
     if (errno == EACCES)
       return {kExitPermission, "permission denied: cannot reach " + path + ": " + kAccessHint};
     return {kExitNoDaemon, "qwen3-bpfd is not running: cannot connect to " + path + " (" +
-                               std::strerror(errno) + ")" + kStartHint};
+                               std::strerror(errno) + ")" + start_hint(path, systemd_running())};
   }
   if (!S_ISSOCK(st.st_mode))
     return {kExitNoDaemon, "cannot connect to " + path + ": it is not a socket (check --socket / QWEN3_BPF_SOCKET)"};
@@ -64,7 +64,7 @@ Diagnosis diagnose_socket(const std::string& path) {
       d = {kExitPermission, "permission denied: cannot connect to " + path + ": " + kAccessHint};
     else
       d = {kExitNoDaemon, "qwen3-bpfd is not running: cannot connect to " + path + " (" + std::strerror(err) +
-                              ")" + kStartHint};
+                              ")" + start_hint(path, systemd_running())};
     close(fd);
     return d;
   }
@@ -78,8 +78,8 @@ Diagnosis diagnose_socket(const std::string& path) {
       if (!caller_may_connect())
         d = {kExitPermission, "permission denied: qwen3-bpfd closed the connection (credential check): " + kAccessHint};
       else
-        d = {kExitNoDaemon, "qwen3-bpfd closed the connection on " + path +
-                                " (is it stopping? see: journalctl -u qwen3-bpfd)"};
+        d = {kExitNoDaemon, "qwen3-bpfd closed the connection on " + path + " (is it stopping? see " +
+                                (systemd_running() ? "journalctl -u qwen3-bpfd" : "its log") + ")"};
     }
   }
   close(fd);
@@ -87,6 +87,18 @@ Diagnosis diagnose_socket(const std::string& path) {
 }
 
 }  // namespace
+
+bool systemd_running() {
+  struct stat st {};
+  return stat("/run/systemd/system", &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string start_hint(const std::string& socket_path, bool systemd) {
+  if (systemd && socket_path == kDefaultSocket) return "; start it with: systemctl start qwen3-bpfd";
+  std::string cmd = "qwen3-bpfd";
+  if (socket_path != kDefaultSocket) cmd += " --socket " + socket_path;
+  return "; start it (as root; it stays in the foreground) with: " + cmd + " [--model DIR]";
+}
 
 std::string resolve_socket_path(const std::string& from_flag) {
   if (!from_flag.empty()) return from_flag;
@@ -114,24 +126,30 @@ void DaemonClient::check(const grpc::Status& status, const std::string& what) co
 
 CliError DaemonClient::error_for(const grpc::Status& status, const std::string& what) const {
   const std::string detail = status.error_message();
+  std::string code = status_code_name(status.error_code());
+  for (auto& c : code) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE: {
       Diagnosis d = diagnose_socket(socket_path_);
       if (d.exit_code != 0) return CliError(d.message, d.exit_code);
-      return CliError("qwen3-bpfd is not available for " + what + ": " + detail, kExitUnavailable);
+      return CliError("qwen3-bpfd is not available for " + what + ": " + detail, kExitUnavailable, code);
     }
     case grpc::StatusCode::DEADLINE_EXCEEDED: {
       // With wait_for_ready a vanished daemon shows up as a deadline.
       Diagnosis d = diagnose_socket(socket_path_);
       if (d.exit_code != 0) return CliError(d.message, d.exit_code);
-      return CliError(what + " timed out: " + detail, kExitFailed);
+      return CliError(what + " timed out: " + detail, kExitFailed, code);
     }
     case grpc::StatusCode::PERMISSION_DENIED:
-      return CliError("permission denied: " + detail, kExitPermission);
+      return CliError("permission denied: " + detail, kExitPermission, code);
     case grpc::StatusCode::CANCELLED:
-      return CliError(what + " cancelled", kExitInterrupted);
+      return CliError(what + " cancelled", kExitInterrupted, code);
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      // The request itself was wrong (a limit, an id outside the vocabulary):
+      // the same class as a bad command line.
+      return CliError(what + " failed (INVALID_ARGUMENT): " + detail, kExitUsage, code);
     default:
-      return CliError(what + " failed (" + status_code_name(status.error_code()) + "): " + detail, kExitFailed);
+      return CliError(what + " failed (" + status_code_name(status.error_code()) + "): " + detail, kExitFailed, code);
   }
 }
 

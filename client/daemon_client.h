@@ -42,4 +42,10 @@ class DaemonClient {
 // "UNAVAILABLE", "NOT_FOUND", ...
 const char* status_code_name(grpc::StatusCode code);
 
+// How to start the daemon, for the "not running" message: systemctl only when
+// systemd runs (and serves the default socket); otherwise qwen3-bpfd itself,
+// on the socket that was asked for.
+std::string start_hint(const std::string& socket_path, bool systemd_running);
+bool systemd_running();
+
 }  // namespace qwen3::cli

@@ -1,12 +1,15 @@
 #include "generation.h"
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
 
 #include "cli_error.h"
+#include "input.h"
 #include "interrupt.h"
 #include "json_output.h"
+#include "wait_indicator.h"
 
 namespace qwen3::cli {
 
@@ -14,8 +17,8 @@ namespace v1 = qwen3bpf::v1;
 
 std::vector<OptionSpec> generation_options() {
   return {
-      {"max-tokens", true, false, "N  tokens to generate at most (default: the daemon's, 256)"},
-      {"temperature", true, false, "T  sampling temperature; 0 = greedy (default 0)"},
+      {"max-tokens", true, false, "N  tokens to generate at most (default: the daemon's, 256)", 'n'},
+      {"temperature", true, false, "T  sampling temperature; 0 = greedy (default 0)", 't'},
       {"top-k", true, false, "K  sample among the K most likely tokens (0 = off)"},
       {"top-p", true, false, "P  nucleus sampling cut (0 or 1 = off)"},
       {"min-p", true, false, "P  drop tokens below P x the best probability (0 = off)"},
@@ -23,7 +26,7 @@ std::vector<OptionSpec> generation_options() {
       {"seed", true, false, "N  sampling seed (0 = random; the seed used is reported)"},
       {"stop", true, true, "TEXT  stop when TEXT appears (not printed); repeatable"},
       {"ignore-eos", false, false, "keep generating past end-of-sequence tokens"},
-      {"logprobs", true, false, "N  report the chosen token's logprob and the top N (with --json)"},
+      {"logprobs", true, false, "N  report the chosen token's logprob and the top N, N <= 20 (with --json)"},
       {"stats", false, false, "print finish reason, token counts and timings to stderr"},
   };
 }
@@ -40,19 +43,30 @@ void apply_generation_options(const Args& args, v1::GenerateRequest& request) {
   if (auto v = args.get_int("seed", 0, INT64_MAX)) sampling->set_seed(static_cast<uint64_t>(*v));
   for (const auto& s : args.all("stop")) {
     if (s.empty()) throw usage_error("--stop wants a non-empty string");
-    stopping->add_stop(s);
+    stopping->add_stop(require_utf8(s, "--stop"));
   }
   if (args.has("ignore-eos")) stopping->set_ignore_eos(true);
-  if (auto v = args.get_int("logprobs", 0, 100)) request.set_logprobs(static_cast<int32_t>(*v));
+  // The daemon's limit (daemon/service/inference.cpp).
+  if (auto v = args.get_int("logprobs", 0, 20)) request.set_logprobs(static_cast<int32_t>(*v));
 }
 
 StreamOutcome stream_generate(DaemonClient& client, const v1::GenerateRequest& request, StreamOutput output) {
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   StreamOutcome out;
+  const auto start = Clock::now();
+  // Declared before the guard: the guard (destroyed first) is what keeps a
+  // Ctrl-C from reaching a destroyed context.
   grpc::ClientContext ctx;
   CancelOnInterrupt guard([&ctx] { ctx.TryCancel(); });
+  WaitIndicator waiting("prefill", output == StreamOutput::text && WaitIndicator::stderr_is_terminal());
   auto reader = client.stub().Generate(&ctx, request);
   v1::GenerateResponse message;
   while (reader->Read(&message)) {
+    if (out.first_token_ms == 0) {
+      out.first_token_ms = ms_since(start);
+      waiting.stop();
+    }
     if (output == StreamOutput::json_lines) {
       std::cout << to_json(message) << "\n" << std::flush;
     } else if (output == StreamOutput::text && !message.text().empty()) {
@@ -60,12 +74,18 @@ StreamOutcome stream_generate(DaemonClient& client, const v1::GenerateRequest& r
       std::fflush(stdout);
     }
     out.text += message.text();
+    if (message.token_id() >= 0) ++out.received_tokens;
     if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) out.final_message = message;
   }
+  waiting.stop();
   grpc::Status status = reader->Finish();
+  out.elapsed_ms = ms_since(start);
   out.interrupted = guard.interrupted();
   if (out.interrupted) {
+    // The cancelled call gets no final message: keep what was counted here.
     out.final_message.set_finish_reason(v1::FINISH_REASON_CANCELLED);
+    out.final_message.mutable_usage()->set_completion_tokens(out.received_tokens);
+    out.final_message.set_session_id(request.session_id());
     return out;
   }
   client.check(status, "generate");
@@ -76,16 +96,27 @@ std::string finish_reason_name(v1::FinishReason reason) {
   switch (reason) {
     case v1::FINISH_REASON_LENGTH: return "length";
     case v1::FINISH_REASON_EOS: return "eos";
-    case v1::FINISH_REASON_STOP_SEQUENCE: return "stop";
+    case v1::FINISH_REASON_STOP_SEQUENCE: return "stop_sequence";
     case v1::FINISH_REASON_CANCELLED: return "cancelled";
     default: return "unknown";
   }
 }
 
-std::string describe_final(const v1::GenerateResponse& m) {
+std::string describe_outcome(const StreamOutcome& o) {
+  const v1::GenerateResponse& m = o.final_message;
   std::ostringstream s;
   s.setf(std::ios::fixed);
   s.precision(1);
+  if (o.interrupted) {
+    // The daemon's usage and timings come with the final message, which a
+    // cancelled stream does not get; these are the client's own counts.
+    s << "[finish: cancelled (Ctrl-C); completion " << o.received_tokens << " tokens received";
+    if (o.received_tokens > 0) s << "; first token after " << o.first_token_ms << " ms";
+    s << ", " << o.elapsed_ms << " ms in all";
+    if (!m.session_id().empty()) s << "; session " << m.session_id();
+    s << "]";
+    return s.str();
+  }
   s << "[finish: " << finish_reason_name(m.finish_reason());
   if (!m.stop_sequence().empty()) s << " (\"" << m.stop_sequence() << "\")";
   s << "; prompt " << m.usage().prompt_tokens() << " tokens (" << m.usage().cached_tokens() << " cached)"

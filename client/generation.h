@@ -21,6 +21,11 @@ struct StreamOutcome {
   std::string text;                              // everything streamed
   qwen3bpf::v1::GenerateResponse final_message;  // finish_reason, usage, timings
   bool interrupted = false;                      // Ctrl-C cancelled it
+  // Counted here, so a cancelled stream (which gets no final message) still
+  // reports them.
+  int received_tokens = 0;
+  double first_token_ms = 0;  // request sent -> first message (queue + prefill)
+  double elapsed_ms = 0;
 };
 
 enum class StreamOutput {
@@ -29,14 +34,16 @@ enum class StreamOutput {
   silent,      // nothing (the caller prints the outcome)
 };
 
-// Runs Generate, printing as `output` says. Throws CliError on failure (but
-// not on a Ctrl-C cancel: that is reported in the outcome).
+// Runs Generate, printing as `output` says (with a wait indicator on a
+// terminal until the first text). Throws CliError on failure (but not on a
+// Ctrl-C cancel: that is reported in the outcome).
 StreamOutcome stream_generate(DaemonClient& client, const qwen3bpf::v1::GenerateRequest& request,
                               StreamOutput output);
 
-// "length", "eos", "stop", "cancelled"
+// "length", "eos", "stop_sequence", "cancelled" (the words of --json)
 std::string finish_reason_name(qwen3bpf::v1::FinishReason reason);
-// One line: finish reason, usage and timings (for --stats, on stderr).
-std::string describe_final(const qwen3bpf::v1::GenerateResponse& final_message);
+// One line: finish reason, usage and timings (for --stats and after Ctrl-C,
+// on stderr). After Ctrl-C the counts are the ones received before it.
+std::string describe_outcome(const StreamOutcome& outcome);
 
 }  // namespace qwen3::cli

@@ -11,5 +11,8 @@ namespace qwen3::cli {
 // `what` (instead of silently waiting for input); "-" reads stdin anyway.
 std::string text_from_args_or_stdin(const std::vector<std::string>& words, const std::string& what);
 std::string read_all_stdin();
+// The daemon's API carries text as UTF-8: anything else is a usage error
+// naming `what` and the offset (instead of a protobuf serialization failure).
+const std::string& require_utf8(const std::string& text, const std::string& what);
 
 }  // namespace qwen3::cli

@@ -13,30 +13,40 @@
 namespace qwen3::cli {
 namespace {
 
-std::mutex mu;
-std::function<void()> current_cancel;
-unsigned current_generation = 0;
-std::set<unsigned> interrupted_generations;
+// Never destroyed: a signal may arrive while exit() runs static destructors,
+// and the watcher thread must still find its state intact.
+struct State {
+  std::mutex mu;
+  std::function<void()> current_cancel;
+  unsigned current_generation = 0;
+  std::set<unsigned> interrupted_generations;
+};
+State& state() {
+  static State* s = new State;
+  return *s;
+}
 
 void watch(sigset_t set) {
   for (;;) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) continue;
-    std::function<void()> cancel;
     {
-      std::lock_guard<std::mutex> lock(mu);
-      if (current_cancel && !interrupted_generations.count(current_generation)) {
-        interrupted_generations.insert(current_generation);
-        cancel = current_cancel;
+      State& st = state();
+      std::lock_guard<std::mutex> lock(st.mu);
+      if (st.current_cancel && !st.interrupted_generations.count(st.current_generation)) {
+        st.interrupted_generations.insert(st.current_generation);
+        // Called with the lock held: ~CancelOnInterrupt takes it too, so what
+        // the function points at (a ClientContext on the caller's stack) is
+        // alive for the whole call. A copy called after unlocking could run
+        // after the guard and its context were gone.
+        st.current_cancel();
+        continue;
       }
     }
-    if (!cancel) {
-      // Nothing to cancel, or a second Ctrl-C: leave now.
-      static const char msg[] = "\ninterrupted\n";
-      (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
-      _exit(kExitInterrupted);
-    }
-    cancel();
+    // Nothing to cancel, or a second Ctrl-C: leave now.
+    static const char msg[] = "\ninterrupted\n";
+    (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    _exit(kExitInterrupted);
   }
 }
 
@@ -56,19 +66,22 @@ void install_interrupt_watcher() {
 }
 
 CancelOnInterrupt::CancelOnInterrupt(std::function<void()> cancel) {
-  std::lock_guard<std::mutex> lock(mu);
-  generation_ = ++current_generation;
-  current_cancel = std::move(cancel);
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  generation_ = ++st.current_generation;
+  st.current_cancel = std::move(cancel);
 }
 
 CancelOnInterrupt::~CancelOnInterrupt() {
-  std::lock_guard<std::mutex> lock(mu);
-  if (current_generation == generation_) current_cancel = nullptr;
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.current_generation == generation_) st.current_cancel = nullptr;
 }
 
 bool CancelOnInterrupt::interrupted() const {
-  std::lock_guard<std::mutex> lock(mu);
-  return interrupted_generations.count(generation_) > 0;
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.interrupted_generations.count(generation_) > 0;
 }
 
 }  // namespace qwen3::cli

@@ -12,7 +12,10 @@ namespace qwen3::cli {
 // Call first thing in main, before any thread (gRPC's included) exists.
 void install_interrupt_watcher();
 
-// While alive, a signal runs `cancel` (once) instead of exiting.
+// While alive, a signal runs `cancel` (once) instead of exiting. `cancel` runs
+// on the watcher thread with the guard's lock held (so whatever it touches
+// outlives the call): it must be quick, must not block, and must not make or
+// destroy a CancelOnInterrupt.
 class CancelOnInterrupt {
  public:
   explicit CancelOnInterrupt(std::function<void()> cancel);

@@ -17,6 +17,7 @@ packages=(
   libpcre2-dev libicu-dev nlohmann-json3-dev
   python3-grpcio python3-grpc-tools python3-protobuf
   systemd-container debootstrap iproute2 jq
+  libcli11-dev libedit-dev bsdutils
 )
 # Node/npm may come from elsewhere on the image; only ask Debian for them if absent.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)

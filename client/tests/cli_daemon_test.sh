@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # qwen3-bpf against a real qwen3-bpfd on a temporary socket (tiny test model):
 # status/health, tokenize, streaming generate and its JSON, sessions with
-# cached tokens, forward, piped chat, Ctrl-C cancellation, error exit codes,
-# access refused for an unprivileged user, verify and xdp-gen output.
+# cached tokens, forward, piped chat, chat on a pty (script, tmux), the prefill
+# spinner, Ctrl-C cancellation, error exit codes (JSON too), access refused for
+# an unprivileged user, verify and xdp-gen output.
 # usage: cli_daemon_test.sh QWEN3_BPF QWEN3_BPFD MODEL_DIR
 set -euo pipefail
 cli=$1
@@ -11,26 +12,17 @@ model=$(realpath "$3")
 [[ -f $model/config.json ]] || { echo "FAIL: no model at $model" >&2; exit 1; }
 source "$(dirname "$0")/../../tests/lib/daemon_scratch.sh"
 source "$(dirname "$0")/test_lib.sh"
-fail() {
-  printf 'FAIL: %s\n' "$*" >&2
-  [[ -f $tmp/daemon.log ]] && { echo "---- daemon log (tail)"; tail -n 30 "$tmp/daemon.log"; } >&2
-  exit 1
-}
-export QWEN3_BPF_SOCKET=$sock
-pyjson() { /usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1]); $1" "$2"; }
+pyjson() { /usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1]); $1" "${@:2}"; }
 
-: >"$tmp/empty.conf"
-"$daemon" --foreground --config "$tmp/empty.conf" --model "$model" --socket "$sock" \
-  --state-dir "$tmp/state" --threads 2 --backend "${QWEN3_CLI_TEST_BACKEND:-bpf}" >"$tmp/daemon.log" 2>&1 &
-daemon_pid=$!
-for _ in $(seq 300); do [[ -S $sock ]] && break; kill -0 $daemon_pid 2>/dev/null || { cat "$tmp/daemon.log"; fail "daemon exited"; }; sleep 0.1; done
+start_test_daemon "$daemon" "$model"
 
 # ---- status / health
 expect_exit 0 "status --wait" -- "$cli" status --wait --timeout 300
 expect_contains "$out" ": ready" "status after --wait"
 expect_contains "$out" "$model" "status names the model"
 expect_exit 0 "status --json" -- "$cli" status --json
-pyjson 'assert d["load_state"] == "LOAD_STATE_READY" and d["socket_path"], d' "$out" || fail "status --json: $out"
+pyjson 'assert d["load_state"] == "ready" and d["socket_path"] and isinstance(d["requests"]["generate"], int), d' "$out" ||
+  fail "status --json (enum words, 64-bit numbers as numbers): $out"
 expect_exit 0 "health" -- "$cli" health
 [[ $out == SERVING ]] || fail "health printed '$out'"
 pass "status --wait / --json, health SERVING"
@@ -56,8 +48,8 @@ msgs = [json.loads(l) for l in sys.argv[1].splitlines()]
 tokens, final = msgs[:-1], msgs[-1]
 assert len(tokens) == 6, len(tokens)
 assert [m["index"] for m in tokens] == list(range(6)), [m["index"] for m in tokens]
-assert all(m["finish_reason"] == "FINISH_REASON_UNSPECIFIED" for m in tokens)
-assert final["finish_reason"] == "FINISH_REASON_LENGTH", final
+assert all(m["finish_reason"] is None for m in tokens), tokens[0]
+assert final["finish_reason"] == "length", final
 assert final["usage"]["completion_tokens"] == 6 and final["usage"]["prompt_tokens"] >= 2, final
 PY
 deltas=$(/usr/bin/python3 -c 'import json,sys; print("".join(json.loads(l)["text"] for l in sys.argv[1].splitlines()), end="")' "$json_stream")
@@ -67,7 +59,16 @@ expect_exit 0 "generate --chat --stats" -- "$cli" generate --chat --no-think --m
 expect_contains "$err" "[finish: length; prompt" "--stats line"
 expect_exit 0 "generate with sampling flags" -- "$cli" generate --max-tokens 4 --temperature 0.8 --top-k 40 \
   --top-p 0.9 --min-p 0.05 --repetition-penalty 1.1 --seed 42 --stop "zzzz" --json "Once"
-tail -n1 <<<"$out" | grep -q '"seed":"42"' || fail "the final message does not report seed 42: $(tail -n1 <<<"$out")"
+tail -n1 <<<"$out" | grep -q '"seed":42[,}]' || fail "the final message does not report seed 42: $(tail -n1 <<<"$out")"
+expect_exit 0 "generate -n (short form), options after the prompt" -- "$cli" generate "Once" -n 3 --ignore-eos --json
+pyjson 'assert d["usage"]["completion_tokens"] == 3 and d["finish_reason"] == "length", d' "$(tail -n1 <<<"$out")" ||
+  fail "-n 3: $(tail -n1 <<<"$out")"
+# Greedy is deterministic: a piece of the text above is met again and stops the stream.
+stop=$(/usr/bin/python3 -c 'import sys; print(sys.argv[1][2:5], end="")' "$deltas")
+[[ -n $stop ]] || fail "the 6-token text '$deltas' is too short to take a stop string from"
+expect_exit 0 "stop sequence" -- "$cli" generate --json -n 40 --ignore-eos --stop "$stop" "The kernel"
+pyjson 'assert d["finish_reason"] == "stop_sequence" and d["stop_sequence"] == sys.argv[2], d' "$(tail -n1 <<<"$out")" "$stop" ||
+  fail "stop '$stop': $(tail -n1 <<<"$out")"
 pass "generate: JSON stream order and usage, text = deltas, --chat, --stats, sampling flags"
 
 # ---- sessions: the second request reuses the cached positions
@@ -105,6 +106,72 @@ expect_exit 0 "sessions list after chat" -- "$cli" sessions list --json
 pyjson 'assert not d.get("sessions"), d' "$out" || fail "chat left its session behind: $out"
 pass "chat: piped turns share a session (cached tokens), session deleted at the end"
 
+# ---- chat checks --session before the first message
+expect_exit 1 "chat in an unknown session" -- sh -c "'$cli' chat --session nosuchsession </dev/null"
+expect_contains "$err" "NOT_FOUND" "chat --session checked at start"
+expect_exit 2 "chat with a bad option value" -- sh -c "'$cli' chat --top-p 7 </dev/null"
+
+# ---- chat on a terminal (script(1) gives it a pty): libedit line editing and
+# history (Up recalls the last line), /commands not sent to the model
+export HOME=$tmp/home
+mkdir -p "$HOME"
+printf 'Hi there\r\033[A\r/session\r/frob\r/help\r/stats\r/bye\r' |
+  timeout 120 script -q -e -c "'$cli' chat --json --no-think -n 3 --ignore-eos" /dev/null >"$tmp/chat.tty" ||
+  fail "chat on a pty: exit $?: $(cat -v "$tmp/chat.tty")"
+tty_out=$(tr -d '\r' <"$tmp/chat.tty")
+[[ $(grep -c '"user":"Hi there"' <<<"$tty_out") -eq 2 ]] || fail "Up + Enter did not resend the last message: $tty_out"
+grep -q '"cached_tokens":[1-9][0-9]*.*"user":"Hi there"' <<<"$tty_out" || fail "the recalled turn did not reuse the session: $tty_out"
+grep -qE '^session s-[0-9a-f]+: [0-9]+ of [0-9]+ positions, KV ' <<<"$tty_out" || fail "/session: $tty_out"
+expect_contains "$tty_out" "unknown command /frob" "/frob is not sent to the model"
+expect_contains "$tty_out" "/clear           a new conversation" "/help"
+expect_contains "$tty_out" "[finish: length; prompt" "/stats"
+grep -q '"user":"/' <<<"$tty_out" && fail "a /command was sent to the model: $tty_out"
+grep -qx 'Hi\\040there' "$HOME/.qwen3_bpf_history" || fail "history not saved: $(cat "$HOME/.qwen3_bpf_history")"
+expect_exit 0 "sessions after the pty chat" -- "$cli" sessions list --json
+pyjson 'assert not d.get("sessions"), d' "$out" || fail "the pty chat left its session behind: $out"
+pass "chat on a terminal: Up recalls the last line, /session /help /stats /bye, unknown /cmd not sent, history saved"
+
+# ---- chat on a terminal (tmux): Ctrl-C during a reply cancels only that reply;
+# Ctrl-C at the prompt ends the chat (exit 130) and frees its session
+tmux_sock=$tmp/tmux.sock  # in $tmp: the scratch cleanup removes it
+tmux -S "$tmux_sock" -f /dev/null new-session -d -x 160 -y 40 \
+  "QWEN3_BPF_SOCKET='$sock' '$cli' chat --no-think -n 100000 --ignore-eos; echo \$? >'$tmp/chat.rc'"
+pane() { tmux -S "$tmux_sock" capture-pane -p -S -200 | grep -v '^$'; }
+wait_pane() {  # wait_pane WHAT CONDITION: up to 10 s for the bash condition on $(pane)
+  for _ in $(seq 100); do eval "$2" && return 0; sleep 0.1; done
+  local screen
+  screen=$(pane 2>&1)
+  tmux -S "$tmux_sock" kill-server 2>/dev/null || true
+  fail "tmux chat: no $1: $screen"
+}
+# (capture-pane drops trailing blanks: the prompt ">>> " shows as ">>>")
+wait_pane "first prompt" '[[ $(pane) == *">>>"* ]]'
+tmux -S "$tmux_sock" send-keys "Hello" Enter
+wait_pane "reply text" '[[ $(pane | grep -v "^>>>" | grep -c .) -ge 3 ]]'
+tmux -S "$tmux_sock" send-keys C-c
+wait_pane "cancel line and a new prompt after Ctrl-C in a reply" \
+  '[[ $(pane) == *"[finish: cancelled (Ctrl-C); completion "* && $(pane | tail -n 1) == ">>>" ]]'
+if [[ -e $tmp/chat.rc ]]; then
+  tmux -S "$tmux_sock" kill-server 2>/dev/null || true
+  fail "Ctrl-C during a reply ended the chat (exit $(cat "$tmp/chat.rc"))"
+fi
+tmux -S "$tmux_sock" send-keys C-c
+for _ in $(seq 100); do [[ -s $tmp/chat.rc ]] && break; sleep 0.1; done
+tmux -S "$tmux_sock" kill-server 2>/dev/null || true
+[[ $(cat "$tmp/chat.rc" 2>/dev/null) == 130 ]] || fail "chat after Ctrl-C at the prompt: exit '$(cat "$tmp/chat.rc" 2>/dev/null)'"
+expect_exit 0 "sessions after Ctrl-C at the prompt" -- "$cli" sessions list --json
+pyjson 'assert not d.get("sessions"), d' "$out" || fail "Ctrl-C at the prompt left the session behind: $out"
+pass "chat on a terminal: Ctrl-C in a reply cancels it (the chat goes on), at the prompt exits 130 and frees the session"
+
+# ---- feedback during prefill: a spinner on a terminal's stderr, nothing when piped
+long_prompt=$(/usr/bin/python3 -c 'print(" ".join(f"word{i}" for i in range(400)))')
+script -q -e -c "'$cli' generate -n 1 --stats '$long_prompt'" /dev/null >"$tmp/spin.tty" || fail "generate on a pty"
+grep -q 'prefill [|/\\-] [0-9.]* s' "$tmp/spin.tty" || fail "no prefill spinner on a terminal: $(cat -v "$tmp/spin.tty" | head -c 400)"
+grep -q $'\r\033\[K' "$tmp/spin.tty" || fail "the spinner line is not erased"
+expect_exit 0 "generate piped" -- "$cli" generate -n 1 "$long_prompt"
+[[ $err != *prefill* ]] || fail "spinner on a piped stderr: $err"
+pass "prefill spinner on a terminal (erased before the text), nothing when piped"
+
 # ---- Ctrl-C cancels a running generation
 "$cli" generate --max-tokens 100000 --ignore-eos "Count" >"$tmp/long.out" 2>"$tmp/long.err" &
 gen_pid=$!
@@ -129,10 +196,15 @@ pyjson 'assert int(d["requests"]["cancelled"]) >= 1 and d["active_streams"] == 0
 pass "Ctrl-C cancels the stream (exit 130), the daemon counts it and ends the stream"
 
 # ---- errors from the daemon
-expect_exit 1 "bad token id" -- "$cli" detokenize 999999999
+expect_exit 2 "bad token id" -- "$cli" detokenize 999999999
 expect_contains "$err" "INVALID_ARGUMENT" "bad id error code"
-expect_exit 1 "empty ids generate" -- "$cli" generate --ids "99999999"
-pass "daemon errors: exit 1 with the status code name"
+expect_exit 2 "id outside the vocabulary" -- "$cli" generate --ids "99999999"
+expect_exit 2 "invalid UTF-8 prompt" -- "$cli" generate $'ab\xffcd'
+[[ $err != *libprotobuf* ]] || fail "a raw libprotobuf line: $err"
+expect_exit 1 "--json daemon error" -- "$cli" --json sessions show nosuchsession
+pyjson 'assert d["code"] == "not_found" and d["exit_code"] == 1 and "nosuchsession" in d["message"], d' "$err" ||
+  fail "--json error object: $err"
+pass "daemon errors: INVALID_ARGUMENT exit 2, others exit 1, with the status code name; --json errors are JSON"
 
 # ---- an unprivileged user is refused
 expect_exit 4 "nobody" -- setpriv --reuid=nobody --regid=nogroup --clear-groups "$cli" status
@@ -165,7 +237,12 @@ expect_exit 1 "verify wrong verdicts" -- "$cli" verify "$tmp/good.c" --fixtures 
 expect_contains "$out" "FAIL at stage behaviour" "behaviour failure"
 expect_contains "$out" "FAIL  arp: expected XDP_PASS, got XDP_DROP" "fixture expected/got"
 expect_exit 1 "verify --json" -- "$cli" verify "$tmp/bounds.c" --json
-pyjson 'r = d["result"]; assert r["decision_name"] == "fail" and r["stage_name"] == "verify", r' "$out" || fail "verify --json: $out"
+pyjson 'r = d["result"]; assert r["decision_name"] == "fail" and r["stage_name"] == "verify", r
+assert r["decision"] == "fail" and r["first_failed_stage"] == "verify" and r["verifier_class"] == "packet_bounds", r' "$out" ||
+  fail "verify --json: $out"
+expect_exit 0 "verify --json pass" -- "$cli" verify "$tmp/good.c" --fixtures "$tmp/fixtures.json" --json
+pyjson 'r = d["result"]; assert r["decision"] == "pass" and r["first_failed_stage"] == "none", r' "$out" ||
+  fail "verify --json pass: $out"
 expect_exit 1 "verify missing file" -- "$cli" verify "$tmp/nonexistent.c"
 pass "verify: pass (exit 0), compile error with line, verifier class, fixture expected/got, --json (exit 1)"
 
@@ -184,5 +261,6 @@ wait $daemon_pid || rc=$?
 daemon_pid=
 [[ $rc -eq 0 ]] || fail "daemon exited $rc after SIGTERM: $(tail -n 20 "$tmp/daemon.log")"
 expect_exit 3 "after stop" -- "$cli" status
-pass "daemon stopped on SIGTERM; the CLI then says it is not running (exit 3)"
+expect_contains "$err" "qwen3-bpfd --socket $sock" "the hint starts the daemon on the socket asked for"
+pass "daemon stopped on SIGTERM; the CLI then says it is not running (exit 3) and how to start it"
 echo "all CLI daemon tests passed"

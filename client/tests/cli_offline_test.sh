@@ -90,10 +90,67 @@ expect_exit 0 "help" -- "$cli" generate --help
 expect_contains "$out" "--repetition-penalty" "generate --help lists the options"
 pass "usage errors exit 2; --help exits 0"
 
-# ---- daemon down: exit 3 with the start hint
+# ---- the command line people expect (CLI11): options anywhere, short forms, --, help CMD
+gone=$tmp/gone.sock   # nobody listens: a command that parsed fine then exits 3
+for argv in "--socket $gone status" "--json --socket $gone status" "status --socket $gone --json" \
+            "-s $gone status" "generate -n 5 -t 0.5 -s $gone hi" "generate hi -n5 -s $gone" \
+            "-s $gone generate -- -n 5" "-s $gone sessions list" "-s $gone session ls"; do
+  expect_exit 3 "'$argv' parses and tries the daemon" -- $cli $argv
+done
+for argv in "generate -n 5 -x hi" "status -x" "tokenize -x" "status --wait=yes" "generate -n" \
+            "generate -n 1 -n 2 x" "-q status" "generate --logprobs 50 x" "generate --logprobs 21 x"; do
+  expect_exit 2 "'$argv' is a usage error" -- $cli --socket "$gone" $argv
+done
+expect_exit 2 "unknown option names itself" -- "$cli" generate -x hi
+expect_contains "$err" "unknown option -x" "unknown short option message"
+expect_exit 2 "logprobs limit" -- "$cli" generate --logprobs 50 hi
+expect_contains "$err" "--logprobs must be between 0 and 20" "logprobs limit message"
+for c in generate chat tokenize detokenize forward sessions status health verify xdp-gen; do
+  expect_exit 0 "help $c" -- "$cli" help "$c"
+  help_out=$out
+  expect_exit 0 "$c --help" -- "$cli" "$c" --help
+  [[ $out == "$help_out" ]] || fail "'help $c' differs from '$c --help'"
+  expect_exit 0 "$c -h" -- "$cli" "$c" -h
+  [[ $out == "$help_out" ]] || fail "'$c -h' differs from '$c --help'"
+  expect_contains "$out" "usage: qwen3-bpf $c" "$c help"
+  expect_contains "$out" "-s, --socket PATH" "$c help lists the global options"
+done
+expect_contains "$("$cli" generate --help)" "-n, --max-tokens N" "generate help shows -n"
+expect_exit 0 "help session (alias)" -- "$cli" help session
+expect_exit 2 "help of an unknown command" -- "$cli" help frobnicate
+expect_exit 0 "--help" -- "$cli" --help
+expect_contains "$out" "help CMD" "top-level help"
+expect_exit 0 "-h" -- "$cli" -h
+expect_exit 0 "--version" -- "$cli" --version
+[[ $out =~ ^qwen3-bpf\ [0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "--version printed '$out'"
+expect_exit 2 "invalid UTF-8 text" -- "$cli" tokenize --model "$model" $'ab\xffcd'
+expect_contains "$err" "not valid UTF-8 (byte 2)" "invalid UTF-8 message"
+[[ $err != *libprotobuf* ]] || fail "a raw libprotobuf line: $err"
+pass "options before/after the command, -n/-t/-s/-h, --, unknown options exit 2, help CMD = CMD --help, --version"
+
+# ---- --json: errors are one JSON object on stderr
+expect_exit 3 "--json error (daemon down)" -- "$cli" --json status --socket "$gone"
+/usr/bin/python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["code"] == "not_running" and d["exit_code"] == 3 and d["command"] == "status", d
+assert sys.argv[2] in d["message"], d
+' "$err" "$gone" || fail "--json error object: $err"
+[[ -z $out ]] || fail "--json error wrote to stdout: $out"
+expect_exit 2 "--json usage error" -- "$cli" generate --json --frobnicate x
+/usr/bin/python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["code"] == "usage" and d["exit_code"] == 2 and "--frobnicate" in d["message"], d
+' "$err" || fail "--json usage error object: $err"
+pass "--json errors: {code, exit_code, message} on stderr"
+
+# ---- daemon down: exit 3 with the start hint that fits the host
 expect_exit 3 "missing socket" -- "$cli" status --socket "$tmp/missing.sock"
 expect_contains "$err" "qwen3-bpfd is not running: cannot connect to $tmp/missing.sock" "daemon-down message"
-expect_contains "$err" "systemctl start qwen3-bpfd" "daemon-down hint"
+# The hint starts the daemon on the socket asked for (systemctl only serves the default one).
+expect_contains "$err" "start it (as root; it stays in the foreground) with: qwen3-bpfd --socket $tmp/missing.sock" "daemon-down hint"
+[[ $err != *systemctl* ]] || fail "systemctl hint for a custom socket: $err"
 QWEN3_BPF_SOCKET=$tmp/env.sock expect_exit 3 "socket from the environment" -- "$cli" generate hi
 expect_contains "$err" "$tmp/env.sock" "QWEN3_BPF_SOCKET is used"
 # A socket file nobody listens on (ECONNREFUSED).

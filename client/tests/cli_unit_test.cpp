@@ -1,59 +1,171 @@
-// Unit tests of the CLI's own logic: argument parsing, id lists, the
-// hand-encoded health check messages, and the human-readable formats.
+// Unit tests of the CLI's own logic: the command line (CLI11), id lists, the
+// hand-encoded health check messages, JSON output, start hints, and the
+// human-readable formats.
 #include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <sstream>
 
 #include "args.h"
 #include "cli_error.h"
+#include "command.h"
+#include "command_line.h"
+#include "daemon_client.h"
 #include "format.h"
 #include "health_check.h"
+#include "interrupt.h"
+#include "json_output.h"
+#include "qwen3bpf/v1/qwen3bpf.pb.h"
 
 namespace qwen3::cli {
 namespace {
 
-const std::vector<OptionSpec> kSpecs{
-    {"seed", true, false, "N  seed"},
-    {"stop", true, true, "TEXT  stop string"},
-    {"json", false, false, "json"},
-    {"top-p", true, false, "P  cut"},
+int run_nothing(Command&) { return 0; }
+
+// A command table shaped like the real one: value options with short forms,
+// a repeatable option, flags, positional arguments.
+const std::vector<CommandInfo>& test_commands() {
+  static const std::vector<CommandInfo> commands{
+      {"generate", "stream", "generate [options] PROMPT...", "Generates.",
+       {{"max-tokens", true, false, "N  at most N", 'n'},
+        {"temperature", true, false, "T  temperature", 't'},
+        {"seed", true, false, "N  seed"},
+        {"stop", true, true, "TEXT  stop string"},
+        {"top-p", true, false, "P  cut"},
+        {"ignore-eos", false, false, "keep going"}},
+       run_nothing,
+       {}},
+      {"status", "status", "status", "Shows.", {{"wait", false, false, "wait"}}, run_nothing, {}},
+      {"sessions", "sessions", "sessions ACTION", "Sessions.", {}, run_nothing, {"session"}},
+  };
+  return commands;
+}
+
+struct Result {
+  ParsedCommandLine parsed;
+  std::string out, err;
 };
 
-int usage_exit(const std::vector<std::string>& argv) {
+Result parse(const std::vector<std::string>& argv) {
+  std::ostringstream out, err;
+  Result r{parse_command_line(argv, test_commands(), out, err), "", ""};
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+// The exit code a command line ends with before running anything (-1: it runs).
+int parse_exit(const std::vector<std::string>& argv) {
   try {
-    Args::parse(argv, kSpecs);
+    Result r = parse(argv);
+    return r.parsed.command ? -1 : r.parsed.exit_code;
   } catch (const CliError& e) {
     return e.exit_code();
   }
-  return -1;
 }
 
-TEST(Args, OptionsAnywhereAndBothValueForms) {
-  Args a = Args::parse({"hello", "--seed", "7", "world", "--stop=x", "--stop", "y", "--json"}, kSpecs);
+std::string usage_message(const std::vector<std::string>& argv) {
+  try {
+    parse(argv);
+  } catch (const CliError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CommandLine, GlobalOptionsBeforeOrAfterTheCommand) {
+  for (const auto& argv : std::vector<std::vector<std::string>>{{"--socket", "/s", "--json", "status"},
+                                                                {"status", "--json", "--socket", "/s"},
+                                                                {"-s", "/s", "status", "--json"},
+                                                                {"--json", "status", "-s/s"},
+                                                                {"status", "--socket=/s", "--json"}}) {
+    Result r = parse(argv);
+    ASSERT_NE(r.parsed.command, nullptr);
+    EXPECT_EQ(r.parsed.command->name, "status");
+    EXPECT_EQ(r.parsed.args.get("socket"), "/s");
+    EXPECT_TRUE(r.parsed.args.has("json"));
+    EXPECT_TRUE(r.parsed.args.positional().empty());
+  }
+}
+
+TEST(CommandLine, ShortFormsAndOptionsAmongTheWords) {
+  Result r = parse({"generate", "-n", "5", "hello", "-t", "0.7", "world", "--stop=x", "--stop", "y", "--ignore-eos"});
+  ASSERT_NE(r.parsed.command, nullptr);
+  const Args& a = r.parsed.args;
   EXPECT_EQ(a.positional(), (std::vector<std::string>{"hello", "world"}));
-  EXPECT_EQ(a.get_int("seed", 0, 100), 7);
+  EXPECT_EQ(a.get_int("max-tokens", 1, 100), 5);
+  EXPECT_DOUBLE_EQ(*a.get_double("temperature", 0, 2), 0.7);
   EXPECT_EQ(a.all("stop"), (std::vector<std::string>{"x", "y"}));
-  EXPECT_TRUE(a.has("json"));
+  EXPECT_TRUE(a.has("ignore-eos"));
   EXPECT_FALSE(a.has("top-p"));
   EXPECT_EQ(a.get_double("top-p", 0, 1), std::nullopt);
+  EXPECT_EQ(parse({"generate", "--max-tokens=7", "x"}).parsed.args.get("max-tokens"), "7");
+  EXPECT_EQ(parse({"generate", "-n7", "x"}).parsed.args.get("max-tokens"), "7");
 }
 
-TEST(Args, DoubleDashEndsOptionsAndDashIsPositional) {
-  Args a = Args::parse({"--", "--seed", "-", "-3"}, kSpecs);
-  EXPECT_EQ(a.positional(), (std::vector<std::string>{"--seed", "-", "-3"}));
-  EXPECT_FALSE(a.has("seed"));
+TEST(CommandLine, DoubleDashEndsOptionsDashAndNegativeNumbersArePositional) {
+  Result r = parse({"generate", "--", "-n", "5", "--seed"});
+  ASSERT_NE(r.parsed.command, nullptr);
+  EXPECT_EQ(r.parsed.args.positional(), (std::vector<std::string>{"-n", "5", "--seed"}));
+  EXPECT_FALSE(r.parsed.args.has("max-tokens"));
+  r = parse({"generate", "-", "-3"});
+  EXPECT_EQ(r.parsed.args.positional(), (std::vector<std::string>{"-", "-3"}));
+  // Once the command is known, command names are words of the prompt.
+  r = parse({"generate", "status", "help", "sessions"});
+  EXPECT_EQ(r.parsed.command->name, "generate");
+  EXPECT_EQ(r.parsed.args.positional(), (std::vector<std::string>{"status", "help", "sessions"}));
 }
 
-TEST(Args, UsageErrors) {
-  EXPECT_EQ(usage_exit({"--nope"}), kExitUsage);
-  EXPECT_EQ(usage_exit({"--seed"}), kExitUsage);              // value missing
-  EXPECT_EQ(usage_exit({"--seed", "1", "--seed", "2"}), kExitUsage);  // not repeatable
-  EXPECT_EQ(usage_exit({"--json=yes"}), kExitUsage);          // flag with a value
-  EXPECT_EQ(usage_exit({"--seed", "1"}), -1);
+TEST(CommandLine, UsageErrorsAreExitTwoNeverPromptText) {
+  EXPECT_EQ(parse_exit({"generate", "-x", "hi"}), kExitUsage);
+  EXPECT_EQ(parse_exit({"generate", "--nope"}), kExitUsage);
+  EXPECT_EQ(parse_exit({"generate", "--seed"}), kExitUsage);                    // value missing
+  EXPECT_EQ(parse_exit({"generate", "--seed", "1", "--seed", "2"}), kExitUsage);  // not repeatable
+  EXPECT_EQ(parse_exit({"generate", "--ignore-eos=yes"}), kExitUsage);            // flag with a value
+  EXPECT_EQ(parse_exit({"frobnicate"}), kExitUsage);
+  EXPECT_EQ(parse_exit({}), kExitUsage);
+  EXPECT_EQ(parse_exit({"generate", "--seed", "1"}), -1);
+  EXPECT_NE(usage_message({"generate", "-x", "hi"}).find("unknown option -x"), std::string::npos)
+      << usage_message({"generate", "-x", "hi"});
+  EXPECT_NE(usage_message({"frobnicate"}).find("unknown command 'frobnicate'"), std::string::npos);
+  EXPECT_NE(usage_message({"generate", "--seed"}).find("--seed needs a value"), std::string::npos);
+  EXPECT_NE(usage_message({"generate", "--seed", "1", "--seed", "2"}).find("more than once"), std::string::npos);
+  EXPECT_NE(usage_message({"generate", "--ignore-eos=yes"}).find("takes no value"), std::string::npos);
+}
+
+TEST(CommandLine, HelpCmdEqualsCmdHelpAndVersion) {
+  const std::string help = parse({"generate", "--help"}).out;
+  EXPECT_NE(help.find("usage: qwen3-bpf generate"), std::string::npos);
+  EXPECT_NE(help.find("-n, --max-tokens N"), std::string::npos) << help;
+  EXPECT_NE(help.find("-s, --socket PATH"), std::string::npos) << help;
+  EXPECT_EQ(parse({"help", "generate"}).out, help);
+  EXPECT_EQ(parse({"generate", "-h"}).out, help);
+  EXPECT_EQ(parse({"-h", "generate"}).out, help);
+  EXPECT_EQ(parse({"help", "session"}).out, parse({"sessions", "--help"}).out);  // aliases
+  EXPECT_EQ(parse_exit({"help", "generate"}), kExitOk);
+  EXPECT_EQ(parse_exit({"help", "nope"}), kExitUsage);
+  const std::string top = parse({"--help"}).out;
+  EXPECT_NE(top.find("commands:"), std::string::npos);
+  EXPECT_EQ(parse({"help"}).out, top);
+  EXPECT_EQ(parse({}).err, top);  // no command: the usage on stderr, exit 2
+  EXPECT_EQ(parse({"--version"}).out.rfind("qwen3-bpf ", 0), 0u);
+  EXPECT_EQ(parse_exit({"--version"}), kExitOk);
+}
+
+TEST(CommandLine, JsonWantedBeforeTheDoubleDashOnly) {
+  EXPECT_TRUE(argv_wants_json({"generate", "--json", "x"}));
+  EXPECT_FALSE(argv_wants_json({"generate", "--", "--json"}));
 }
 
 TEST(Args, TypedGettersCheckSyntaxAndRange) {
   auto int_exit = [](const std::string& v) {
+    Args a;
+    a.add_value("seed", v);
     try {
-      Args::parse({"--seed", v}, kSpecs).get_int("seed", 0, 100);
+      a.get_int("seed", 0, 100);
     } catch (const CliError& e) {
       return e.exit_code();
     }
@@ -65,11 +177,31 @@ TEST(Args, TypedGettersCheckSyntaxAndRange) {
   EXPECT_EQ(int_exit("101"), kExitUsage);
   EXPECT_EQ(int_exit("-1"), kExitUsage);
   EXPECT_EQ(int_exit("99999999999999999999999"), kExitUsage);
-  auto dbl = [](const std::string& v) { return Args::parse({"--top-p", v}, kSpecs).get_double("top-p", 0, 1); };
+  auto dbl = [](const std::string& v) {
+    Args a;
+    a.add_value("top-p", v);
+    return a.get_double("top-p", 0, 1);
+  };
   EXPECT_DOUBLE_EQ(*dbl("0.25"), 0.25);
   EXPECT_THROW(dbl("nan"), CliError);
   EXPECT_THROW(dbl("1.5"), CliError);
   EXPECT_THROW(dbl("inf"), CliError);
+}
+
+TEST(StartHint, SystemctlOnlyWithSystemdAndTheDefaultSocket) {
+  EXPECT_EQ(start_hint(kDefaultSocket, true), "; start it with: systemctl start qwen3-bpfd");
+  const std::string direct = start_hint(kDefaultSocket, false);
+  EXPECT_EQ(direct.find("systemctl"), std::string::npos);
+  EXPECT_NE(direct.find("qwen3-bpfd [--model DIR]"), std::string::npos) << direct;
+  const std::string custom = start_hint("/tmp/x.sock", true);
+  EXPECT_EQ(custom.find("systemctl"), std::string::npos);
+  EXPECT_NE(custom.find("qwen3-bpfd --socket /tmp/x.sock"), std::string::npos) << custom;
+}
+
+TEST(ErrorCodes, WordsForJson) {
+  EXPECT_EQ(CliError("x", kExitUsage).code(), "usage");
+  EXPECT_EQ(CliError("x", kExitNoDaemon).code(), "not_running");
+  EXPECT_EQ(CliError("x", kExitFailed, "not_found").code(), "not_found");
 }
 
 TEST(IdList, AcceptsSpacesCommasAndBrackets) {
@@ -115,6 +247,53 @@ TEST(Format, BytesDurationsAndPrintable) {
   EXPECT_EQ(format_unix_ms(86400000), "1970-01-02 00:00:00 UTC");
   EXPECT_EQ(printable("a\nb\t\x01"), "a\\nb\\t\\x01");
   EXPECT_EQ(printable("你好"), "你好");
+}
+
+// The first Ctrl-C runs the cancel and does not exit; a second one exits 130
+// at once even when that cancel did not end the request (a stuck daemon).
+TEST(InterruptDeathTest, SecondCtrlCExitsAtOnce) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        install_interrupt_watcher();
+        std::atomic<int> cancels{0};
+        CancelOnInterrupt guard([&cancels] { ++cancels; });
+        kill(getpid(), SIGINT);
+        for (int i = 0; i < 500 && cancels == 0; ++i) usleep(10000);
+        if (cancels != 1 || !guard.interrupted()) _exit(1);
+        usleep(100000);  // still alive after the first press
+        kill(getpid(), SIGINT);
+        sleep(10);
+        _exit(2);
+      },
+      testing::ExitedWithCode(kExitInterrupted), "interrupted");
+}
+
+TEST(JsonOutput, EnumsAsWordsAnd64BitNumbersAsNumbers) {
+  namespace v1 = qwen3bpf::v1;
+  v1::GenerateResponse m;
+  m.set_finish_reason(v1::FINISH_REASON_STOP_SEQUENCE);
+  m.set_seed(uint64_t{1} << 60);
+  m.mutable_logprobs()->set_logprob(-0.1f);
+  nlohmann::json j = to_json_value(m);
+  EXPECT_EQ(j["finish_reason"], "stop_sequence");
+  ASSERT_TRUE(j["seed"].is_number_unsigned()) << j.dump();
+  EXPECT_EQ(j["seed"].get<uint64_t>(), uint64_t{1} << 60);
+  EXPECT_EQ(j["logprobs"]["logprob"].dump(), "-0.1");  // a float as the float's shortest decimal
+  EXPECT_EQ(j["token_id"], 0);            // scalars present even when zero
+  EXPECT_FALSE(j.contains("usage"));      // absent sub-messages left out
+  m.set_finish_reason(v1::FINISH_REASON_UNSPECIFIED);
+  EXPECT_TRUE(to_json_value(m)["finish_reason"].is_null());  // not the last message
+  const auto* fr = v1::FinishReason_descriptor();
+  EXPECT_EQ(enum_word(*fr->FindValueByNumber(v1::FINISH_REASON_LENGTH)), "length");
+  EXPECT_EQ(enum_word(*fr->FindValueByNumber(v1::FINISH_REASON_EOS)), "eos");
+  EXPECT_EQ(enum_word(*fr->FindValueByNumber(v1::FINISH_REASON_CANCELLED)), "cancelled");
+  EXPECT_EQ(enum_word(*v1::Decision_descriptor()->FindValueByNumber(v1::DECISION_PASS)), "pass");
+  EXPECT_EQ(enum_word(*v1::Stage_descriptor()->FindValueByNumber(v1::STAGE_VERIFY)), "verify");
+  EXPECT_EQ(enum_word(*v1::LoadState_descriptor()->FindValueByNumber(v1::LOAD_STATE_READY)), "ready");
+  v1::SessionInfo s;
+  s.set_created_unix_ms(1764547200123);
+  EXPECT_EQ(to_json_value(s)["created_unix_ms"].get<int64_t>(), 1764547200123);
 }
 
 }  // namespace

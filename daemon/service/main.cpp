@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli_parse.h"
 #include "common/error.h"
 #include "service/config.h"
 #include "service/grpc_service.h"
@@ -32,24 +34,6 @@ using namespace qwen3;
 
 constexpr const char* kDefaultConfig = "/etc/qwen3-bpfd/qwen3-bpfd.conf";
 
-void usage(FILE* out) {
-  std::fprintf(out,
-               "usage: qwen3-bpfd [options]\n"
-               "  --config FILE       configuration file (default %s; missing default is fine)\n"
-               "  --model DIR         model directory (default: <state_dir>/models/default)\n"
-               "  --socket PATH       Unix socket (default /run/qwen3-bpfd/qwen3-bpfd.sock; ignored when socket-activated)\n"
-               "  --backend NAME      bpf (in-kernel, default) | reference (float user space, debug only)\n"
-               "  --weights PATH      weight path of the bpf backend: map | arena\n"
-               "  --precision P       q24 | q8\n"
-               "  --threads N         worker threads (0 = one per CPU)\n"
-               "  --state-dir DIR     state directory (default /var/lib/qwen3-bpfd)\n"
-               "  --log-level LEVEL   trace|debug|info|warn|error|critical|off\n"
-               "  --foreground        accepted for compatibility; the daemon never forks\n"
-               "  --check             load everything, run a short self-test, exit 0 (ok) or 1\n"
-               "  --version, --help\n",
-               kDefaultConfig);
-}
-
 struct Flags {
   std::string config_file;
   bool config_given = false;
@@ -57,47 +41,35 @@ struct Flags {
   std::vector<std::pair<std::string, std::string>> overrides;  // config key -> value
 };
 
+// Returns the flags, or exits (0 after --help/--version, 2 on a usage error).
 Flags parse_flags(int argc, char** argv) {
-  static const std::map<std::string, std::string> keyed = {
-      {"--model", "model_dir"},     {"--socket", "socket_path"},     {"--backend", "backend"},
-      {"--weights", "weight_path"}, {"--precision", "precision"},   {"--threads", "threads"},
-      {"--state-dir", "state_dir"}, {"--log-level", "log_level"},
-  };
   Flags f;
   f.config_file = kDefaultConfig;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    const auto eq = arg.find('=');
-    bool has_value = false;
-    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    auto need_value = [&]() -> std::string {
-      if (has_value) return value;
-      if (i + 1 >= argc) throw invalid_argument(arg + " needs a value (see --help)");
-      return argv[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      usage(stdout);
-      std::exit(0);
-    } else if (arg == "--version") {
-      std::printf("qwen3-bpfd %s\n", QWEN3_BPFD_VERSION);
-      std::exit(0);
-    } else if (arg == "--config") {
-      f.config_file = need_value();
-      f.config_given = true;
-    } else if (arg == "--foreground") {
-    } else if (arg == "--check") {
-      f.check = true;
-    } else if (auto it = keyed.find(arg); it != keyed.end()) {
-      f.overrides.emplace_back(it->second, need_value());
-    } else {
-      throw invalid_argument("unknown option '" + arg + "' (see --help)");
-    }
-  }
+  CLI::App app{"Serves a Qwen3 model whose forward pass runs in verified eBPF programs, over gRPC on a Unix\n"
+               "socket. Options override the configuration file's keys (docs/daemon.md)."};
+  qwen3::cli_parse::init(app, "qwen3-bpfd");
+  app.add_option("--config", f.config_file, "configuration file (a missing default is fine)")->capture_default_str();
+  // Each option below sets one configuration key.
+  static const std::vector<std::array<const char*, 3>> keyed = {
+      {"--model", "model_dir", "model directory (default: <state_dir>/models/default)"},
+      {"--socket", "socket_path", "Unix socket (default /run/qwen3-bpfd/qwen3-bpfd.sock; ignored when socket-activated)"},
+      {"--backend", "backend", "bpf (in-kernel, default) | reference (float user space, debug only)"},
+      {"--weights", "weight_path", "weight path of the bpf backend: map | arena"},
+      {"--precision", "precision", "q24 | q8"},
+      {"--threads", "threads", "worker threads (0 = one per CPU)"},
+      {"--state-dir", "state_dir", "state directory (default /var/lib/qwen3-bpfd)"},
+      {"--log-level", "log_level", "trace | debug | info | warn | error | critical | off"},
+  };
+  std::vector<std::string> values(keyed.size());
+  std::vector<CLI::Option*> options;
+  for (size_t i = 0; i < keyed.size(); ++i) options.push_back(app.add_option(keyed[i][0], values[i], keyed[i][2]));
+  bool foreground = false;  // accepted and ignored
+  app.add_flag("--foreground", foreground, "accepted for compatibility; the daemon never forks");
+  app.add_flag("--check", f.check, "load everything, run a short self-test, exit 0 (ok) or 1");
+  if (int rc = qwen3::cli_parse::parse(app, argc, argv); rc >= 0) std::exit(rc);
+  f.config_given = app.count("--config") > 0;
+  for (size_t i = 0; i < keyed.size(); ++i)
+    if (options[i]->count() > 0) f.overrides.emplace_back(keyed[i][1], values[i]);
   return f;
 }
 

@@ -381,7 +381,7 @@ in_ct systemctl start qwen3-bpfd.service || die "systemctl start qwen3-bpfd fail
 # so the model must already be loaded and the health check SERVING.
 out=$(run_ct -- qwen3-bpf health 2>&1) || die "health right after systemctl start is not SERVING:"$'\n'"$out"
 out=$(run_ct -- qwen3-bpf status --json 2>&1) || die "qwen3-bpf status --json failed:"$'\n'"$out"
-grep -q '"load_state": *"LOAD_STATE_READY"' <<<"$out" || die "status right after systemctl start is not READY:"$'\n'"$out"
+grep -q '"load_state": *"ready"' <<<"$out" || die "status right after systemctl start is not READY:"$'\n'"$out"
 
 # The ids of the BPF programs a host process holds file descriptors for
 # (fdinfo; bpftool's pid listing needs a bpftool built with skeletons).

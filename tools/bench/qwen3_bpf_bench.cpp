@@ -34,6 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_parse.h"
 #include "common/error.h"
 #include "engine/bpf_backend.h"
 #include "engine/bpf_kv_cache.h"
@@ -62,71 +63,47 @@ struct Options {
   int rounds = 2;              // interleaved rounds of the sessions/context figures
 };
 
-[[noreturn]] void usage(const std::string& msg) {
-  std::fprintf(stderr,
-               "qwen3-bpf-bench: %s\nusage: qwen3-bpf-bench --model DIR [--json] [--weights map|arena|both] "
-               "[--precision q24|q8|both] [--prompt-tokens N] [--decode N] [--threads N] [--kv-bits 8|16] "
-               "[--no-reference] [--sessions N[,N...]] [--context N] [--context-fill copy|prefill] [--prefill N] "
-               "[--rounds N]\n",
-               msg.c_str());
-  std::exit(2);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; i++) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage(a + " needs a value");
-      return argv[++i];
-    };
-    auto number = [&](int lo, int hi) {
-      std::string v = next();
-      char* end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (!end || *end || n < lo || n > hi) usage(a + " must be a number in [" + std::to_string(lo) + ", " +
-                                                  std::to_string(hi) + "]");
-      return static_cast<int>(n);
-    };
-    if (a == "--model") o.model = next();
-    else if (a == "--json") o.json = true;
-    else if (a == "--weights") {
-      std::string v = next();
-      if (v == "both") o.paths = {qwen3::WeightPath::map, qwen3::WeightPath::arena};
-      else o.paths = {qwen3::parse_weight_path(v)};
-    } else if (a == "--precision") {
-      std::string v = next();
-      if (v == "both") o.precisions = {qwen3::Precision::q24, qwen3::Precision::q8};
-      else o.precisions = {qwen3::parse_precision(v)};
-    } else if (a == "--prompt-tokens") o.prompt_tokens = number(1, 4096);
-    else if (a == "--decode") o.decode = number(1, 4096);
-    else if (a == "--threads") o.threads = number(1, 4);
-    else if (a == "--kv-bits") o.kv_bits = number(8, 16);
-    else if (a == "--no-reference") o.reference = false;
-    else if (a == "--sessions") {
-      std::string v = next();
-      size_t at = 0;
-      while (at <= v.size()) {
-        size_t comma = v.find(',', at);
-        std::string part = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-        char* end = nullptr;
-        long n = std::strtol(part.c_str(), &end, 10);
-        if (part.empty() || !end || *end || n < 1 || n > 64) usage("--sessions takes counts in [1, 64], e.g. 2,4");
-        o.sessions.push_back(static_cast<int>(n));
-        if (comma == std::string::npos) break;
-        at = comma + 1;
-      }
-    } else if (a == "--context") o.context = number(2, 131072);
-    else if (a == "--context-fill") {
-      std::string v = next();
-      if (v != "copy" && v != "prefill") usage("--context-fill is copy or prefill");
-      o.context_copy = v == "copy";
-    } else if (a == "--prefill") o.prefill = number(1, 65536);
-    else if (a == "--rounds") o.rounds = number(1, 100);
-    else usage("unknown argument '" + a + "'");
-  }
-  if (o.model.empty()) usage("--model DIR is required");
-  if (o.context && o.context <= o.prompt_tokens) usage("--context must exceed --prompt-tokens (the short context)");
+  std::string weights = "map", precision = "both", context_fill = "copy";
+  CLI::App app{"Speed and memory of the in-kernel backend on one model, for each weight path and precision,\n"
+               "with the float reference timed on the same prompt in the same run."};
+  qwen3::cli_parse::init(app, "qwen3-bpf-bench");
+  app.add_option("--model", o.model, "model directory")->required();
+  app.add_flag("--json", o.json, "one JSON object instead of the table");
+  app.add_option("--weights", weights, "map | arena | both")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"map", "arena", "both"}));
+  app.add_option("--precision", precision, "q24 | q8 | both")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"q24", "q8", "both"}));
+  app.add_option("--prompt-tokens", o.prompt_tokens, "prompt length")->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--decode", o.decode, "decoded tokens")->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--threads", o.threads, "worker threads")->capture_default_str()->check(CLI::Range(1, 4));
+  app.add_option("--kv-bits", o.kv_bits, "8 | 16")->capture_default_str()->check(CLI::IsMember({8, 16}));
+  app.add_flag_callback("--no-reference", [&o] { o.reference = false; }, "skip the float reference");
+  app.add_option("--sessions", o.sessions,
+                 "N[,N...]: aggregate decode tokens/s of N sessions stepping together against one session")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
+  app.add_option("--context", o.context, "decode ms/token after N cached positions against --prompt-tokens")
+      ->check(CLI::Range(2, 131072));
+  app.add_option("--context-fill", context_fill, "copy (repeat a real prefill) | prefill (the real thing)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"copy", "prefill"}));
+  app.add_option("--prefill", o.prefill, "prefill tokens/s of an N-token prompt (default: --prompt-tokens)")
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--rounds", o.rounds, "interleaved rounds of the sessions/context figures")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  if (int rc = qwen3::cli_parse::parse(app, argc, argv); rc >= 0) std::exit(rc);
+  if (weights == "both") o.paths = {qwen3::WeightPath::map, qwen3::WeightPath::arena};
+  else o.paths = {qwen3::parse_weight_path(weights)};
+  if (precision == "both") o.precisions = {qwen3::Precision::q24, qwen3::Precision::q8};
+  else o.precisions = {qwen3::parse_precision(precision)};
+  o.context_copy = context_fill == "copy";
+  if (o.context && o.context <= o.prompt_tokens)
+    qwen3::cli_parse::usage_error(app, "--context must exceed --prompt-tokens (the short context)");
   return o;
 }
 

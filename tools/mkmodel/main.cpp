@@ -1,26 +1,16 @@
 // qwen3-bpf-mkmodel OUT --preset tiny|small|0.6b [--seed N] [--outliers]
-//                   [--untied] [--tokenizer-dir DIR]
+//                   [--untied] [--tokenizer-dir DIR] [--force]
 // Writes a Qwen3-architecture model directory with seeded random weights.
-#include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 
+#include "cli_parse.h"
 #include "common/error.h"
 #include "model_generator.h"
 
 namespace {
-
-const char* kUsage =
-    "usage: qwen3-bpf-mkmodel OUT --preset tiny|small|0.6b [--seed N] [--outliers] [--untied]\n"
-    "                         [--tokenizer-dir DIR]\n"
-    "Writes config.json, generation_config.json, model.safetensors (BF16, seeded random\n"
-    "weights with the Qwen3 architecture) and the tokenizer files into OUT.\n"
-    "  --outliers       plant a few residual channels with values in the hundreds\n"
-    "  --untied         write a separate lm_head.weight instead of tying it to the embedding\n"
-    "  --tokenizer-dir  directory with tokenizer.json and tokenizer_config.json\n";
 
 std::string default_tokenizer_dir() {
   std::error_code ec;
@@ -35,49 +25,31 @@ int main(int argc, char** argv) {
   qwen3::mkmodel::GeneratorOptions opt;
   opt.tokenizer_dir = default_tokenizer_dir();
   std::string out;
-  bool preset_given = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "qwen3-bpf-mkmodel: %s needs a value\n%s", a.c_str(), kUsage);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--preset") {
-      opt.preset = value();
-      preset_given = true;
-    } else if (a == "--seed") {
-      std::string v = value();
-      char* end = nullptr;
-      opt.seed = std::strtoull(v.c_str(), &end, 10);
-      if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0])) || *end) {
-        std::fprintf(stderr, "qwen3-bpf-mkmodel: --seed wants a non-negative integer, got '%s'\n", v.c_str());
-        return 2;
-      }
-    } else if (a == "--outliers") {
-      opt.outliers = true;
-    } else if (a == "--untied") {
-      opt.untied = true;
-    } else if (a == "--tokenizer-dir") {
-      opt.tokenizer_dir = value();
-    } else if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "qwen3-bpf-mkmodel: unknown option %s\n%s", a.c_str(), kUsage);
-      return 2;
-    } else if (out.empty()) {
-      out = a;
-    } else {
-      std::fprintf(stderr, "qwen3-bpf-mkmodel: more than one output directory given\n%s", kUsage);
-      return 2;
-    }
+  bool force = false;
+  CLI::App app{
+      "Writes config.json, generation_config.json, model.safetensors (BF16, seeded random weights with the\n"
+      "Qwen3 architecture) and the tokenizer files into OUT."};
+  qwen3::cli_parse::init(app, "qwen3-bpf-mkmodel");
+  app.add_option("OUT", out, "the model directory to write (new, or empty unless --force)")->required();
+  app.add_option("--preset", opt.preset, "tiny | small | 0.6b (the generator checks the name)")->required();
+  app.add_option("--seed", opt.seed, "seed of the random weights")->capture_default_str()->check(qwen3::cli_parse::non_negative_integer());
+  app.add_flag("--outliers", opt.outliers, "plant a few residual channels with values in the hundreds");
+  app.add_flag("--untied", opt.untied, "write a separate lm_head.weight instead of tying it to the embedding");
+  app.add_option("--tokenizer-dir", opt.tokenizer_dir, "directory with tokenizer.json and tokenizer_config.json")
+      ->capture_default_str();
+  app.add_flag("--force", force, "write into OUT even when it already holds files (they are overwritten)");
+  if (int rc = qwen3::cli_parse::parse(app, argc, argv); rc >= 0) return rc;
+
+  // A model directory, a downloaded one included, is not replaced by accident.
+  std::error_code ec;
+  if (!force && std::filesystem::is_directory(out, ec) && !std::filesystem::is_empty(out, ec)) {
+    std::fprintf(stderr, "qwen3-bpf-mkmodel: %s is not empty; refusing to overwrite it without --force\n",
+                 out.c_str());
+    return 1;
   }
-  if (out.empty() || !preset_given) {
-    std::fputs(kUsage, stderr);
-    return 2;
+  if (std::filesystem::exists(out, ec) && !std::filesystem::is_directory(out, ec)) {
+    std::fprintf(stderr, "qwen3-bpf-mkmodel: %s exists and is not a directory\n", out.c_str());
+    return 1;
   }
   try {
     auto t0 = std::chrono::steady_clock::now();

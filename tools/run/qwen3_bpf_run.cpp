@@ -1,17 +1,19 @@
 // qwen3-bpf-run: one offline run of a model on a backend, without any daemon.
 //   qwen3-bpf-run --model DIR --backend reference|bpf (--ids N... | --prompt TEXT)
 //                 [--generate N] [--top-k K] [--score] [--json] [sampling and engine flags]
+// Load, prefill and decode timings go to stderr (and into --json).
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cli_parse.h"
 #include "common/error.h"
 #include "engine/bpf_backend.h"
 #include "model/model_dir.h"
@@ -20,16 +22,6 @@
 #include "tokenizer/tokenizer.h"
 
 namespace {
-
-const char* kUsage =
-    "usage: qwen3-bpf-run --model DIR [--backend reference|bpf] (--ids N... | --prompt TEXT)\n"
-    "                     [--generate N] [--top-k K] [--score] [--json] [--chat] [--no-think]\n"
-    "                     [--temperature T] [--top-p P] [--min-p P] [--repetition-penalty R] [--seed S]\n"
-    "                     [--weights map|arena] [--precision q24|q8] [--kv-bits 16|8] [--threads N] [--verbose]\n"
-    "  --json   one JSON line {\"generated\": [...ids], \"topk\": [[id, logit], ...]}\n"
-    "           (top-k of the first next-token distribution after the prompt)\n"
-    "  --score  one JSON line {\"argmax\": [...]}: the argmax at every prompt position\n"
-    "           (teacher-forced), instead of generating\n";
 
 struct Options {
   std::string model;
@@ -51,68 +43,46 @@ struct Options {
   bool verbose = false;
 };
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::cerr << "qwen3-bpf-run: " << msg << "\n" << kUsage;
-  std::exit(2);
-}
-
-template <typename T>
-T parse_number(const std::string& flag, const std::string& text) {
-  try {
-    size_t used = 0;
-    T v;
-    if constexpr (std::is_floating_point_v<T>) v = static_cast<T>(std::stod(text, &used));
-    else v = static_cast<T>(std::stoll(text, &used));
-    if (used != text.size()) throw std::invalid_argument(text);
-    return v;
-  } catch (const std::exception&) {
-    usage_error(flag + " wants a number, got '" + text + "'");
-  }
-}
-
 Options parse_args(int argc, char** argv) {
   Options o;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) usage_error(a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (a == "--model") o.model = value();
-    else if (a == "--backend") o.backend = value();
-    else if (a == "--prompt") { o.prompt = value(); o.have_prompt = true; }
-    else if (a == "--ids") {
-      while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0)
-        o.ids.push_back(parse_number<int32_t>("--ids", args[++i]));
-      if (o.ids.empty()) usage_error("--ids needs at least one token id");
-    }
-    else if (a == "--generate") o.generate = parse_number<int>(a, value());
-    else if (a == "--top-k") o.top_k = parse_number<int>(a, value());
-    else if (a == "--score") o.score = true;
-    else if (a == "--json") o.json = true;
-    else if (a == "--chat") o.chat = true;
-    else if (a == "--no-think") o.think = false;
-    else if (a == "--temperature") o.sampling.temperature = parse_number<float>(a, value());
-    else if (a == "--top-p") o.sampling.top_p = parse_number<float>(a, value());
-    else if (a == "--min-p") o.sampling.min_p = parse_number<float>(a, value());
-    else if (a == "--repetition-penalty") o.sampling.repetition_penalty = parse_number<float>(a, value());
-    else if (a == "--sample-top-k") o.sampling.top_k = parse_number<int>(a, value());
-    else if (a == "--seed") o.sampling.seed = parse_number<uint64_t>(a, value());
-    else if (a == "--weights") o.weights = value();
-    else if (a == "--precision") o.precision = value();
-    else if (a == "--kv-bits") o.kv_bits = parse_number<int>(a, value());
-    else if (a == "--threads") o.threads = parse_number<int>(a, value());
-    else if (a == "--verbose") o.verbose = true;
-    else usage_error("unknown argument '" + a + "'");
-  }
-  if (o.model.empty()) usage_error("--model DIR is required");
-  if (o.have_prompt == !o.ids.empty()) usage_error("give exactly one of --ids or --prompt");
-  if (o.backend != "reference" && o.backend != "bpf") usage_error("--backend is reference or bpf");
-  if (o.generate < 0 || o.top_k < 0) usage_error("--generate and --top-k must be >= 0");
+  CLI::App app{"One offline run of a model on a backend, without any daemon. Prints the prompt's next-token\n"
+               "top-k and the generated text, then load, prefill and decode timings on stderr."};
+  qwen3::cli_parse::init(app, "qwen3-bpf-run");
+  app.add_option("--model", o.model, "model directory")->required();
+  app.add_option("--backend", o.backend, "reference | bpf")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"reference", "bpf"}));
+  auto* prompt = app.add_option("-p,--prompt", o.prompt, "prompt text");
+  auto* ids = app.add_option("--ids", o.ids, "prompt token ids")->expected(1, -1);
+  prompt->excludes(ids);
+  app.add_option("-n,--generate", o.generate, "tokens to generate")->check(qwen3::cli_parse::non_negative_integer());
+  app.add_option("--top-k", o.top_k, "next-token candidates printed")
+      ->capture_default_str()
+      ->check(qwen3::cli_parse::non_negative_integer());
+  app.add_flag("--score", o.score,
+               "one JSON line {\"argmax\": [...]}: the argmax at every prompt position (teacher-forced), "
+               "instead of generating");
+  app.add_flag("--json", o.json,
+               "one JSON line {\"generated\": [...ids], \"topk\": [[id, logit], ...], \"timings\": {...}} "
+               "(top-k of the first next-token distribution after the prompt)");
+  app.add_flag("--chat", o.chat, "apply the chat template (the prompt is the user message)");
+  bool no_think = false;
+  app.add_flag("--no-think", no_think, "chat template with thinking disabled");
+  app.add_option("-t,--temperature", o.sampling.temperature, "sampling temperature (0: greedy)");
+  app.add_option("--top-p", o.sampling.top_p, "nucleus sampling cut");
+  app.add_option("--min-p", o.sampling.min_p, "min-p cut");
+  app.add_option("--repetition-penalty", o.sampling.repetition_penalty, "1 = off");
+  app.add_option("--sample-top-k", o.sampling.top_k, "sample among the K most likely tokens");
+  app.add_option("--seed", o.sampling.seed, "sampling seed")->check(qwen3::cli_parse::non_negative_integer());
+  app.add_option("--weights", o.weights, "map | arena")->capture_default_str();
+  app.add_option("--precision", o.precision, "q24 | q8")->capture_default_str();
+  app.add_option("--kv-bits", o.kv_bits, "16 | 8")->capture_default_str();
+  app.add_option("--threads", o.threads, "worker threads")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_flag("--verbose", o.verbose, "engine details and load progress on stderr");
+  if (int rc = qwen3::cli_parse::parse(app, argc, argv); rc >= 0) std::exit(rc);
+  o.think = !no_think;
+  o.have_prompt = prompt->count() > 0;
+  if (o.have_prompt == !o.ids.empty()) qwen3::cli_parse::usage_error(app, "give exactly one of --ids or --prompt");
   return o;
 }
 
@@ -132,7 +102,39 @@ std::unique_ptr<qwen3::Backend> make_backend(const Options& o, std::shared_ptr<c
   return qwen3::make_bpf_backend(model, eo);
 }
 
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// Load, prefill and decode times, as llama-cli prints them (stderr, or the
+// "timings" object of --json).
+struct Timings {
+  double load_ms = 0;
+  int prompt_tokens = 0;
+  double prefill_ms = 0;
+  int decode_tokens = 0;  // single-token forward passes after the prompt
+  double decode_ms = 0;
+
+  void print() const {
+    std::fprintf(stderr, "load:    %10.1f ms\n", load_ms);
+    std::fprintf(stderr, "prefill: %10.1f ms  %5d tokens  %8.2f tokens/s\n", prefill_ms, prompt_tokens,
+                 prefill_ms > 0 ? prompt_tokens * 1000.0 / prefill_ms : 0.0);
+    if (decode_tokens > 0)
+      std::fprintf(stderr, "decode:  %10.1f ms  %5d tokens  %8.2f tokens/s  (%.1f ms/token)\n", decode_ms,
+                   decode_tokens, decode_tokens * 1000.0 / decode_ms, decode_ms / decode_tokens);
+    std::fprintf(stderr, "total:   %10.1f ms\n", load_ms + prefill_ms + decode_ms);
+  }
+  nlohmann::json to_json() const {
+    return {{"load_ms", load_ms},
+            {"prompt_tokens", prompt_tokens},
+            {"prefill_ms", prefill_ms},
+            {"decode_tokens", decode_tokens},
+            {"decode_ms", decode_ms}};
+  }
+};
+
 int run(const Options& o) {
+  Timings timings;
+  const auto load_start = Clock::now();
   auto model = qwen3::ModelDir::open(o.model);
   auto tok = qwen3::Tokenizer::load(o.model);
 
@@ -150,15 +152,20 @@ int run(const Options& o) {
   auto backend = make_backend(o, model);
   const int context = static_cast<int>(prompt_ids.size()) + o.generate + 1;
   auto kv = backend->create_kv(context);
+  timings.load_ms = ms_since(load_start);
+  timings.prompt_tokens = static_cast<int>(prompt_ids.size());
 
   if (o.score) {
     qwen3::ForwardWants wants;
     wants.all_positions = true;
     wants.top_k = 1;
+    const auto t = Clock::now();
     auto result = backend->forward(*kv, prompt_ids, wants);
+    timings.prefill_ms = ms_since(t);
     nlohmann::json out = {{"argmax", nlohmann::json::array()}};
     for (const auto& p : result.positions) out["argmax"].push_back(p.argmax);
     std::cout << out.dump() << "\n";
+    timings.print();
     return 0;
   }
 
@@ -169,7 +176,9 @@ int run(const Options& o) {
   std::vector<int32_t> generated;
   qwen3::StreamDecoder stream(tok);
 
+  auto prefill_start = Clock::now();
   auto first = backend->forward(*kv, prompt_ids, wants);
+  timings.prefill_ms = ms_since(prefill_start);
   const auto first_topk = first.positions.back().top_k;
   if (!o.json) {
     std::cout << "prompt tokens: " << prompt_ids.size() << "\n";
@@ -187,15 +196,21 @@ int run(const Options& o) {
     if (!o.json) std::cout << stream.push(next) << std::flush;
     if (std::find(eos.begin(), eos.end(), next) != eos.end() || i + 1 == o.generate) break;
     const int32_t one[] = {next};
+    const auto t = Clock::now();
     scores = backend->forward(*kv, one, wants).positions.back();
+    timings.decode_ms += ms_since(t);
+    ++timings.decode_tokens;
   }
   if (o.json) {
     nlohmann::json out = {{"generated", generated}, {"topk", nlohmann::json::array()}};
     for (const auto& [id, logit] : first_topk) out["topk"].push_back({id, logit});
+    out["timings"] = timings.to_json();
     std::cout << out.dump() << "\n";
   } else if (o.generate > 0) {
     std::cout << stream.flush() << "\n";
   }
+  std::cout << std::flush;
+  timings.print();
   return 0;
 }
 
