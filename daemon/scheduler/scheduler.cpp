@@ -22,7 +22,30 @@ struct Scheduler::Job {
   std::condition_variable cv;
 };
 
-Scheduler::Scheduler(Backend& backend, SchedulerOptions options) : backend_(backend), options_(options) {
+StepCostModel StepCostModel::of(const ModelConfig& c) {
+  StepCostModel m;
+  const double h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
+  const double layers = c.num_hidden_layers;
+  m.per_token = layers * (h * (q + 2 * kv) + q * h + 3 * h * inter);
+  m.per_logits = double(c.vocab_size) * h;
+  m.per_attended = layers * 2 * q;
+  return m;
+}
+
+double StepCostModel::cost(int n, int start, bool all_positions) const {
+  const double reported = all_positions ? n : 1;  // the last fed position always gets its logits
+  return n * per_token + reported * per_logits + per_attended * (double(n) * start + double(n) * (n + 1) / 2);
+}
+
+int StepCostModel::fair_chunk(int max_tokens, int start, bool all_positions) const {
+  const double bound = decode_step();
+  int n = 1;
+  while (n < max_tokens && cost(n + 1, start, all_positions) <= bound) ++n;
+  return n;
+}
+
+Scheduler::Scheduler(Backend& backend, SchedulerOptions options)
+    : backend_(backend), options_(options), cost_(StepCostModel::of(backend.config())) {
   if (options_.prefill_chunk < 1) options_.prefill_chunk = 1;
   if (options_.max_batch_tokens < 1) options_.max_batch_tokens = 1;
   engine_ = std::thread([this] { engine_loop(); });
@@ -107,8 +130,12 @@ void Scheduler::engine_loop() {
     std::vector<std::pair<std::shared_ptr<Job>, int>> picked;
     int budget = options_.max_batch_tokens;
     std::vector<std::shared_ptr<Job>> prefills;
+    // Someone waits whose latency a long prefill would hurt: a decoding session,
+    // or a prompt that fits in one chunk.
+    bool latency_waits = false;
     for (auto& job : queue_) {
       const size_t left = job->tokens.size() - job->fed;
+      if (left <= static_cast<size_t>(options_.prefill_chunk)) latency_waits = true;
       if (left == 1 && budget > 0) {
         picked.emplace_back(job, 1);
         budget -= 1;
@@ -120,7 +147,13 @@ void Scheduler::engine_loop() {
       auto& job = prefills[(prefill_turn_ + i) % prefills.size()];
       if (budget <= 0 && !picked.empty()) break;
       const int left = static_cast<int>(job->tokens.size() - job->fed);
-      const int n = std::max(1, std::min({left, options_.prefill_chunk, budget}));
+      int chunk = options_.prefill_chunk;
+      // A long prefill shares the step with latency-bound work: its chunk costs at
+      // most about one decode step (at least one token), so the others' steps take
+      // at most about twice as long as alone. Alone it runs at full chunks.
+      if (latency_waits && left > options_.prefill_chunk)
+        chunk = cost_.fair_chunk(chunk, job->kv->positions(), job->wants.all_positions);
+      const int n = std::max(1, std::min({left, chunk, budget}));
       picked.emplace_back(job, n);
       budget -= n;
     }

@@ -30,6 +30,21 @@ struct SchedulerOptions {
   std::chrono::microseconds gather_wait{1000};
 };
 
+// What a step costs, in multiply-adds from the model's shape: every fed token
+// passes the layers, every reported position the vocabulary projection, and
+// attention grows with the positions already cached. Only ratios matter.
+struct StepCostModel {
+  double per_token = 0;     // one position through every layer's matrices
+  double per_logits = 0;    // one position's vocabulary projection
+  double per_attended = 0;  // one position attending to one cached position, all layers
+  static StepCostModel of(const ModelConfig& config);
+  // Feeding n tokens after `start` cached positions.
+  double cost(int n, int start, bool all_positions) const;
+  double decode_step() const { return per_token + per_logits; }
+  // The most tokens (1..max_tokens) of a prefill at `start` that cost no more than one decode step.
+  int fair_chunk(int max_tokens, int start, bool all_positions) const;
+};
+
 struct SchedulerStats {
   uint64_t steps = 0;          // forward_batch calls
   uint64_t items = 0;          // sequence-steps run
@@ -62,6 +77,7 @@ class Scheduler {
 
   Backend& backend_;
   SchedulerOptions options_;
+  StepCostModel cost_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
   std::deque<std::shared_ptr<Job>> queue_;
