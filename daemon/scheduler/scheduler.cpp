@@ -37,8 +37,7 @@ double StepCostModel::cost(int n, int start, bool all_positions) const {
   return n * per_token + reported * per_logits + per_attended * (double(n) * start + double(n) * (n + 1) / 2);
 }
 
-int StepCostModel::fair_chunk(int max_tokens, int start, bool all_positions) const {
-  const double bound = decode_step();
+int StepCostModel::fair_chunk(int max_tokens, int start, bool all_positions, double bound) const {
   int n = 1;
   while (n < max_tokens && cost(n + 1, start, all_positions) <= bound) ++n;
   return n;
@@ -130,12 +129,16 @@ void Scheduler::engine_loop() {
     std::vector<std::pair<std::shared_ptr<Job>, int>> picked;
     int budget = options_.max_batch_tokens;
     std::vector<std::shared_ptr<Job>> prefills;
-    // Someone waits whose latency a long prefill would hurt: a decoding session,
-    // or a prompt that fits in one chunk.
+    // What the waiting latency-bound work costs: decoding sessions, and prompts
+    // that fit in one chunk. A long prefill would multiply their step time.
     bool latency_waits = false;
+    double latency_cost = 0;
     for (auto& job : queue_) {
       const size_t left = job->tokens.size() - job->fed;
-      if (left <= static_cast<size_t>(options_.prefill_chunk)) latency_waits = true;
+      if (left <= static_cast<size_t>(options_.prefill_chunk)) {
+        latency_waits = true;
+        latency_cost += cost_.cost(static_cast<int>(left), job->kv->positions(), job->wants.all_positions);
+      }
       if (left == 1 && budget > 0) {
         picked.emplace_back(job, 1);
         budget -= 1;
@@ -148,11 +151,11 @@ void Scheduler::engine_loop() {
       if (budget <= 0 && !picked.empty()) break;
       const int left = static_cast<int>(job->tokens.size() - job->fed);
       int chunk = options_.prefill_chunk;
-      // A long prefill shares the step with latency-bound work: its chunk costs at
-      // most about one decode step (at least one token), so the others' steps take
-      // at most about twice as long as alone. Alone it runs at full chunks.
+      // A long prefill shares the step with latency-bound work: its chunk costs no
+      // more than that work (at least one token), so their steps take at most
+      // about twice as long as alone. Alone it runs at full chunks.
       if (latency_waits && left > options_.prefill_chunk)
-        chunk = cost_.fair_chunk(chunk, job->kv->positions(), job->wants.all_positions);
+        chunk = cost_.fair_chunk(chunk, job->kv->positions(), job->wants.all_positions, latency_cost);
       const int n = std::max(1, std::min({left, chunk, budget}));
       picked.emplace_back(job, n);
       budget -= n;

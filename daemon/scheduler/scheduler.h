@@ -4,7 +4,10 @@
 // or one prefill chunk per session — into a single Backend::forward_batch, so
 // concurrent sessions share the passes over the weights. Long prefills are cut
 // into chunks so that decoding sessions keep moving (fairness); prefill chunks
-// take turns in round-robin order.
+// take turns in round-robin order. While latency-bound work waits (a decoding
+// session, a prompt that fits in one chunk), a longer prefill's chunk is cut
+// to cost no more than that work by the StepCostModel (at least one token), so
+// a short request's steps take at most about twice as long as alone.
 #pragma once
 
 #include <atomic>
@@ -40,9 +43,8 @@ struct StepCostModel {
   static StepCostModel of(const ModelConfig& config);
   // Feeding n tokens after `start` cached positions.
   double cost(int n, int start, bool all_positions) const;
-  double decode_step() const { return per_token + per_logits; }
-  // The most tokens (1..max_tokens) of a prefill at `start` that cost no more than one decode step.
-  int fair_chunk(int max_tokens, int start, bool all_positions) const;
+  // The most tokens (1..max_tokens) of a prefill at `start` that cost no more than `bound`.
+  int fair_chunk(int max_tokens, int start, bool all_positions, double bound) const;
 };
 
 struct SchedulerStats {
