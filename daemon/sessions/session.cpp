@@ -16,8 +16,8 @@ int reusable_prefix(std::span<const int32_t> history, int cached_positions,
 
 std::string printable(std::string_view s, size_t max) {
   std::string out;
-  const size_t n = std::min(s.size(), max);
-  for (size_t i = 0; i < n; ++i) {
+  size_t i = 0;
+  for (; i < s.size() && out.size() < max; ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c == '\\') {
       out += "\\\\";
@@ -29,7 +29,7 @@ std::string printable(std::string_view s, size_t max) {
       out += static_cast<char>(c);
     }
   }
-  if (s.size() > max) out += "...(" + std::to_string(s.size()) + " bytes)";
+  if (i < s.size()) out += "...(" + std::to_string(s.size()) + " bytes)";
   return out;
 }
 

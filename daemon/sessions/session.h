@@ -38,8 +38,8 @@ struct Session {
 };
 
 // `s` made safe to quote in an error message: bytes outside printable ASCII
-// (NUL, control, non-ASCII) as \xNN, a backslash as \\, and at most `max`
-// input bytes (the rest counted, not shown).
+// (NUL, control, non-ASCII) as \xNN, a backslash as \\, cut after about
+// `max` characters of that (the length of the whole is said, the rest not shown).
 std::string printable(std::string_view s, size_t max = 64);
 
 // How many leading KV positions a request for `tokens` can reuse: the common
