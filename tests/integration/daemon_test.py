@@ -775,7 +775,7 @@ for line in sys.stdin:
         t.start()
         time.sleep(0.5)  # the prefill is under way
         self.assertFalse(done.is_set(), "the long Forward ended before the short request started")
-        mixed = timed()
+        mixed = min(timed(), timed())  # measured like the solo time
         still_running = not done.is_set()
         t.join(600)
         self.assertNotIn("error", result)
