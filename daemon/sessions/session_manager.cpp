@@ -216,14 +216,23 @@ void SessionManager::finish_restore(SessionLease& lease) {
 
 SessionLease SessionManager::create_ephemeral(int max_context) {
   auto s = make_session(max_context, true);
+  bool evicted = false;
+  SessionLease lease = create_ephemeral_impl(s, evicted);
+  if (evicted) notify_change();  // named sessions were evicted to make room
+  return lease;
+}
+
+SessionLease SessionManager::create_ephemeral_impl(const std::shared_ptr<Session>& s, bool& evicted) {
   std::unique_ptr<KvCache> discard;
   std::lock_guard lock(mu_);
+  const uint64_t generation = generation_;
   if (s->kv_bytes > limits_.kv_budget_bytes) {
     discard = std::move(s->kv);
     throw resource_exhausted("this request needs " + mib(s->kv_bytes) + " of KV, more than kv_budget_mib (" +
                              mib(limits_.kv_budget_bytes) + "); use fewer tokens or raise kv_budget_mib");
   }
   const bool ok = make_room(s->kv_bytes, /*needs_slot=*/false);
+  evicted = generation_ != generation;
   if (!ok) {
     const size_t used = kv_bytes_;
     discard = std::move(s->kv);

@@ -146,6 +146,7 @@ class SessionManager {
   std::shared_ptr<Session> create_named(int max_context, const std::string& id, uint32_t owner,
                                         const SavedSession* restoring);
   size_t remove_impl(const std::string& id, uint32_t caller);
+  SessionLease create_ephemeral_impl(const std::shared_ptr<Session>& s, bool& evicted);
   int expire_idle_impl();
   void notify_change() const;
 

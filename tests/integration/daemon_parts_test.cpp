@@ -582,6 +582,29 @@ TEST(Scheduler, ConcurrentSequencesShareSteps) {
   EXPECT_LT(backend.batch_sizes.size(), static_cast<size_t>(kClients * kSteps));
 }
 
+// Prefills `prefill_tokens` into long_kv on a thread and, once `started`
+// positions are in, decodes `decodes` single tokens into short_kv. Returns how
+// many decodes finished while the prefill still ran.
+int decodes_during_prefill(Scheduler& sched, KvCache& long_kv, KvCache& short_kv, int prefill_tokens,
+                           const ForwardWants& wants, int started, int decodes) {
+  std::atomic<bool> prefill_done{false};
+  std::thread prefill([&] {
+    std::vector<int32_t> tokens(prefill_tokens, 7);
+    EXPECT_EQ(sched.run(long_kv, tokens, wants).positions.size(), wants.all_positions ? size_t(prefill_tokens) : 1u);
+    prefill_done = true;
+  });
+  while (long_kv.positions() < started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  int during = 0;
+  for (int i = 0; i < decodes; ++i) {
+    const int32_t t[1] = {3};
+    sched.run(short_kv, t, {});
+    if (!prefill_done) ++during;
+  }
+  prefill.join();
+  EXPECT_EQ(long_kv.positions(), prefill_tokens);
+  return during;
+}
+
 TEST(Scheduler, LongPrefillDoesNotStallADecodingSession) {
   FakeBackend backend;
   backend.step_delay = std::chrono::milliseconds(2);
@@ -591,24 +614,10 @@ TEST(Scheduler, LongPrefillDoesNotStallADecodingSession) {
   Scheduler sched(backend, o);
   auto long_kv = backend.create_kv(512);
   auto short_kv = backend.create_kv(64);
-  std::atomic<bool> prefill_done{false};
-  std::atomic<int> decoded_during_prefill{0};
-  std::thread prefill([&] {
-    std::vector<int32_t> tokens(400, 7);  // 50 chunks
-    sched.run(*long_kv, tokens, {});
-    prefill_done = true;
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  for (int i = 0; i < 10; ++i) {
-    const int32_t t[1] = {3};
-    sched.run(*short_kv, t, {});
-    if (!prefill_done) ++decoded_during_prefill;
-  }
-  prefill.join();
-  EXPECT_EQ(long_kv->positions(), 400);
+  const int during = decodes_during_prefill(sched, *long_kv, *short_kv, 400, {}, 8, 10);  // 50 chunks
   EXPECT_EQ(short_kv->positions(), 10);
   // The decode steps rode along with the prefill chunks instead of waiting for all 50.
-  EXPECT_GE(decoded_during_prefill.load(), 8);
+  EXPECT_GE(during, 8);
 }
 
 // Issue 14: an 8,000-token Forward with all positions made a concurrent
@@ -633,22 +642,9 @@ TEST(Scheduler, LongPrefillChunksShrinkToADecodeStepWhileOthersWait) {
   Scheduler sched(backend, o);
   auto long_kv = backend.create_kv(2048);
   auto short_kv = backend.create_kv(64);
-  std::atomic<bool> prefill_done{false};
-  std::thread prefill([&] {
-    std::vector<int32_t> tokens(1200, 7);
-    ForwardWants w;
-    w.all_positions = true;
-    EXPECT_EQ(sched.run(*long_kv, tokens, w).positions.size(), 1200u);
-    prefill_done = true;
-  });
-  while (long_kv->positions() < 64) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  int during = 0;
-  for (int i = 0; i < 20; ++i) {
-    const int32_t t[1] = {3};
-    sched.run(*short_kv, t, {});
-    if (!prefill_done) ++during;
-  }
-  prefill.join();
+  ForwardWants all;
+  all.all_positions = true;
+  const int during = decodes_during_prefill(sched, *long_kv, *short_kv, 1200, all, 64, 20);
   EXPECT_EQ(during, 20) << "the test needs the decodes to run while the prefill does";
   int mixed = 0, alone_full = 0;
   for (const auto& b : backend.batches) {

@@ -102,6 +102,33 @@ class NotifyListener:
         self.sock.close()
 
 
+def client_script(stubs, socket_path, user, extra_groups=()):
+    """The start of a Python client that runs as `user` (with `extra_groups` as
+    its supplementary groups) and has `stub` connected to the daemon."""
+    pw = pwd.getpwnam(user)
+    groups = [grp.getgrnam(g).gr_gid for g in extra_groups]
+    return f"""
+import sys, grpc, os
+sys.path.insert(0, {stubs!r})
+from qwen3bpf.v1 import qwen3bpf_pb2 as pb, qwen3bpf_pb2_grpc as g
+os.setgroups({groups!r}); os.setgid({pw.pw_gid}); os.setuid({pw.pw_uid})
+stub = g.Qwen3BpfStub(grpc.insecure_channel('unix:{socket_path}'))
+"""
+
+
+def run_client_as(stubs, socket_path, user, call, extra_groups=(), timeout=120):
+    """Runs `call` in a client as `user`; returns what it printed, then OK or its status name and details."""
+    script = client_script(stubs, socket_path, user, extra_groups) + f"""
+try:
+    {call}
+    print('OK')
+except grpc.RpcError as e:
+    print(e.code().name, e.details())
+"""
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=timeout).stdout.strip()
+
+
 def bpf_maps_of(pid):
     """Ids of the BPF maps the process holds open, from /proc/<pid>/fdinfo (map_id: lines)."""
     ids = set()
@@ -536,24 +563,7 @@ state_dir = {cls.tmp}/state
     def run_as(self, user, call, extra_groups=()):
         """Runs a call in a child that setuid's to `user` (with `extra_groups` as its
         supplementary groups); returns its status name and details, or OK."""
-        pw = pwd.getpwnam(user)
-        groups = [grp.getgrnam(g).gr_gid for g in extra_groups]
-        script = f"""
-import sys, grpc
-sys.path.insert(0, {os.path.join(self.tmp, 'stubs')!r})
-from qwen3bpf.v1 import qwen3bpf_pb2 as pb, qwen3bpf_pb2_grpc as g
-import os
-os.setgroups({groups!r})
-os.setgid({pw.pw_gid}); os.setuid({pw.pw_uid})
-stub = g.Qwen3BpfStub(grpc.insecure_channel('unix:{self.socket_path}'))
-try:
-    {call}
-    print('OK')
-except grpc.RpcError as e:
-    print(e.code().name, e.details())
-"""
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-        return out.stdout.strip()
+        return run_client_as(os.path.join(self.tmp, "stubs"), self.socket_path, user, call, extra_groups)
 
     def test_unprivileged_peers(self):
         # The socket file is opened up so that only the daemon's SO_PEERCRED check decides.
@@ -704,13 +714,7 @@ except grpc.RpcError as e:
         # Issue 14: a connection kept the admin right it had when accepted, so a
         # SIGHUP that changed admin_group did not apply to it.
         os.chmod(self.socket_path, 0o666)
-        pw = pwd.getpwnam("nobody")
-        script = f"""
-import sys, grpc, os
-sys.path.insert(0, {os.path.join(self.tmp, 'stubs')!r})
-from qwen3bpf.v1 import qwen3bpf_pb2 as pb, qwen3bpf_pb2_grpc as g
-os.setgroups([]); os.setgid({pw.pw_gid}); os.setuid({pw.pw_uid})
-stub = g.Qwen3BpfStub(grpc.insecure_channel('unix:{self.socket_path}'))
+        script = client_script(os.path.join(self.tmp, "stubs"), self.socket_path, "nobody") + """
 for line in sys.stdin:
     try:
         stub.VerifyProgram(pb.VerifyProgramRequest(source=''), timeout=30)
@@ -907,22 +911,8 @@ class DaemonCrashTest(unittest.TestCase):
             return f.read()
 
     def as_user(self, user, call, extra_groups=()):
-        pw = pwd.getpwnam(user)
-        groups = [grp.getgrnam(g).gr_gid for g in extra_groups]
-        script = f"""
-import sys, grpc, os
-sys.path.insert(0, {self.stubs!r})
-from qwen3bpf.v1 import qwen3bpf_pb2 as pb, qwen3bpf_pb2_grpc as g
-os.setgroups({groups!r}); os.setgid({pw.pw_gid}); os.setuid({pw.pw_uid})
-stub = g.Qwen3BpfStub(grpc.insecure_channel('unix:{self.socket_path}'))
-try:
-    {call}
-    print('OK')
-except grpc.RpcError as e:
-    print(e.code().name, e.details())
-"""
         os.chmod(self.socket_path, 0o666)
-        return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120).stdout.strip()
+        return run_client_as(self.stubs, self.socket_path, user, call, extra_groups)
 
     def wait_restored(self, sid, timeout=120):
         deadline = time.time() + timeout
