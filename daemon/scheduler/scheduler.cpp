@@ -15,6 +15,7 @@ struct Scheduler::Job {
   std::function<bool()> cancelled;
   int start_positions = 0;  // where to roll back to
   size_t fed = 0;           // tokens already fed
+  double credit = 0;        // work a long prefill may do beside latency-bound work (StepCostModel units)
   ForwardResult result;     // accumulated (all_positions) or last chunk's
   ForwardResult chunk_result;
   bool done = false;
@@ -38,7 +39,7 @@ double StepCostModel::cost(int n, int start, bool all_positions) const {
 }
 
 int StepCostModel::fair_chunk(int max_tokens, int start, bool all_positions, double bound) const {
-  int n = 1;
+  int n = 0;
   while (n < max_tokens && cost(n + 1, start, all_positions) <= bound) ++n;
   return n;
 }
@@ -146,25 +147,59 @@ void Scheduler::engine_loop() {
         prefills.push_back(job);
       }
     }
+    // Latency-bound work that ran just now is usually only away sending its
+    // token: keep pacing long prefills for a moment rather than let them take
+    // full chunks in the gap.
+    const auto now = std::chrono::steady_clock::now();
+    if (latency_waits) {
+      latency_seen_ = now;
+      latency_cost_seen_ = latency_cost;
+    } else if (now - latency_seen_ < std::max<std::chrono::steady_clock::duration>(2 * last_step_time_,
+                                                                                    std::chrono::milliseconds(2))) {
+      latency_waits = true;
+      latency_cost = latency_cost_seen_;
+    }
     for (size_t i = 0; i < prefills.size(); ++i) {
       auto& job = prefills[(prefill_turn_ + i) % prefills.size()];
       if (budget <= 0 && !picked.empty()) break;
       const int left = static_cast<int>(job->tokens.size() - job->fed);
       int chunk = options_.prefill_chunk;
-      // A long prefill shares the step with latency-bound work: its chunk costs no
-      // more than that work (at least one token), so their steps take at most
-      // about twice as long as alone. Alone it runs at full chunks.
-      if (latency_waits && left > options_.prefill_chunk)
-        chunk = cost_.fair_chunk(chunk, job->kv->positions(), job->wants.all_positions, latency_cost);
+      if (latency_waits && left > options_.prefill_chunk) {
+        // A long prefill beside latency-bound work earns kLongPrefillShare of that
+        // work's cost per step and spends it on chunks (skipping steps until one
+        // token is paid for), so their steps take at most about 1.5x as long as
+        // alone while it still advances. Alone it runs at full chunks.
+        job->credit += kLongPrefillShare * latency_cost;
+        const int start = job->kv->positions();
+        chunk = std::min(cost_.fair_chunk(chunk, start, job->wants.all_positions, job->credit), budget);
+        if (chunk < 1) continue;  // not this step
+        job->credit -= cost_.cost(chunk, start, job->wants.all_positions);
+      } else {
+        job->credit = 0;
+        // Every step stays bounded: a chunk that reports every position costs no
+        // more than a plain chunk would (or kMaxStepDecodes decode steps), so
+        // whoever arrives next waits for a short step.
+        const int start = job->kv->positions();
+        const double bound = std::max(cost_.cost(chunk, start, false), kMaxStepDecodes * cost_.cost(1, 0, false));
+        chunk = std::max(1, cost_.fair_chunk(chunk, start, job->wants.all_positions, bound));
+      }
       const int n = std::max(1, std::min({left, chunk, budget}));
       picked.emplace_back(job, n);
       budget -= n;
     }
     if (!prefills.empty()) prefill_turn_ = (prefill_turn_ + 1) % prefills.size();
+    if (picked.empty()) {
+      // Only paced prefills wait, saving up for their next token: until the
+      // latency-bound work is back (or the pause is over).
+      work_cv_.wait_for(lock, std::chrono::milliseconds(1));
+      continue;
+    }
     last_batch_size_ = picked.size();
 
     lock.unlock();
+    const auto step_start = std::chrono::steady_clock::now();
     run_batch(picked);
+    last_step_time_ = std::chrono::steady_clock::now() - step_start;
     lock.lock();
 
     stats_.steps += 1;

@@ -782,10 +782,10 @@ for line in sys.stdin:
         mixed = min(timed(), timed())  # measured like the solo time
         still_running = not done.is_set()
         t.join(600)
-        self.assertNotIn("error", result)
-        self.assertEqual(result.get("positions"), len(long_ids))
         print(f"\nshort request: {solo:.3f} s alone, {mixed:.3f} s beside a {len(long_ids)}-token prefill "
               f"({mixed / solo:.2f}x)", file=sys.stderr)
+        self.assertNotIn("error", result)
+        self.assertEqual(result.get("positions"), len(long_ids))
         self.assertTrue(still_running, "the long Forward ended before the short request: nothing was compared")
         self.assertLess(mixed, 3 * solo)
 
