@@ -11,7 +11,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${QWEN3_ASAN_BUILD_DIR:-$root/build-asan}
-regex=${1:-'^(daemon_parts_test|sampler_test|model_tests|tokenizer_unit_tests|reference_tests|daemon_integration|make_test_models)|^(ReusablePrefix|StopMatcher|SessionManager|SessionStore|Scheduler|VerifySlots|Config|Sampler|Dtype|ModelDir|Safetensors|Mkmodel|Tokenizer|Reference)'}
+regex=${1:-'^(daemon_integration|make_test_models)$|^(ReusablePrefix|StopMatcher|SessionManager|SessionStore|Scheduler|VerifySlots|Config|Sampler|DtypeTest|ModelDirTest|DamagedModel|ShardedModel|MkModelTest|SafetensorsFuzz|Tokenizer|StreamDecoder|PreTokenizer|SyntheticTokenizer|MinusculeModel|GeneratedModelReference|WeightFormats|GeneratedModels/ReferenceBackendTest)\.'}
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
