@@ -40,8 +40,8 @@ declare -A sources=(
   [policy]="${common[*]} $d/verify/policy.cpp"
 )
 declare -A libs=(
-  [tokenizer]="$(pkg-config --libs libpcre2-8 icu-uc)"
-  [chat_template]="$(pkg-config --libs libpcre2-8 icu-uc)"
+  [tokenizer]="$(pkg-config --libs libpcre2-8 icu-uc) -lspdlog -lfmt"
+  [chat_template]="$(pkg-config --libs libpcre2-8 icu-uc) -lspdlog -lfmt"
 )
 names=("$@")
 [[ ${#names[@]} -gt 0 ]] || names=(safetensors model_config daemon_config tokenizer chat_template fixtures policy)

@@ -753,8 +753,10 @@ for line in sys.stdin:
 
     def test_short_request_keeps_its_pace_beside_a_long_prefill(self):
         # Issue 14: an 8,000-token Forward with all positions made a concurrent
-        # 32-token Generate take 18.6 s instead of 0.4 s. Compared in one run:
-        # the short request alone, then while a long all-positions Forward runs.
+        # 32-token Generate take 18.6 s instead of 0.4 s. Compared in one run, in
+        # adjacent pairs (the machine's load drifts): the short request alone,
+        # then while a long all-positions Forward runs (cancelled after); the
+        # median of five pairs' ratios must stay within 3x.
         short = dict(prompt="A short question", stopping=pb.StoppingCriteria(max_new_tokens=32, ignore_eos=True))
 
         def timed():
@@ -763,31 +765,23 @@ for line in sys.stdin:
             self.assertEqual(msgs[-1].usage.completion_tokens, 32)
             return time.monotonic() - t
         timed()  # warm
-        solo = min(timed(), timed())
         long_ids = [(i * 7919) % 150000 + 10 for i in range(1200)]
-        done = threading.Event()
-        result = {}
-
-        def long_forward():
-            try:
-                r = self.stub.Forward(pb.ForwardRequest(token_ids=long_ids, all_positions=True), timeout=600)
-                result["positions"] = len(r.position_argmax)
-            except grpc.RpcError as e:  # reported below
-                result["error"] = e
-            done.set()
-        t = threading.Thread(target=long_forward)
-        t.start()
-        time.sleep(0.5)  # the prefill is under way
-        self.assertFalse(done.is_set(), "the long Forward ended before the short request started")
-        mixed = min(timed(), timed())  # measured like the solo time
-        still_running = not done.is_set()
-        t.join(600)
-        print(f"\nshort request: {solo:.3f} s alone, {mixed:.3f} s beside a {len(long_ids)}-token prefill "
-              f"({mixed / solo:.2f}x)", file=sys.stderr)
-        self.assertNotIn("error", result)
-        self.assertEqual(result.get("positions"), len(long_ids))
-        self.assertTrue(still_running, "the long Forward ended before the short request: nothing was compared")
-        self.assertLess(mixed, 3 * solo)
+        ratios = []
+        for _ in range(5):
+            solo = timed()
+            call = self.stub.Forward.future(pb.ForwardRequest(token_ids=long_ids, all_positions=True), timeout=600)
+            time.sleep(0.5)  # the prefill is under way
+            self.assertFalse(call.done(), "the long Forward ended before the short request started")
+            mixed = timed()
+            self.assertFalse(call.done(), "the long Forward ended before the short request: nothing was compared")
+            call.cancel()
+            ratios.append(mixed / solo)
+            print(f"\nshort request: {solo:.3f} s alone, {mixed:.3f} s beside a {len(long_ids)}-token prefill "
+                  f"({mixed / solo:.2f}x)", file=sys.stderr)
+            # The cancelled Forward is gone within a step: its ephemeral KV is freed.
+            self.wait_until(lambda: self.stub.GetStatus(pb.GetStatusRequest(), timeout=5).memory.kv_bytes == 0, 30,
+                            "the cancelled Forward's KV to be freed")
+        self.assertLess(sorted(ratios)[2], 3.0, ratios)
 
     def test_zz_sigterm_cancels_streams_and_exits_zero(self):
         # Runs last (alphabetical order): stops the daemon, then restarts it to
