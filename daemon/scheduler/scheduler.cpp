@@ -151,6 +151,7 @@ void Scheduler::engine_loop() {
     // token: keep pacing long prefills for a moment rather than let them take
     // full chunks in the gap.
     const auto now = std::chrono::steady_clock::now();
+    const bool latency_here = latency_waits;  // (credit is earned only beside work that is really here)
     if (latency_waits) {
       latency_seen_ = now;
       latency_cost_seen_ = latency_cost;
@@ -169,7 +170,7 @@ void Scheduler::engine_loop() {
         // work's cost per step and spends it on chunks (skipping steps until one
         // token is paid for), so their steps take at most about 1.5x as long as
         // alone while it still advances. Alone it runs at full chunks.
-        job->credit += kLongPrefillShare * latency_cost;
+        if (latency_here) job->credit += kLongPrefillShare * latency_cost;
         const int start = job->kv->positions();
         chunk = std::min(cost_.fair_chunk(chunk, start, job->wants.all_positions, job->credit), budget);
         if (chunk < 1) continue;  // not this step

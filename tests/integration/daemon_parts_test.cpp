@@ -648,7 +648,7 @@ TEST(Scheduler, LongPrefillIsPacedWhileADecodeWaits) {
   all.all_positions = true;
   const int during = decodes_during_prefill(sched, *long_kv, *short_kv, 1200, all, 64, 20);
   EXPECT_EQ(during, 20) << "the test needs the decodes to run while the prefill does";
-  int decodes = 0, mixed = 0, alone = 0;
+  int decodes = 0, mixed = 0, alone = 0, beside = 0;  // beside: long tokens from the first decode to the last
   for (const auto& b : backend.batches) {
     bool has_decode = false;
     int long_tokens = 0;
@@ -656,6 +656,7 @@ TEST(Scheduler, LongPrefillIsPacedWhileADecodeWaits) {
       if (kv == short_kv.get()) has_decode = true;
       if (kv == long_kv.get()) long_tokens = n;
     }
+    if (decodes > 0 && decodes < 20) beside += long_tokens;
     if (has_decode) {
       ++decodes;
       if (long_tokens > 0) ++mixed;
@@ -666,8 +667,8 @@ TEST(Scheduler, LongPrefillIsPacedWhileADecodeWaits) {
     }
   }
   EXPECT_EQ(decodes, 20);
-  EXPECT_GE(mixed, 5) << "the prefill must still advance beside the decodes";
-  EXPECT_LE(mixed, 15) << "the prefill took more than its share beside the decodes";
+  EXPECT_GE(beside, 5) << "the prefill must still advance while the decodes run";
+  EXPECT_LE(mixed, 12) << "the prefill took more than its share beside the decodes (half their cost)";
   EXPECT_GE(alone, 4);
   // The model behind the cut: a chunk of n all-positions tokens costs about n
   // decode steps; n tokens of a plain prefill much less (one projection).
