@@ -1,24 +1,18 @@
 // The chat template (daemon/tokenizer/chat_template.cpp) on arbitrary
 // conversations: roles and contents from the input, split at 0xff bytes; the
 // first byte carries the flags.
-#include <cstdlib>
-#include <memory>
 #include <vector>
 
 #include "fuzz_common.h"
 #include "tokenizer/tokenizer.h"
 
-namespace {
-std::shared_ptr<const qwen3::Tokenizer> tok;
-}
-
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  const char* dir = std::getenv("QWEN3_FUZZ_TOKENIZER_DIR");
-  tok = qwen3::Tokenizer::load(dir ? dir : "third_party/qwen3-tokenizer");
+  fuzz_tokenizer();  // loaded before the first input
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const auto& tok = fuzz_tokenizer();
   if (size == 0) return 0;
   const uint8_t flags = data[0];
   std::vector<std::string> parts(1);

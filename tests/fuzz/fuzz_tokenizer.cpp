@@ -2,24 +2,18 @@
 // without special tokens), decode of arbitrary ids, streaming decode, and the
 // round trip of valid UTF-8. QWEN3_FUZZ_TOKENIZER_DIR names the tokenizer.json
 // directory (the script passes third_party/qwen3-tokenizer).
-#include <cstdlib>
-#include <memory>
 #include <vector>
 
 #include "fuzz_common.h"
 #include "tokenizer/tokenizer.h"
 
-namespace {
-std::shared_ptr<const qwen3::Tokenizer> tok;
-}
-
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  const char* dir = std::getenv("QWEN3_FUZZ_TOKENIZER_DIR");
-  tok = qwen3::Tokenizer::load(dir ? dir : "third_party/qwen3-tokenizer");
+  fuzz_tokenizer();  // loaded before the first input
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const auto& tok = fuzz_tokenizer();
   QWEN3_FUZZ_INPUT(data, size);
   fuzz_expecting_rejections([&] {
     const auto ids = tok->encode(input, true);

@@ -66,8 +66,11 @@ for name in "${names[@]}"; do
     (cd "$out" && "$bin" "$regressions"/*) || { failed+=("$name (regression)"); continue; }
   fi
   echo "== $name: fuzzing for $seconds s"
+  seeds=("$root/tests/fuzz/corpus/$name")
+  # The verify tests' XDP programs and fixtures are seeds too (not copied here).
+  [[ $name == policy || $name == fixtures ]] && seeds+=("$root/tests/verify/corpus" "$root/tests/lib/xdp")
   if ! (cd "$out" && "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-        "$corpus" "$root/tests/fuzz/corpus/$name" 2>&1 | tail -n 25); then
+        "$corpus" "${seeds[@]}" 2>&1 | tail -n 25); then
     failed+=("$name")
   fi
 done
