@@ -80,7 +80,9 @@ grpc::Status strict_utf8_deserialize(grpc::ByteBuffer* buffer, google::protobuf:
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         field.substr(field.rfind('.') + 1) + " is not valid UTF-8 (field " + field +
                             "); send text as UTF-8");
-  return grpc::Status(grpc::StatusCode::INTERNAL, "the request is not a valid " + msg->GetTypeName() + " message");
+  // Bytes that do not parse are the caller's mistake too.
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      "the request is not a valid " + msg->GetTypeName() + " message (malformed protobuf)");
 }
 
 }  // namespace qwen3bpf::v1

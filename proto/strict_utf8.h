@@ -14,7 +14,7 @@
 namespace qwen3bpf::v1 {
 
 // Parses `buffer` into `msg`; on failure names the first string field holding
-// invalid UTF-8 (INVALID_ARGUMENT) or reports a malformed message (INTERNAL).
+// invalid UTF-8 (INVALID_ARGUMENT) or reports a malformed message (INVALID_ARGUMENT too).
 grpc::Status strict_utf8_deserialize(grpc::ByteBuffer* buffer, google::protobuf::Message* msg);
 // The full name of the first string field with invalid UTF-8 in the wire bytes, or "".
 std::string find_invalid_utf8_field(const google::protobuf::Descriptor& type, const std::string& wire);

@@ -14,13 +14,19 @@ namespace {
 
 // Candidates for sampling when the scores carry no full logits: the backend's
 // top-k list. With full logits every token is a candidate.
+// NaN logits (a broken backend) become -inf so that every comparison below is
+// a strict weak order and no probability is NaN.
 std::vector<std::pair<int32_t, float>> candidates_of(const PositionLogits& scores) {
+  std::vector<std::pair<int32_t, float>> all;
   if (!scores.full.empty()) {
-    std::vector<std::pair<int32_t, float>> all(scores.full.size());
+    all.resize(scores.full.size());
     for (size_t i = 0; i < scores.full.size(); ++i) all[i] = {static_cast<int32_t>(i), scores.full[i]};
-    return all;
+  } else {
+    all = scores.top_k;
   }
-  return scores.top_k;
+  for (auto& c : all)
+    if (std::isnan(c.second)) c.second = -std::numeric_limits<float>::infinity();
+  return all;
 }
 
 // Best first; among equal logits the lower id first, the order the kernel's
@@ -78,10 +84,7 @@ ForwardWants Sampler::wants() const {
 
 int32_t Sampler::sample(const PositionLogits& scores, std::span<const int32_t> history) {
   const bool penalty = params_.repetition_penalty != 1.0f;
-  if (greedy() && !penalty) {
-    if (scores.argmax >= 0) return scores.argmax;
-    if (!scores.top_k.empty()) return scores.top_k.front().first;
-  }
+  if (greedy() && !penalty && scores.argmax >= 0) return scores.argmax;  // the backend's own argmax
   auto cand = candidates_of(scores);
   if (cand.empty()) throw Error("sampler: the backend reported no scores for this position");
 
@@ -92,20 +95,25 @@ int32_t Sampler::sample(const PositionLogits& scores, std::span<const int32_t> h
     for (auto& [id, logit] : cand)
       if (seen.count(id)) logit = logit > 0 ? logit / params_.repetition_penalty : logit * params_.repetition_penalty;
   }
-  if (greedy()) return std::min_element(cand.begin(), cand.end(), better)->first;
+  const std::pair<int32_t, float> top = *std::min_element(cand.begin(), cand.end(), better);
+  // Greedy, or nothing finite to weigh: an +inf logit wins, all -inf is a tie (lowest id).
+  if (greedy() || !std::isfinite(top.second)) return top.first;
 
   if (params_.top_k > 0 && cand.size() > static_cast<size_t>(params_.top_k)) {
     std::partial_sort(cand.begin(), cand.begin() + params_.top_k, cand.end(), better);
     cand.resize(params_.top_k);
   }
 
-  // Softmax at temperature, relative to the best candidate for stability.
-  const float inv_t = 1.0f / params_.temperature;
-  const float best = std::min_element(cand.begin(), cand.end(), better)->second;
+  // Softmax at temperature, relative to the best candidate for stability, in
+  // double: the best (finite) candidate weighs exactly 1, so total >= 1, every
+  // other weight is in [0, 1] (-inf gives 0), and nothing is NaN.
+  const double inv_t = 1.0 / double(params_.temperature);
+  const double best = top.second;  // the top-k cut keeps the best
+  auto weight = [&](float logit) { return std::exp((double(logit) - best) * inv_t); };
   double total = 0;
-  for (const auto& c : cand) total += std::exp(double(c.second - best) * inv_t);
+  for (const auto& c : cand) total += weight(c.second);
   SortedPrefix sorted(cand);
-  auto prob = [&](size_t i) { return std::exp(double(sorted[i].second - best) * inv_t) / total; };
+  auto prob = [&](size_t i) { return weight(sorted[i].second) / total; };
 
   size_t keep = cand.size();
   if (params_.min_p > 0.0f) {
@@ -145,6 +153,18 @@ std::vector<std::pair<int32_t, float>> Sampler::top_logprobs(const PositionLogit
   std::partial_sort(cand.begin(), cand.begin() + m, cand.end(), better);
   // log-sum-exp over every candidate the scores carry.
   const double best = cand.front().second;
+  if (!std::isfinite(best)) {
+    // +inf: the infinite ones share the mass; all -inf: uniform (nothing is known).
+    const auto is_best = [&](const auto& c) { return double(c.second) == best; };
+    const double n_best = std::isinf(best) && best > 0 ? double(std::count_if(cand.begin(), cand.end(), is_best))
+                                                       : double(cand.size());
+    cand.resize(m);
+    for (auto& c : cand)
+      c.second = best > 0 ? (double(c.second) == best ? static_cast<float>(-std::log(n_best))
+                                                      : -std::numeric_limits<float>::infinity())
+                          : static_cast<float>(-std::log(n_best));
+    return cand;
+  }
   double total = 0;
   for (const auto& c : cand) total += std::exp(double(c.second) - best);
   const double lse = best + std::log(total);

@@ -13,8 +13,13 @@
 
 namespace qwen3 {
 
+// Temperatures below this mean greedy (argmax). Dividing logits by a smaller
+// one only magnifies float rounding (1/T overflows to inf below ~3e-39), and
+// at 1e-3 a logit gap of 0.02 already gives the runner-up e^-20 of the best.
+inline constexpr float kMinSamplingTemperature = 1e-3f;
+
 struct SamplingParams {
-  float temperature = 0.0f;         // 0: greedy (argmax)
+  float temperature = 0.0f;         // < kMinSamplingTemperature (0 included): greedy (argmax)
   int top_k = 0;                    // 0: no top-k cut
   float top_p = 1.0f;               // 1: no nucleus cut
   float min_p = 0.0f;               // 0: no min-p cut
@@ -30,8 +35,10 @@ class Sampler {
   // What to ask the backend for so that sample() has what it needs.
   ForwardWants wants() const;
   // Chooses the next token from one position's scores and the ids seen so far.
+  // Never fails on the scores' values: NaN logits count as -inf, an +inf logit
+  // wins outright, and the result is always one of the candidates.
   int32_t sample(const PositionLogits& scores, std::span<const int32_t> history);
-  bool greedy() const { return params_.temperature <= 0.0f; }
+  bool greedy() const { return params_.temperature < kMinSamplingTemperature; }
 
   // log-softmax over what the position reports (full logits when present,
   // otherwise the top-k candidates), for the logprobs the API returns.

@@ -15,6 +15,7 @@ struct Scheduler::Job {
   std::function<bool()> cancelled;
   int start_positions = 0;  // where to roll back to
   size_t fed = 0;           // tokens already fed
+  double credit = 0;        // work a long prefill may do beside latency-bound work (StepCostModel units)
   ForwardResult result;     // accumulated (all_positions) or last chunk's
   ForwardResult chunk_result;
   bool done = false;
@@ -22,7 +23,29 @@ struct Scheduler::Job {
   std::condition_variable cv;
 };
 
-Scheduler::Scheduler(Backend& backend, SchedulerOptions options) : backend_(backend), options_(options) {
+StepCostModel StepCostModel::of(const ModelConfig& c) {
+  StepCostModel m;
+  const double h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
+  const double layers = c.num_hidden_layers;
+  m.per_token = layers * (h * (q + 2 * kv) + q * h + 3 * h * inter);
+  m.per_logits = double(c.vocab_size) * h;
+  m.per_attended = layers * 2 * q;
+  return m;
+}
+
+double StepCostModel::cost(int n, int start, bool all_positions) const {
+  const double reported = all_positions ? n : 1;  // the last fed position always gets its logits
+  return n * per_token + reported * per_logits + per_attended * (double(n) * start + double(n) * (n + 1) / 2);
+}
+
+int StepCostModel::fair_chunk(int max_tokens, int start, bool all_positions, double bound) const {
+  int n = 0;
+  while (n < max_tokens && cost(n + 1, start, all_positions) <= bound) ++n;
+  return n;
+}
+
+Scheduler::Scheduler(Backend& backend, SchedulerOptions options)
+    : backend_(backend), options_(options), cost_(StepCostModel::of(backend.config())) {
   if (options_.prefill_chunk < 1) options_.prefill_chunk = 1;
   if (options_.max_batch_tokens < 1) options_.max_batch_tokens = 1;
   engine_ = std::thread([this] { engine_loop(); });
@@ -107,8 +130,16 @@ void Scheduler::engine_loop() {
     std::vector<std::pair<std::shared_ptr<Job>, int>> picked;
     int budget = options_.max_batch_tokens;
     std::vector<std::shared_ptr<Job>> prefills;
+    // What the waiting latency-bound work costs: decoding sessions, and prompts
+    // that fit in one chunk. A long prefill would multiply their step time.
+    bool latency_waits = false;
+    double latency_cost = 0;
     for (auto& job : queue_) {
       const size_t left = job->tokens.size() - job->fed;
+      if (left <= static_cast<size_t>(options_.prefill_chunk)) {
+        latency_waits = true;
+        latency_cost += cost_.cost(static_cast<int>(left), job->kv->positions(), job->wants.all_positions);
+      }
       if (left == 1 && budget > 0) {
         picked.emplace_back(job, 1);
         budget -= 1;
@@ -116,19 +147,60 @@ void Scheduler::engine_loop() {
         prefills.push_back(job);
       }
     }
+    // Latency-bound work that ran just now is usually only away sending its
+    // token: keep pacing long prefills for a moment rather than let them take
+    // full chunks in the gap.
+    const auto now = std::chrono::steady_clock::now();
+    const bool latency_here = latency_waits;  // (credit is earned only beside work that is really here)
+    if (latency_waits) {
+      latency_seen_ = now;
+      latency_cost_seen_ = latency_cost;
+    } else if (now - latency_seen_ < std::max<std::chrono::steady_clock::duration>(2 * last_step_time_,
+                                                                                    std::chrono::milliseconds(2))) {
+      latency_waits = true;
+      latency_cost = latency_cost_seen_;
+    }
     for (size_t i = 0; i < prefills.size(); ++i) {
       auto& job = prefills[(prefill_turn_ + i) % prefills.size()];
       if (budget <= 0 && !picked.empty()) break;
       const int left = static_cast<int>(job->tokens.size() - job->fed);
-      const int n = std::max(1, std::min({left, options_.prefill_chunk, budget}));
+      int chunk = options_.prefill_chunk;
+      if (latency_waits && left > options_.prefill_chunk) {
+        // A long prefill beside latency-bound work earns kLongPrefillShare of that
+        // work's cost per step and spends it on chunks (skipping steps until one
+        // token is paid for), so their steps take at most about 1.5x as long as
+        // alone while it still advances. Alone it runs at full chunks.
+        if (latency_here) job->credit += kLongPrefillShare * latency_cost;
+        const int start = job->kv->positions();
+        chunk = std::min(cost_.fair_chunk(chunk, start, job->wants.all_positions, job->credit), budget);
+        if (chunk < 1) continue;  // not this step
+        job->credit -= cost_.cost(chunk, start, job->wants.all_positions);
+      } else {
+        job->credit = 0;
+        // Every step stays bounded: a chunk that reports every position costs no
+        // more than a plain chunk would (or kMaxStepDecodes decode steps), so
+        // whoever arrives next waits for a short step.
+        const int start = job->kv->positions();
+        const double bound = std::max(cost_.cost(chunk, start, false), kMaxStepDecodes * cost_.cost(1, 0, false));
+        chunk = std::max(1, cost_.fair_chunk(chunk, start, job->wants.all_positions, bound));
+      }
+      const int n = std::max(1, std::min({left, chunk, budget}));
       picked.emplace_back(job, n);
       budget -= n;
     }
     if (!prefills.empty()) prefill_turn_ = (prefill_turn_ + 1) % prefills.size();
+    if (picked.empty()) {
+      // Only paced prefills wait, saving up for their next token: until the
+      // latency-bound work is back (or the pause is over).
+      work_cv_.wait_for(lock, std::chrono::milliseconds(1));
+      continue;
+    }
     last_batch_size_ = picked.size();
 
     lock.unlock();
+    const auto step_start = std::chrono::steady_clock::now();
     run_batch(picked);
+    last_step_time_ = std::chrono::steady_clock::now() - step_start;
     lock.lock();
 
     stats_.steps += 1;

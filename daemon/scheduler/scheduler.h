@@ -4,10 +4,15 @@
 // or one prefill chunk per session — into a single Backend::forward_batch, so
 // concurrent sessions share the passes over the weights. Long prefills are cut
 // into chunks so that decoding sessions keep moving (fairness); prefill chunks
-// take turns in round-robin order.
+// take turns in round-robin order. While latency-bound work waits (a decoding
+// session, a prompt that fits in one chunk), a longer prefill is paced by the
+// StepCostModel to half that work's cost (kLongPrefillShare): small chunks,
+// skipping steps when even one token costs more, so a short request's steps
+// take about 1.5x as long as alone on average while the prefill still advances.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -28,6 +33,27 @@ struct SchedulerOptions {
   // When fewer steps are waiting than ran in the previous batch, wait this long
   // for the others to come back (they are usually streaming their last token).
   std::chrono::microseconds gather_wait{1000};
+};
+
+// What a step costs, in multiply-adds from the model's shape: every fed token
+// passes the layers, every reported position the vocabulary projection, and
+// attention grows with the positions already cached. Only ratios matter.
+// The share of the waiting latency-bound work's cost that a long prefill gets
+// beside it, per step.
+inline constexpr double kLongPrefillShare = 0.5;
+// What one step of a prefill alone may cost at least, in decode steps (a
+// chunk of prefill_chunk plain tokens may always run whole).
+inline constexpr double kMaxStepDecodes = 4;
+
+struct StepCostModel {
+  double per_token = 0;     // one position through every layer's matrices
+  double per_logits = 0;    // one position's vocabulary projection
+  double per_attended = 0;  // one position attending to one cached position, all layers
+  static StepCostModel of(const ModelConfig& config);
+  // Feeding n tokens after `start` cached positions.
+  double cost(int n, int start, bool all_positions) const;
+  // The most tokens (0..max_tokens) of a prefill at `start` that cost no more than `bound`.
+  int fair_chunk(int max_tokens, int start, bool all_positions, double bound) const;
 };
 
 struct SchedulerStats {
@@ -62,12 +88,18 @@ class Scheduler {
 
   Backend& backend_;
   SchedulerOptions options_;
+  StepCostModel cost_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   bool stopping_ = false;
   size_t prefill_turn_ = 0;
   size_t last_batch_size_ = 0;
+  // Pacing of long prefills: when latency-bound work was last seen, its cost
+  // then, and how long the last step took.
+  std::chrono::steady_clock::time_point latency_seen_{};
+  double latency_cost_seen_ = 0;
+  std::chrono::steady_clock::duration last_step_time_{};
   SchedulerStats stats_;
   std::thread engine_;
 };

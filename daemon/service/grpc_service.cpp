@@ -47,6 +47,16 @@ void fill_session(const SessionSnapshot& s, const SessionLimits& limits, pb::Ses
   out->set_last_used_unix_ms(unix_ms(s.last_used));
   out->set_busy(s.busy);
   out->set_expires_unix_ms(limits.ttl.count() > 0 ? unix_ms(s.last_used + limits.ttl) : 0);
+  out->set_owner_uid(s.owner_uid);
+}
+
+// An enum field of a request must name a known value (proto3 keeps unknown
+// numbers as they came).
+pb::HistoryMode history_mode_of(int value) {
+  if (!pb::HistoryMode_IsValid(value))
+    throw invalid_argument("history_mode " + std::to_string(value) +
+                           " is not a HistoryMode (HISTORY_MODE_FULL = 0, HISTORY_MODE_APPEND = 1)");
+  return static_cast<pb::HistoryMode>(value);
 }
 
 void fill_score(const ScoredToken& t, const Tokenizer& tok, pb::TokenScore* out) {
@@ -171,11 +181,20 @@ grpc::Status Qwen3BpfService::fail(const std::exception& e) {
   return grpc::Status(grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what());
 }
 
+uint32_t Qwen3BpfService::caller_uid(grpc::ServerContext* ctx) const {
+  if (!listener_) return 0;  // in-process use (tests, --check)
+  const auto who = listener_->peer(ctx->peer());
+  if (!who) throw failed_precondition("cannot tell who is calling: the connection's peer is unknown");
+  return who->uid;
+}
+
 grpc::Status Qwen3BpfService::check_admin(grpc::ServerContext* ctx) const {
   if (!listener_) return grpc::Status::OK;  // in-process use (tests, --check)
+  // Judged now, against the admin_group in force (a SIGHUP may have changed it
+  // since the connection was accepted).
   const auto who = listener_->peer(ctx->peer());
-  if (who && who->admin) return grpc::Status::OK;
-  const std::string group = host_.config().admin_group;
+  if (who && listener_->is_admin(*who)) return grpc::Status::OK;
+  const std::string group = listener_->admin_group();
   return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                       "VerifyProgram and GenerateVerified are for root" +
                           (group.empty() ? std::string(" only (set admin_group in qwen3-bpfd.conf to allow a group)")
@@ -230,7 +249,8 @@ grpc::Status Qwen3BpfService::Forward(grpc::ServerContext* ctx, const pb::Forwar
     if (req->token_ids_size() > 0) o.tokens.assign(req->token_ids().begin(), req->token_ids().end());
     else if (!req->text().empty()) o.tokens = encode_text(*rt.tokenizer, req->text(), "text");
     o.session_id = req->session_id();
-    o.append = req->history_mode() == pb::HISTORY_MODE_APPEND;
+    o.append = history_mode_of(req->history_mode()) == pb::HISTORY_MODE_APPEND;
+    o.caller_uid = caller_uid(ctx);
     o.top_k = req->top_k() == 0 ? 10 : req->top_k();
     if (o.top_k < 0 || o.top_k > 1000) throw invalid_argument("top_k must be in [0, 1000] (got " + std::to_string(req->top_k()) + ")");
     o.all_positions = req->all_positions();
@@ -271,7 +291,8 @@ grpc::Status Qwen3BpfService::Generate(grpc::ServerContext* ctx, const pb::Gener
     const int inputs = (req->prompt().empty() ? 0 : 1) + (req->token_ids_size() > 0 ? 1 : 0) + (req->messages_size() > 0 ? 1 : 0);
     if (inputs > 1) throw invalid_argument("give exactly one of prompt, token_ids or messages");
     GenerateOptions o;
-    o.append = req->history_mode() == pb::HISTORY_MODE_APPEND;
+    o.append = history_mode_of(req->history_mode()) == pb::HISTORY_MODE_APPEND;
+    o.caller_uid = caller_uid(ctx);
     if (inputs == 0 && !(o.append && !req->session_id().empty()))
       throw invalid_argument("empty input: give a prompt, token_ids or messages");
     if (!req->prompt().empty()) {
@@ -282,7 +303,8 @@ grpc::Status Qwen3BpfService::Generate(grpc::ServerContext* ctx, const pb::Gener
       std::vector<ChatMessage> msgs;
       for (const auto& m : req->messages()) {
         if (m.role() != "system" && m.role() != "user" && m.role() != "assistant" && m.role() != "tool")
-          throw invalid_argument("messages: role must be system, user, assistant or tool (got '" + m.role() + "')");
+          throw invalid_argument("messages: role must be system, user, assistant or tool (got '" + printable(m.role()) +
+                                 "')");
         require_utf8(m.content(), "messages.content");
         msgs.push_back({m.role(), m.content()});
       }
@@ -361,14 +383,14 @@ grpc::Status Qwen3BpfService::Generate(grpc::ServerContext* ctx, const pb::Gener
   }
 }
 
-grpc::Status Qwen3BpfService::CreateSession(grpc::ServerContext*, const pb::CreateSessionRequest* req,
+grpc::Status Qwen3BpfService::CreateSession(grpc::ServerContext* ctx, const pb::CreateSessionRequest* req,
                                             pb::CreateSessionResponse* resp) {
   ++counters_.sessions;
   try {
     if (shutting_down_) throw unavailable("the daemon is stopping");
     Runtime& rt = host_.runtime();
     if (req->max_context() < 0) throw invalid_argument("max_context must be >= 0 (0 = default)");
-    const auto snap = rt.sessions->create(req->max_context(), req->session_id());
+    const auto snap = rt.sessions->create(req->max_context(), req->session_id(), caller_uid(ctx));
     fill_session(snap, rt.sessions->limits(), resp->mutable_session());
     return grpc::Status::OK;
   } catch (const std::exception& e) {
@@ -376,37 +398,37 @@ grpc::Status Qwen3BpfService::CreateSession(grpc::ServerContext*, const pb::Crea
   }
 }
 
-grpc::Status Qwen3BpfService::GetSession(grpc::ServerContext*, const pb::GetSessionRequest* req,
+grpc::Status Qwen3BpfService::GetSession(grpc::ServerContext* ctx, const pb::GetSessionRequest* req,
                                          pb::GetSessionResponse* resp) {
   ++counters_.sessions;
   try {
     Runtime& rt = host_.runtime();
-    fill_session(rt.sessions->get(req->session_id()), rt.sessions->limits(), resp->mutable_session());
+    fill_session(rt.sessions->get(req->session_id(), caller_uid(ctx)), rt.sessions->limits(), resp->mutable_session());
     return grpc::Status::OK;
   } catch (const std::exception& e) {
     return fail(e);
   }
 }
 
-grpc::Status Qwen3BpfService::ListSessions(grpc::ServerContext*, const pb::ListSessionsRequest*,
+grpc::Status Qwen3BpfService::ListSessions(grpc::ServerContext* ctx, const pb::ListSessionsRequest*,
                                            pb::ListSessionsResponse* resp) {
   ++counters_.sessions;
   try {
     Runtime& rt = host_.runtime();
     const auto limits = rt.sessions->limits();
-    for (const auto& s : rt.sessions->list()) fill_session(s, limits, resp->add_sessions());
+    for (const auto& s : rt.sessions->list(caller_uid(ctx))) fill_session(s, limits, resp->add_sessions());
     return grpc::Status::OK;
   } catch (const std::exception& e) {
     return fail(e);
   }
 }
 
-grpc::Status Qwen3BpfService::DeleteSession(grpc::ServerContext*, const pb::DeleteSessionRequest* req,
+grpc::Status Qwen3BpfService::DeleteSession(grpc::ServerContext* ctx, const pb::DeleteSessionRequest* req,
                                             pb::DeleteSessionResponse* resp) {
   ++counters_.sessions;
   try {
     Runtime& rt = host_.runtime();
-    resp->set_freed_bytes(rt.sessions->remove(req->session_id()));
+    resp->set_freed_bytes(rt.sessions->remove(req->session_id(), caller_uid(ctx)));
     return grpc::Status::OK;
   } catch (const std::exception& e) {
     return fail(e);

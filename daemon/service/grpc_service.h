@@ -54,6 +54,8 @@ class Qwen3BpfService final : public qwen3bpf::v1::Qwen3Bpf::Service {
 
  private:
   grpc::Status check_admin(grpc::ServerContext* ctx) const;
+  // The uid of the peer behind the call (0 in-process); sessions belong to it.
+  uint32_t caller_uid(grpc::ServerContext* ctx) const;
   grpc::Status fail(const std::exception& e);
 
   ModelHost& host_;

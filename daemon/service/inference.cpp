@@ -28,11 +28,11 @@ struct Prepared {
   int keep = 0;                   // positions reused from the cache
 };
 
-Prepared prepare(Runtime& rt, const std::string& session_id, bool append, std::span<const int32_t> tokens,
-                 int extra_positions) {
+Prepared prepare(Runtime& rt, const std::string& session_id, uint32_t caller, bool append,
+                 std::span<const int32_t> tokens, int extra_positions) {
   Prepared p;
   if (!session_id.empty()) {
-    p.lease = rt.sessions->acquire(session_id);
+    p.lease = rt.sessions->acquire(session_id, caller);
     if (append) {
       p.sequence = p.lease->history;
       p.sequence.insert(p.sequence.end(), tokens.begin(), tokens.end());
@@ -42,7 +42,7 @@ Prepared prepare(Runtime& rt, const std::string& session_id, bool append, std::s
     const int ctx = p.lease->kv->max_context();
     if (static_cast<int>(p.sequence.size()) > ctx)
       throw invalid_argument("prompt longer than the context: " + std::to_string(p.sequence.size()) +
-                             " tokens (session history included) do not fit session " + session_id + "'s " +
+                             " tokens (session history included) do not fit session " + printable(session_id) + "'s " +
                              std::to_string(ctx) + " positions; shorten it or create a session with a larger max_context");
   } else {
     if (append) throw invalid_argument("history_mode APPEND needs a session_id");
@@ -118,7 +118,7 @@ ForwardOutcome run_forward(Runtime& rt, const ForwardOptions& o) {
   if (o.tokens.empty() && !o.append) throw invalid_argument("empty input: give token_ids or a non-empty text");
   validate_token_ids(o.tokens, rt.backend->config().vocab_size, "token_ids");
   if (o.top_k < 0) throw invalid_argument("top_k must be >= 0");
-  Prepared p = prepare(rt, o.session_id, o.append, o.tokens, 0);
+  Prepared p = prepare(rt, o.session_id, o.caller_uid, o.append, o.tokens, 0);
   if (p.sequence.empty()) throw invalid_argument("empty input: nothing to forward");
 
   ForwardWants wants;
@@ -166,7 +166,7 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
     wants.top_k = std::max(wants.top_k, o.logprobs);
   }
 
-  Prepared p = prepare(rt, o.session_id, o.append, o.tokens, o.max_new_tokens);
+  Prepared p = prepare(rt, o.session_id, o.caller_uid, o.append, o.tokens, o.max_new_tokens);
   if (p.sequence.empty()) throw invalid_argument("empty input: nothing to generate from");
   Session& s = *p.lease;
   out.prompt_tokens = static_cast<int>(p.sequence.size());

@@ -27,6 +27,7 @@ struct ForwardOptions {
   std::vector<int32_t> tokens;
   std::string session_id;
   bool append = false;
+  uint32_t caller_uid = 0;         // whose sessions the request may use (0: root, any)
   int top_k = 10;
   bool all_positions = false;
   bool full_logits = false;
@@ -50,6 +51,7 @@ struct GenerateOptions {
   std::vector<int32_t> tokens;
   std::string session_id;
   bool append = false;
+  uint32_t caller_uid = 0;         // whose sessions the request may use (0: root, any)
   SamplingParams sampling;
   bool random_seed = false;        // choose a seed (sampling.seed is then ignored)
   int max_new_tokens = 256;

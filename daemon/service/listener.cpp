@@ -187,13 +187,11 @@ void Listener::accept_loop() {
       ++rejected_;
       continue;
     }
-    PeerIdentity who{cred.pid, cred.uid, cred.gid, false};
-    const std::vector<gid_t> held = cred.uid == 0 ? std::vector<gid_t>{} : peer_groups(conn);
+    PeerIdentity who{cred.pid, cred.uid, cred.gid, cred.uid == 0 ? std::vector<gid_t>{} : peer_groups(conn)};
     bool allowed;
     {
       std::lock_guard lock(mu_);
-      allowed = cred.uid == 0 || member_of(cred.uid, cred.gid, held, socket_gid_);
-      who.admin = cred.uid == 0 || member_of(cred.uid, cred.gid, held, admin_gid_);
+      allowed = cred.uid == 0 || member_of(cred.uid, cred.gid, who.groups, socket_gid_);
     }
     if (!allowed) {
       spdlog::warn("connection refused: pid {} uid {} ({}) is neither root nor in group '{}'", cred.pid, cred.uid,
@@ -211,6 +209,17 @@ void Listener::accept_loop() {
     // gRPC owns the fd from here on (and closes it); its endpoints expect non-blocking fds.
     grpc::AddInsecureChannelFromFd(server_, conn);
   }
+}
+
+bool Listener::is_admin(const PeerIdentity& who) const {
+  if (who.uid == 0) return true;
+  std::lock_guard lock(mu_);
+  return member_of(who.uid, who.gid, who.groups, admin_gid_);
+}
+
+std::string Listener::admin_group() const {
+  std::lock_guard lock(mu_);
+  return options_.admin_group;
 }
 
 std::optional<PeerIdentity> Listener::peer(const std::string& grpc_peer) const {

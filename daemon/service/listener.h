@@ -26,7 +26,7 @@ struct PeerIdentity {
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
-  bool admin = false;  // root or a member of the admin group
+  std::vector<gid_t> groups;  // the supplementary groups it held when it connected (SO_PEERGROUPS)
 };
 
 struct ListenerOptions {
@@ -55,6 +55,9 @@ class Listener {
   uint64_t accepted() const { return accepted_; }
   // Re-reads group membership rules (SIGHUP).
   void set_groups(const std::string& socket_group, const std::string& admin_group);
+  // Root, or a member of the admin group in force now (not when it connected).
+  bool is_admin(const PeerIdentity& who) const;
+  std::string admin_group() const;
 
  private:
   void accept_loop();

@@ -190,16 +190,14 @@ int serve(const Flags& flags, DaemonConfig config) {
 
   int exit_code = 0;
   auto last_sweep = std::chrono::steady_clock::now();
-  const std::string sessions_file = config.state_dir + "/sessions.json";
-  std::thread restorer;
+  SessionPersistence persistence(config.state_dir + "/sessions.json");
   for (;;) {
-    if (!restorer.joinable() && config.persist_sessions) {
+    if (!persistence.started() && config.persist_sessions) {
       if (Runtime* rt = host.runtime_if_ready()) {
-        // Recompute saved sessions in the background: the daemon serves meanwhile.
-        restorer = std::thread([rt, &service, sessions_file] {
-          restore_sessions(sessions_file, *rt->sessions, *rt->scheduler, rt->backend->config().vocab_size,
-                           [&service] { return service.shutting_down(); });
-        });
+        // Recompute saved sessions in the background (the daemon serves meanwhile),
+        // then save every change of a named session as it happens.
+        persistence.start(*rt->sessions, *rt->scheduler, rt->backend->config().vocab_size,
+                          [&service] { return service.shutting_down(); });
       }
     }
     timespec timeout{0, 200 * 1000 * 1000};
@@ -248,8 +246,7 @@ int serve(const Flags& flags, DaemonConfig config) {
     spdlog::default_logger()->flush();
     std::_Exit(exit_code);
   }
-  if (restorer.joinable()) restorer.join();
-  if (Runtime* rt = host.runtime_if_ready(); rt && config.persist_sessions) save_sessions(sessions_file, *rt->sessions);
+  persistence.stop();
   host.unload();
   spdlog::info("stopped");
   return exit_code;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/backend.h"
@@ -28,7 +29,18 @@ struct Session {
   Clock::time_point last_used;
   bool busy = false;                 // guarded by the manager's mutex
   bool removed = false;              // deleted while busy: freed when the request ends
+  uint32_t owner_uid = 0;            // the peer uid that created it (0: root / in-process)
+  // The state as of the end of the last request on it (what a restart restores):
+  // committed when a lease ends, guarded by the manager's mutex.
+  std::vector<int32_t> committed_history;
+  int committed_positions = 0;
+  bool restoring = false;            // its KV is being recomputed: a lease end commits nothing
 };
+
+// `s` made safe to quote in an error message: bytes outside printable ASCII
+// (NUL, control, non-ASCII) as \xNN, a backslash as \\, cut after about
+// `max` characters of that (the length of the whole is said, the rest not shown).
+std::string printable(std::string_view s, size_t max = 64);
 
 // How many leading KV positions a request for `tokens` can reuse: the common
 // prefix of the session's history and the tokens, limited to what is cached,

@@ -27,7 +27,14 @@ SessionSnapshot snapshot_of(const Session& s) {
   out.created = s.created;
   out.last_used = s.last_used;
   out.busy = s.busy;
+  out.owner_uid = s.owner_uid;
   return out;
+}
+
+bool visible_to(const Session& s, uint32_t caller) { return caller == 0 || s.owner_uid == caller; }
+
+Error unknown_session(const std::string& id, const char* hint = "") {
+  return not_found("unknown session '" + printable(id) + "'" + hint);
 }
 
 }  // namespace
@@ -128,12 +135,14 @@ bool SessionManager::make_room(size_t bytes, bool needs_slot) {
     sessions_.erase(victim->id);
     kv_bytes_ -= victim->kv_bytes;
     ++evicted_;
+    ++generation_;
     victim->kv.reset();  // frees the kernel maps; no request holds it (not busy)
   }
   return true;
 }
 
-SessionSnapshot SessionManager::create(int max_context, const std::string& id) {
+std::shared_ptr<Session> SessionManager::create_named(int max_context, const std::string& id, uint32_t owner,
+                                                      const SavedSession* restoring) {
   if (!id.empty()) validate_session_id(id);
   {
     std::lock_guard lock(mu_);
@@ -169,23 +178,61 @@ SessionSnapshot SessionManager::create(int max_context, const std::string& id) {
                                " and no idle session to evict; delete a session, use a smaller max_context or raise kv_budget_mib");
     }
     s->id = id.empty() ? generate_id_locked() : id;
+    s->owner_uid = owner;
+    if (restoring) {
+      s->busy = true;
+      s->restoring = true;
+      s->committed_history = restoring->history;
+      s->committed_positions = restoring->positions;
+    }
     sessions_[s->id] = s;
     kv_bytes_ += s->kv_bytes;
-    spdlog::info("session {} created: {} positions, {} KV", s->id, s->kv->max_context(), mib(s->kv_bytes));
-    return snapshot_of(*s);
+    ++generation_;
+    spdlog::info("session {} {}: {} positions, {} KV, owner uid {}", s->id, restoring ? "being restored" : "created",
+                 s->kv->max_context(), mib(s->kv_bytes), owner);
   }
+  notify_change();
+  return s;
 }
+
+SessionSnapshot SessionManager::create(int max_context, const std::string& id, uint32_t owner) {
+  auto s = create_named(max_context, id, owner, nullptr);
+  std::lock_guard lock(mu_);
+  return snapshot_of(*s);
+}
+
+SessionLease SessionManager::create_restoring(const SavedSession& saved) {
+  validate_session_id(saved.id);
+  return SessionLease(this, create_named(saved.max_context, saved.id, saved.owner_uid, &saved));
+}
+
+void SessionManager::finish_restore(SessionLease& lease) {
+  // Only the lease holder touches `restoring` outside the lock; the lease's
+  // release (same thread) reads it under the lock.
+  if (lease) lease->restoring = false;
+}
+
+
 
 SessionLease SessionManager::create_ephemeral(int max_context) {
   auto s = make_session(max_context, true);
+  bool evicted = false;
+  SessionLease lease = create_ephemeral_impl(s, evicted);
+  if (evicted) notify_change();  // named sessions were evicted to make room
+  return lease;
+}
+
+SessionLease SessionManager::create_ephemeral_impl(const std::shared_ptr<Session>& s, bool& evicted) {
   std::unique_ptr<KvCache> discard;
   std::lock_guard lock(mu_);
+  const uint64_t generation = generation_;
   if (s->kv_bytes > limits_.kv_budget_bytes) {
     discard = std::move(s->kv);
     throw resource_exhausted("this request needs " + mib(s->kv_bytes) + " of KV, more than kv_budget_mib (" +
                              mib(limits_.kv_budget_bytes) + "); use fewer tokens or raise kv_budget_mib");
   }
   const bool ok = make_room(s->kv_bytes, /*needs_slot=*/false);
+  evicted = generation_ != generation;
   if (!ok) {
     const size_t used = kv_bytes_;
     discard = std::move(s->kv);
@@ -200,11 +247,11 @@ SessionLease SessionManager::create_ephemeral(int max_context) {
   return SessionLease(this, s);
 }
 
-SessionLease SessionManager::acquire(const std::string& id) {
+SessionLease SessionManager::acquire(const std::string& id, uint32_t caller) {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end())
-    throw not_found("unknown session '" + id + "' (it may have expired or been evicted; create it again)");
+  if (it == sessions_.end() || !visible_to(*it->second, caller))
+    throw unknown_session(id, " (it may have expired or been evicted; create it again)");
   if (it->second->busy)
     throw failed_precondition("session busy: session " + id +
                               " is serving another request; wait for it to finish or use another session");
@@ -215,37 +262,58 @@ SessionLease SessionManager::acquire(const std::string& id) {
 
 void SessionManager::release(const std::shared_ptr<Session>& s) {
   std::unique_ptr<KvCache> free_later;
-  std::lock_guard lock(mu_);
-  s->busy = false;
-  s->last_used = Clock::now();
-  if (s->ephemeral || s->removed) {
-    if (s->ephemeral) --ephemeral_;
-    kv_bytes_ -= s->kv_bytes;
-    free_later = std::move(s->kv);
+  bool changed = false;
+  {
+    std::lock_guard lock(mu_);
+    s->busy = false;
+    s->last_used = Clock::now();
+    if (s->ephemeral || s->removed) {
+      if (s->ephemeral) --ephemeral_;
+      kv_bytes_ -= s->kv_bytes;
+      free_later = std::move(s->kv);
+    } else if (!s->restoring && s->kv) {
+      // The request is over: what the session holds now is what a restart brings back.
+      const int positions = s->kv->positions();
+      if (positions != s->committed_positions || s->history != s->committed_history) {
+        s->committed_history = s->history;
+        s->committed_positions = positions;
+        ++generation_;
+        changed = true;
+      }
+    }
   }
+  if (changed) notify_change();
 }
 
-SessionSnapshot SessionManager::get(const std::string& id) const {
+SessionSnapshot SessionManager::get(const std::string& id, uint32_t caller) const {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) throw not_found("unknown session '" + id + "'");
+  if (it == sessions_.end() || !visible_to(*it->second, caller)) throw unknown_session(id);
   return snapshot_of(*it->second);
 }
 
-std::vector<SessionSnapshot> SessionManager::list() const {
+std::vector<SessionSnapshot> SessionManager::list(uint32_t caller) const {
   std::lock_guard lock(mu_);
   std::vector<SessionSnapshot> out;
-  for (auto& [id, s] : sessions_) out.push_back(snapshot_of(*s));
+  for (auto& [id, s] : sessions_)
+    if (visible_to(*s, caller)) out.push_back(snapshot_of(*s));
   return out;
 }
 
-size_t SessionManager::remove(const std::string& id) {
+size_t SessionManager::remove(const std::string& id, uint32_t caller) {
+  const size_t bytes = remove_impl(id, caller);
+  notify_change();
+  return bytes;
+}
+
+size_t SessionManager::remove_impl(const std::string& id, uint32_t caller) {
   std::unique_ptr<KvCache> free_now;
   std::lock_guard lock(mu_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) throw not_found("unknown session '" + id + "'");
+  if (it == sessions_.end() || !visible_to(*it->second, caller)) throw unknown_session(id);
   auto s = it->second;
   sessions_.erase(it);
+  ++generation_;
   const size_t bytes = s->kv_bytes;
   if (s->busy) {
     s->removed = true;  // its request still runs; the KV goes when the request ends
@@ -259,6 +327,12 @@ size_t SessionManager::remove(const std::string& id) {
 }
 
 int SessionManager::expire_idle() {
+  const int n = expire_idle_impl();
+  if (n > 0) notify_change();
+  return n;
+}
+
+int SessionManager::expire_idle_impl() {
   std::vector<std::unique_ptr<KvCache>> free_now;
   std::lock_guard lock(mu_);
   if (limits_.ttl.count() <= 0) return 0;
@@ -272,6 +346,7 @@ int SessionManager::expire_idle() {
       free_now.push_back(std::move(s->kv));
       it = sessions_.erase(it);
       ++evicted_;
+      ++generation_;
       ++n;
     } else {
       ++it;
@@ -294,14 +369,34 @@ void SessionManager::clear() {
   sessions_.clear();
 }
 
-std::vector<SavedSession> SessionManager::export_idle() const {
+SessionExport SessionManager::export_committed() const {
   std::lock_guard lock(mu_);
-  std::vector<SavedSession> out;
+  SessionExport out;
+  out.generation = generation_;
   for (auto& [id, s] : sessions_) {
-    if (s->busy || !s->kv) continue;
-    out.push_back({id, s->kv->max_context(), s->kv->positions(), s->history});
+    if (!s->kv) continue;
+    out.sessions.push_back({id, s->kv->max_context(), s->committed_positions, s->committed_history, s->owner_uid});
   }
   return out;
+}
+
+uint64_t SessionManager::generation() const {
+  std::lock_guard lock(mu_);
+  return generation_;
+}
+
+void SessionManager::set_on_change(std::function<void()> on_change) {
+  std::lock_guard lock(mu_);
+  on_change_ = std::move(on_change);
+}
+
+void SessionManager::notify_change() const {
+  std::function<void()> f;
+  {
+    std::lock_guard lock(mu_);
+    f = on_change_;
+  }
+  if (f) f();
 }
 
 SessionTotals SessionManager::totals() const {

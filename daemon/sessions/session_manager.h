@@ -35,6 +35,7 @@ struct SessionSnapshot {
   Clock::time_point created;
   Clock::time_point last_used;
   bool busy = false;
+  uint32_t owner_uid = 0;
 };
 
 // What a restart needs to rebuild a session: its tokens (the KV is recomputed).
@@ -43,6 +44,13 @@ struct SavedSession {
   int max_context = 0;
   int positions = 0;                 // how many of the tokens were cached
   std::vector<int32_t> history;
+  uint32_t owner_uid = 0;
+};
+
+// The committed state of every named session, and which change it reflects.
+struct SessionExport {
+  uint64_t generation = 0;
+  std::vector<SavedSession> sessions;
 };
 
 struct SessionTotals {
@@ -83,23 +91,41 @@ class SessionManager {
   SessionManager(Backend& backend, SessionLimits limits);
   ~SessionManager();
 
-  // A named session. max_context 0 = default. `id` empty = generated.
+  // Ownership: a named session belongs to the uid that created it. Calls that
+  // take a `caller` uid see only that uid's sessions, except for root (0),
+  // which sees all; another user's session is reported exactly like a missing
+  // one (not_found), so its existence does not leak through these calls.
+
+  // A named session owned by `owner`. max_context 0 = default. `id` empty = generated.
   // Throws invalid_argument (bad id / context), resource_exhausted (limits).
-  SessionSnapshot create(int max_context, const std::string& id = "");
+  SessionSnapshot create(int max_context, const std::string& id = "", uint32_t owner = 0);
+  // A saved session being brought back after a restart: created busy (the
+  // returned lease holds it) with `saved` as its committed state, so that it
+  // is persisted as it was while its KV is recomputed. Ending the lease
+  // commits nothing until finish_restore() was called on it.
+  SessionLease create_restoring(const SavedSession& saved);
+  static void finish_restore(SessionLease& lease);
   // A session for one request, freed when the lease ends.
   SessionLease create_ephemeral(int max_context);
   // Throws not_found, or failed_precondition when a request already runs on it.
-  SessionLease acquire(const std::string& id);
-  SessionSnapshot get(const std::string& id) const;
-  std::vector<SessionSnapshot> list() const;
+  SessionLease acquire(const std::string& id, uint32_t caller = 0);
+  SessionSnapshot get(const std::string& id, uint32_t caller = 0) const;
+  std::vector<SessionSnapshot> list(uint32_t caller = 0) const;
   // Frees the session's KV now (or when its running request ends). Returns the bytes freed.
-  size_t remove(const std::string& id);
+  size_t remove(const std::string& id, uint32_t caller = 0);
   // Evicts sessions idle longer than the TTL; returns how many.
   int expire_idle();
   // Deletes every named session (shutdown).
   void clear();
-  // The named sessions that are idle, for saving at shutdown.
-  std::vector<SavedSession> export_idle() const;
+  // Every named session's committed state (busy ones as of the end of their
+  // previous request), for saving.
+  SessionExport export_committed() const;
+  // Bumped by every change of the committed state (a named session created,
+  // deleted, evicted or expired, or a request on one ended having changed it).
+  uint64_t generation() const;
+  // Called (outside the manager's lock, on the thread that made the change)
+  // after every such change. Set it before requests run; empty to remove.
+  void set_on_change(std::function<void()> on_change);
 
   SessionTotals totals() const;
   SessionLimits limits() const;
@@ -117,6 +143,12 @@ class SessionManager {
   // evicting all idle sessions would not be enough. Caller holds mu_.
   bool make_room(size_t bytes, bool needs_slot);
   std::string generate_id_locked() const;
+  std::shared_ptr<Session> create_named(int max_context, const std::string& id, uint32_t owner,
+                                        const SavedSession* restoring);
+  size_t remove_impl(const std::string& id, uint32_t caller);
+  SessionLease create_ephemeral_impl(const std::shared_ptr<Session>& s, bool& evicted);
+  int expire_idle_impl();
+  void notify_change() const;
 
   Backend& backend_;
   // What one position of K/V takes when fully grown (4-byte elements, K and V,
@@ -129,6 +161,8 @@ class SessionManager {
   int ephemeral_ = 0;
   uint64_t evicted_ = 0;
   uint64_t next_id_ = 1;
+  uint64_t generation_ = 0;
+  std::function<void()> on_change_;
 };
 
 // Throws invalid_argument unless id is 1..64 of [A-Za-z0-9_.-].

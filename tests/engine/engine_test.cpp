@@ -9,6 +9,7 @@
 //   - KV isolation, incremental decode == batched prefill, KV maps freed,
 //     errors leave the cache as it was.
 #include <bpf/bpf.h>
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -150,15 +151,36 @@ Agreement teacher_forced(const std::string& model, Precision prec, int prompts, 
   return a;
 }
 
+// An agreement rate over too few decisive positions proves nothing (with every
+// position a near-tie it used to read 1.0): at least half of the positions,
+// and 500, must have a clear reference argmax.
+constexpr int kMinDecisive = 500;
+
 void report_and_check(const char* what, const Agreement& a, double bar) {
   int decided = a.positions - a.near_ties;
-  double rate = decided ? double(a.agree) / decided : 1.0;
+  double rate = decided ? double(a.agree) / decided : 0.0;
   std::printf("%s: %d positions, argmax agreement %.2f%% (%d/%d) excluding %d near-ties (%d of them agree), "
               "mean KL(ref||bpf) %.3g nats; logit error mean %.3g max %.3g (top-1 logit %.3g above the mean)\n",
               what, a.positions, 100.0 * rate, a.agree, decided, a.near_ties, a.near_tie_agree,
               a.kl_sum / a.positions, a.err_sum / a.positions, a.err_max, a.spread_sum / a.positions);
   EXPECT_GE(a.positions, 1000);
+  EXPECT_GE(decided, std::max(kMinDecisive, a.positions / 2))
+      << what << ": too few decisive positions for the agreement rate to mean anything";
   EXPECT_GE(rate, bar);
+}
+
+// The check itself: all near-ties (nothing decisive) fails instead of reading 100%.
+TEST(Accuracy, CheckFailsWithoutDecisivePositions) {
+  static Agreement all_ties;
+  all_ties.positions = 1040;
+  all_ties.near_ties = 1040;
+  all_ties.near_tie_agree = 1040;
+  EXPECT_NONFATAL_FAILURE(report_and_check("all near-ties", all_ties, 0.0), "too few decisive positions");
+  static Agreement few;
+  few.positions = 1040;
+  few.near_ties = 1000;
+  few.agree = 40;
+  EXPECT_NONFATAL_FAILURE(report_and_check("40 decisive", few, 0.99), "too few decisive positions");
 }
 
 TEST(Accuracy, TeacherForcedQ24SmallOutliers) {
@@ -404,9 +426,19 @@ TEST_P(StageTest, StageErrorsStaySmall) {
   run(*k, ids, {});
   ref->set_trace({});
   k->set_debug_trace({});
+  // Every stage the reference traces must be compared: the embedding and four
+  // stages of every layer, each with its in-kernel counterpart (a test that
+  // skipped names it did not find could pass comparing nothing).
+  const int layers = ref->config().num_hidden_layers;
+  EXPECT_EQ(rs.size(), size_t(1 + 4 * layers)) << "stages traced by the reference";
+  int compared = 0;
   for (auto& [name, r] : rs) {
     auto it = ks.find(name);
-    if (it == ks.end()) continue;
+    if (it == ks.end()) {
+      ADD_FAILURE() << "stage " << name << " has no in-kernel trace to compare with";
+      continue;
+    }
+    ++compared;
     ASSERT_EQ(it->second.size(), r.size()) << name;
     double num = 0, den = 0, mx = 0;
     for (size_t i = 0; i < r.size(); i++) {
@@ -419,6 +451,7 @@ TEST_P(StageTest, StageErrorsStaySmall) {
     std::printf("%-18s relative RMS error %.3g, max abs error %.3g\n", name.c_str(), rel, mx);
     EXPECT_LT(rel, prec == Precision::q24 ? 0.05 : 0.25) << name;
   }
+  EXPECT_EQ(compared, 1 + 4 * layers);
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, StageTest, testing::Values(Precision::q24, Precision::q8),

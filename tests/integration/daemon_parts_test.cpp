@@ -5,12 +5,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <mutex>
 #include <thread>
 
 #include "common/error.h"
 #include "scheduler/scheduler.h"
 #include "service/config.h"
+#include "service/session_store.h"
 #include "service/stop_matcher.h"
 #include "service/verify_slots.h"
 #include "sessions/session_manager.h"
@@ -77,6 +81,9 @@ class FakeBackend : public Backend {
     {
       std::lock_guard lock(mu);
       batch_sizes.push_back(static_cast<int>(items.size()));
+      std::vector<std::pair<KvCache*, int>> b;
+      for (const auto& it : items) b.emplace_back(it.kv, static_cast<int>(it.tokens.size()));
+      batches.push_back(std::move(b));
     }
     Backend::forward_batch(items);
   }
@@ -87,6 +94,7 @@ class FakeBackend : public Backend {
   std::chrono::milliseconds step_delay{0};
   std::mutex mu;
   std::vector<int> batch_sizes;
+  std::vector<std::vector<std::pair<KvCache*, int>>> batches;  // (cache, tokens) of every item of every step
 };
 
 // ------------------------------------------------------------- prefix reuse
@@ -262,6 +270,258 @@ TEST(SessionManager, IdleTtlExpiresAndDeleteWhileBusyFreesAtRelease) {
   EXPECT_THROW(m.get(a.id), Error);
 }
 
+// ------------------------------------------------------------- ownership
+
+void expect_kind(ErrorKind kind, const std::function<void()>& f, std::string* message = nullptr) {
+  try {
+    f();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    if (message) *message = e.what();
+  }
+}
+
+// Issue 14: any member of the client group could list, continue or delete
+// root's sessions. A session belongs to its creator's uid; other users cannot
+// see, use or delete it (it looks exactly like a missing one); root can.
+TEST(SessionManager, SessionsBelongToTheirCreator) {
+  FakeBackend backend;
+  SessionManager m(backend, limits(8, 1 << 20));
+  m.create(16, "alice-1", 1000);
+  m.create(16, "bob-1", 2000);
+  m.create(16, "root-1", 0);
+  auto ids = [](const std::vector<SessionSnapshot>& v) {
+    std::vector<std::string> out;
+    for (const auto& s : v) out.push_back(s.id);
+    return out;
+  };
+  EXPECT_EQ(ids(m.list(1000)), std::vector<std::string>{"alice-1"});
+  EXPECT_EQ(ids(m.list(2000)), std::vector<std::string>{"bob-1"});
+  EXPECT_EQ(ids(m.list(0)), (std::vector<std::string>{"alice-1", "bob-1", "root-1"}));
+  EXPECT_EQ(m.get("alice-1", 1000).owner_uid, 1000u);
+  std::string foreign, missing;
+  expect_kind(ErrorKind::not_found, [&] { m.get("alice-1", 2000); }, &foreign);
+  expect_kind(ErrorKind::not_found, [&] { m.get("nobody-has-this", 2000); }, &missing);
+  EXPECT_EQ(foreign.find("alice-1") != std::string::npos, missing.find("nobody-has-this") != std::string::npos);
+  expect_kind(ErrorKind::not_found, [&] { m.acquire("alice-1", 2000); });
+  expect_kind(ErrorKind::not_found, [&] { m.remove("alice-1", 2000); });
+  expect_kind(ErrorKind::not_found, [&] { m.acquire("root-1", 1000); });
+  EXPECT_EQ(m.totals().sessions, 3);  // nothing was deleted
+  { auto lease = m.acquire("alice-1", 1000); }
+  { auto lease = m.acquire("alice-1", 0); }  // root may use it
+  EXPECT_GT(m.remove("bob-1", 2000), 0u);
+  EXPECT_GT(m.remove("alice-1", 0), 0u);
+  EXPECT_EQ(ids(m.list(0)), std::vector<std::string>{"root-1"});
+}
+
+// Issue 14: session ids with NUL bytes or 4 KB of text were echoed raw.
+TEST(SessionManager, ErrorMessagesQuoteIdsEscapedAndShort) {
+  FakeBackend backend;
+  SessionManager m(backend, limits(4, 1 << 20));
+  const std::string nul_id = std::string("ab\0cd\n\xff", 7);
+  const std::string long_id(4096, 'A');
+  for (const std::string& id : {nul_id, long_id}) {
+    for (int call = 0; call < 3; ++call) {
+      std::string msg;
+      expect_kind(ErrorKind::not_found, [&] {
+        if (call == 0) m.get(id);
+        if (call == 1) m.acquire(id);
+        if (call == 2) m.remove(id);
+      }, &msg);
+      EXPECT_LT(msg.size(), 220u) << msg;
+      EXPECT_EQ(msg.find('\0'), std::string::npos);
+      EXPECT_EQ(msg.find('\n'), std::string::npos);
+      EXPECT_EQ(msg.find('\xff'), std::string::npos);
+    }
+  }
+  EXPECT_EQ(printable(nul_id), "ab\\x00cd\\x0a\\xff");
+  EXPECT_EQ(printable(long_id), std::string(64, 'A') + "...(4096 bytes)");
+}
+
+// ------------------------------------------------------------- the sessions file
+
+struct ScratchDir {
+  std::filesystem::path dir;
+  ScratchDir() {
+    char tmpl[] = "/tmp/qwen3-sessions-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+  }
+  ~ScratchDir() { std::filesystem::remove_all(dir); }
+  std::string file() const { return (dir / "sessions.json").string(); }
+  void write(const std::string& text) const { std::ofstream(file(), std::ios::binary) << text; }
+  std::string read(const std::string& path) const {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  std::vector<std::string> moved_aside() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      if (e.path().filename().string().rfind("sessions.json.bad-", 0) == 0) out.push_back(e.path().string());
+    return out;
+  }
+};
+
+// Issue 14: sessions.json holding valid JSON of the wrong type ([] / null / 42)
+// aborted the daemon with an uncaught type_error (value() outside the try
+// block), and the kept file restart-looped it. Every shape is now logged,
+// moved aside and survived.
+TEST(SessionStore, DamagedFilesAreMovedAsideAndNeverThrow) {
+  const std::vector<std::string> shapes = {
+      "[]", "null", "42", "\"sessions\"", "true", "{}", "{\"sessions\": 5}", "{\"sessions\": null}",
+      "{\"sessions\": {\"id\": \"x\"}}", "not json at all", "{\"sessions\": [", "", std::string("\x00\x01\xff", 3)};
+  for (const auto& shape : shapes) {
+    SCOPED_TRACE("file: " + shape);
+    ScratchDir d;
+    d.write(shape);
+    FakeBackend backend;
+    SessionManager m(backend, limits(4, 1 << 20));
+    Scheduler sched(backend);
+    SessionStore store(d.file());
+    int restored = -1;
+    EXPECT_NO_THROW(restored = restore_sessions(store, m, sched, 100, [] { return false; }));
+    EXPECT_EQ(restored, 0);
+    EXPECT_EQ(m.totals().sessions, 0);
+    const auto aside = d.moved_aside();
+    ASSERT_EQ(aside.size(), 1u);
+    EXPECT_EQ(store.moved_aside(), aside[0]);
+    EXPECT_EQ(d.read(aside[0]), shape);  // kept as it was, for a look
+    // What is in place now is a valid, empty sessions file.
+    const auto now = nlohmann::json::parse(d.read(d.file()));
+    EXPECT_TRUE(now.at("sessions").is_array());
+    EXPECT_TRUE(now.at("sessions").empty());
+    // The next start finds nothing wrong.
+    SessionStore again(d.file());
+    EXPECT_TRUE(again.load(100).empty());
+    EXPECT_EQ(again.moved_aside(), "");
+  }
+}
+
+TEST(SessionStore, BadEntriesAreSkippedAndTheGoodOnesRestored) {
+  ScratchDir d;
+  d.write(R"({"version": 2, "sessions": [
+      1, null, [], "s",
+      {"id": "good", "owner_uid": 1000, "max_context": 16, "positions": 2, "history": [1, 2, 3]},
+      {"id": "bad id!", "max_context": 16, "positions": 0, "history": []},
+      {"id": 7, "max_context": 16, "positions": 0, "history": []},
+      {"id": "negpos", "max_context": 16, "positions": -1, "history": []},
+      {"id": "toolong", "max_context": 2, "positions": 0, "history": [1, 2, 3]},
+      {"id": "hugectx", "max_context": 1e300, "positions": 0, "history": []},
+      {"id": "bigint", "max_context": 18446744073709551615, "positions": 0, "history": []},
+      {"id": "token", "max_context": 16, "positions": 1, "history": [100]},
+      {"id": "negtoken", "max_context": 16, "positions": 1, "history": [-1]},
+      {"id": "floattoken", "max_context": 16, "positions": 1, "history": [1.5]},
+      {"id": "posgt", "max_context": 16, "positions": 3, "history": [1]},
+      {"id": "badowner", "owner_uid": -3, "max_context": 16, "positions": 0, "history": []},
+      {"id": "nohistory", "max_context": 16, "positions": 0},
+      {"id": "good", "max_context": 16, "positions": 0, "history": []},
+      {"id": "v1", "max_context": 8, "positions": 1, "history": [4, 5]}
+  ]})");
+  FakeBackend backend;
+  SessionManager m(backend, limits(8, 1 << 20));
+  Scheduler sched(backend);
+  SessionStore store(d.file());
+  int restored = -1;
+  EXPECT_NO_THROW(restored = restore_sessions(store, m, sched, 100, [] { return false; }));
+  EXPECT_EQ(restored, 2);  // "good" (its duplicate is refused) and "v1"
+  const auto good = m.get("good");
+  EXPECT_EQ(good.positions, 2);
+  EXPECT_EQ(good.history_tokens, 3);
+  EXPECT_EQ(good.owner_uid, 1000u);
+  EXPECT_FALSE(good.busy);
+  EXPECT_EQ(m.get("v1").owner_uid, 0u);  // no owner recorded: root's
+  EXPECT_EQ(m.totals().sessions, 2);
+  ASSERT_EQ(d.moved_aside().size(), 1u);
+  // The file in place holds the restored two.
+  const auto now = nlohmann::json::parse(d.read(d.file()));
+  ASSERT_EQ(now.at("sessions").size(), 2u);
+}
+
+// Issue 14: sessions were saved only at SIGTERM/SIGINT, so a kill -9 lost all
+// of them. Every committed change is on disk when the call that made it
+// returns; a request in flight leaves the previous state on disk.
+TEST(SessionStore, EveryCommittedChangeIsOnDiskAtOnce) {
+  ScratchDir d;
+  FakeBackend backend;
+  auto m = std::make_unique<SessionManager>(backend, limits(8, 1 << 20));
+  Scheduler sched(backend);
+  SessionStore store(d.file());
+  m->set_on_change([&] { store.save(*m); });
+  auto on_disk = [&] {
+    std::map<std::string, std::pair<int, std::vector<int32_t>>> out;
+    const auto doc = nlohmann::json::parse(d.read(d.file()));
+    for (const auto& e : doc.at("sessions"))
+      out[e.at("id").get<std::string>()] = {e.at("positions").get<int>(), e.at("history").get<std::vector<int32_t>>()};
+    return out;
+  };
+  m->create(32, "a", 1000);
+  EXPECT_EQ(on_disk().count("a"), 1u);  // created: on disk already
+  const std::vector<int32_t> prompt = {5, 6, 7, 8};
+  {
+    auto lease = m->acquire("a", 1000);
+    sched.run(*lease->kv, prompt, {});
+    lease->history = prompt;
+    lease->history.push_back(9);  // a generated token, not fed
+    // In flight: the disk still has the state before the request.
+    EXPECT_EQ(on_disk()["a"].second, std::vector<int32_t>{});
+  }
+  EXPECT_EQ(on_disk()["a"], std::make_pair(4, std::vector<int32_t>{5, 6, 7, 8, 9}));
+  // A request in flight when the process dies: simulated by reading the file
+  // while the lease is held, then "crashing" (dropping everything unsaved).
+  auto lease = m->acquire("a", 1000);
+  lease->kv->truncate(2);
+  lease->history.resize(2);
+  const std::string at_crash = d.read(d.file());
+  EXPECT_FALSE(std::filesystem::exists(d.file() + ".tmp"));
+  m->create(8, "b");
+  m->remove("b");
+  EXPECT_EQ(on_disk().count("b"), 0u);
+  EXPECT_EQ(on_disk()["a"].second, (std::vector<int32_t>{5, 6, 7, 8, 9}));  // still the committed state
+  d.write(at_crash);
+  // The restart: a new table restores "a" as of its last finished request, with its owner.
+  FakeBackend backend2;
+  SessionManager m2(backend2, limits(8, 1 << 20));
+  Scheduler sched2(backend2);
+  SessionStore store2(d.file());
+  EXPECT_EQ(restore_sessions(store2, m2, sched2, 100, [] { return false; }), 1);
+  const auto a = m2.get("a");
+  EXPECT_EQ(a.positions, 4);
+  EXPECT_EQ(a.history_tokens, 5);
+  EXPECT_EQ(a.owner_uid, 1000u);
+  auto l2 = m2.acquire("a", 1000);
+  EXPECT_EQ(static_cast<FakeKv&>(*l2->kv).tokens, prompt);  // the KV was recomputed from the saved tokens
+  EXPECT_EQ(d.moved_aside().size(), 0u);
+  lease.release();
+  m->set_on_change({});
+}
+
+// A save while sessions are still being restored keeps the ones not yet
+// recomputed (they are in the table, busy, with their saved state).
+TEST(SessionStore, SavesDuringARestoreKeepThePendingSessions) {
+  ScratchDir d;
+  d.write(R"({"version": 2, "sessions": [
+      {"id": "p1", "max_context": 16, "positions": 2, "history": [1, 2]},
+      {"id": "p2", "max_context": 16, "positions": 3, "history": [3, 4, 5]}]})");
+  FakeBackend backend;
+  SessionManager m(backend, limits(8, 1 << 20));
+  SessionStore store(d.file());
+  auto pending = begin_restore(store, m, 100);
+  ASSERT_EQ(pending.size(), 2u);
+  EXPECT_TRUE(m.get("p1").busy);
+  m.create(8, "new");
+  store.save(m);
+  auto doc = nlohmann::json::parse(d.read(d.file()));
+  EXPECT_EQ(doc.at("sessions").size(), 3u);
+  // Stopping before they were recomputed: they stay on disk as they were.
+  Scheduler sched(backend);
+  EXPECT_EQ(finish_restore(pending, d.file(), m, sched, [] { return true; }), 0);
+  store.save(m);
+  doc = nlohmann::json::parse(d.read(d.file()));
+  ASSERT_EQ(doc.at("sessions").size(), 3u);
+  for (const auto& e : doc.at("sessions"))
+    if (e.at("id") == "p2") EXPECT_EQ(e.at("history").get<std::vector<int32_t>>(), (std::vector<int32_t>{3, 4, 5}));
+}
+
 // ------------------------------------------------------------- scheduler
 
 TEST(Scheduler, ChunkedPrefillReportsEveryPositionInOrder) {
@@ -322,6 +582,29 @@ TEST(Scheduler, ConcurrentSequencesShareSteps) {
   EXPECT_LT(backend.batch_sizes.size(), static_cast<size_t>(kClients * kSteps));
 }
 
+// Prefills `prefill_tokens` into long_kv on a thread and, once `started`
+// positions are in, decodes `decodes` single tokens into short_kv. Returns how
+// many decodes finished while the prefill still ran.
+int decodes_during_prefill(Scheduler& sched, KvCache& long_kv, KvCache& short_kv, int prefill_tokens,
+                           const ForwardWants& wants, int started, int decodes) {
+  std::atomic<bool> prefill_done{false};
+  std::thread prefill([&] {
+    std::vector<int32_t> tokens(prefill_tokens, 7);
+    EXPECT_EQ(sched.run(long_kv, tokens, wants).positions.size(), wants.all_positions ? size_t(prefill_tokens) : 1u);
+    prefill_done = true;
+  });
+  while (long_kv.positions() < started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  int during = 0;
+  for (int i = 0; i < decodes; ++i) {
+    const int32_t t[1] = {3};
+    sched.run(short_kv, t, {});
+    if (!prefill_done) ++during;
+  }
+  prefill.join();
+  EXPECT_EQ(long_kv.positions(), prefill_tokens);
+  return during;
+}
+
 TEST(Scheduler, LongPrefillDoesNotStallADecodingSession) {
   FakeBackend backend;
   backend.step_delay = std::chrono::milliseconds(2);
@@ -331,24 +614,73 @@ TEST(Scheduler, LongPrefillDoesNotStallADecodingSession) {
   Scheduler sched(backend, o);
   auto long_kv = backend.create_kv(512);
   auto short_kv = backend.create_kv(64);
-  std::atomic<bool> prefill_done{false};
-  std::atomic<int> decoded_during_prefill{0};
-  std::thread prefill([&] {
-    std::vector<int32_t> tokens(400, 7);  // 50 chunks
-    sched.run(*long_kv, tokens, {});
-    prefill_done = true;
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  for (int i = 0; i < 10; ++i) {
-    const int32_t t[1] = {3};
-    sched.run(*short_kv, t, {});
-    if (!prefill_done) ++decoded_during_prefill;
-  }
-  prefill.join();
-  EXPECT_EQ(long_kv->positions(), 400);
+  const int during = decodes_during_prefill(sched, *long_kv, *short_kv, 400, {}, 8, 10);  // 50 chunks
   EXPECT_EQ(short_kv->positions(), 10);
   // The decode steps rode along with the prefill chunks instead of waiting for all 50.
-  EXPECT_GE(decoded_during_prefill.load(), 8);
+  EXPECT_GE(during, 8);
+}
+
+// Issue 14: an 8,000-token Forward with all positions made a concurrent
+// 32-token Generate take 18.6 s instead of 0.4 s: every step carried a full
+// prefill chunk, each position with its vocabulary projection. While a decode
+// waits, a long prefill gets half the decode's cost per step: one token every
+// other step or so here (one all-positions token costs about a decode step).
+// Alone, its steps stay bounded too: an all-positions chunk costs at most
+// kMaxStepDecodes decode steps (plain chunks run whole).
+TEST(Scheduler, LongPrefillIsPacedWhileADecodeWaits) {
+  FakeBackend backend;
+  // The tiny test model's shape: the 151936-row vocabulary projection dominates.
+  backend.config_.hidden_size = 64;
+  backend.config_.num_hidden_layers = 2;
+  backend.config_.num_attention_heads = 4;
+  backend.config_.num_key_value_heads = 2;
+  backend.config_.head_dim = 32;
+  backend.config_.intermediate_size = 192;
+  backend.config_.vocab_size = 151936;
+  backend.step_delay = std::chrono::milliseconds(1);
+  SchedulerOptions o;
+  o.prefill_chunk = 16;
+  o.max_batch_tokens = 64;
+  Scheduler sched(backend, o);
+  auto long_kv = backend.create_kv(2048);
+  auto short_kv = backend.create_kv(64);
+  ForwardWants all;
+  all.all_positions = true;
+  const int during = decodes_during_prefill(sched, *long_kv, *short_kv, 1200, all, 64, 20);
+  EXPECT_EQ(during, 20) << "the test needs the decodes to run while the prefill does";
+  int decodes = 0, mixed = 0, alone = 0, beside = 0;  // beside: long tokens from the first decode to the last
+  for (const auto& b : backend.batches) {
+    bool has_decode = false;
+    int long_tokens = 0;
+    for (const auto& [kv, n] : b) {
+      if (kv == short_kv.get()) has_decode = true;
+      if (kv == long_kv.get()) long_tokens = n;
+    }
+    if (decodes > 0 && decodes < 20) beside += long_tokens;
+    if (has_decode) {
+      ++decodes;
+      if (long_tokens > 0) ++mixed;
+      EXPECT_LE(long_tokens, 1) << "a long all-positions prefill chunk rode along with a decode";
+    } else if (long_tokens > 0) {
+      EXPECT_LE(long_tokens, 3) << "an all-positions chunk alone costs at most 4 decode steps here";
+      alone += long_tokens == 3;  // (1-token chunks: paced just after a decode)
+    }
+  }
+  EXPECT_EQ(decodes, 20);
+  EXPECT_GE(beside, 5) << "the prefill must still advance while the decodes run";
+  EXPECT_LE(mixed, 12) << "the prefill took more than its share beside the decodes (half their cost)";
+  EXPECT_GE(alone, 4);
+  // The model behind the cut: a chunk of n all-positions tokens costs about n
+  // decode steps; n tokens of a plain prefill much less (one projection).
+  const auto cost = StepCostModel::of(backend.config_);
+  const double decode = cost.cost(1, 0, false);
+  EXPECT_EQ(cost.fair_chunk(16, 100, true, 0.5 * decode), 0);
+  EXPECT_EQ(cost.fair_chunk(16, 100, true, 1.5 * decode), 1);
+  EXPECT_EQ(cost.fair_chunk(16, 100, true, 4 * decode), 3);
+  EXPECT_GT(cost.fair_chunk(16, 0, false, 1.5 * decode), 4);
+  EXPECT_EQ(cost.fair_chunk(16, 0, false, 100 * decode), 16);
+  // A plain prefill alone runs whole chunks (the bound is at least a plain chunk's cost).
+  EXPECT_EQ(cost.fair_chunk(16, 500, false, std::max(cost.cost(16, 500, false), kMaxStepDecodes * decode)), 16);
 }
 
 TEST(Scheduler, CancellationRollsBackAndFailuresAreIsolated) {

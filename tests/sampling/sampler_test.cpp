@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
@@ -178,6 +179,91 @@ TEST(Sampler, FullVocabularyChoicesMatchThePlainRuleIncludingTies) {
   Sampler g({.repetition_penalty = 2.0f});
   const int32_t hist[] = {3};
   EXPECT_EQ(g.sample(full_scores(tied), hist), 1);
+}
+
+// Issue 14: temperature 1e-40 passed validation, 1/T overflowed to inf, 0*inf
+// gave NaN and the sampler picked the least likely token. Below the documented
+// floor a temperature means greedy, whatever else is set.
+TEST(Sampler, TemperaturesBelowTheFloorAreGreedy) {
+  // The issue's shape: a clear best (id 3) among full logits, with the least
+  // likely token (id 0) far below.
+  std::vector<float> logits(200);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = -2.0f - 0.1f * float(i % 17);
+  logits[0] = -36.7f;
+  logits[3] = 5.0f;
+  const auto scores = full_scores(logits);
+  for (float t : {1e-40f, 1e-38f, 1e-30f, 1e-10f, 1e-5f, std::nextafter(kMinSamplingTemperature, 0.0f)}) {
+    for (float penalty : {1.0f, 1.3f}) {
+      for (int top_k : {0, 5}) {
+        SamplingParams p{.temperature = t, .top_k = top_k, .top_p = 0.9f, .min_p = 0.05f,
+                         .repetition_penalty = penalty, .seed = 11};
+        Sampler s(p);
+        EXPECT_TRUE(s.greedy()) << t;
+        for (int i = 0; i < 20; ++i) EXPECT_EQ(s.sample(scores, {}), 3) << "T=" << t << " penalty " << penalty;
+      }
+    }
+  }
+  // At the floor it samples (and still nearly always picks the best here).
+  Sampler at({.temperature = kMinSamplingTemperature, .seed = 1});
+  EXPECT_FALSE(at.greedy());
+  EXPECT_TRUE(at.wants().full_logits);
+  EXPECT_EQ(at.sample(scores, {}), 3);
+}
+
+// Whatever the logits hold (NaN, +-inf, float extremes) and whatever valid
+// parameters are set, the sampler returns one of the candidates and never
+// picks a NaN or -inf one while a finite one exists.
+TEST(Sampler, NoInputProducesNaNOrAnInvalidChoice) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float big = std::numeric_limits<float>::max();
+  const std::vector<std::vector<float>> cases = {
+      {nan, 1.0f, nan, 0.5f},           // NaN around finite values
+      {nan, nan, nan},                  // nothing usable: a tie, the lowest id
+      {-inf, -inf, 2.0f, -inf},         // one finite
+      {1.0f, inf, 3.0f, inf},           // +inf wins (lowest id among them)
+      {-big, big, -big, big * 0.5f},    // differences overflow float
+      {-inf, -inf, -inf},
+      {0.0f, -0.0f, 1e-45f, -1e-45f},   // near-ties and denormals
+  };
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (size_t c = 0; c < cases.size(); ++c) {
+    for (int trial = 0; trial < 200; ++trial) {
+      SamplingParams p;
+      const float temps[] = {0.0f, 1e-40f, 1e-3f, 0.7f, 1.0f, 50.0f, 3e38f};
+      p.temperature = temps[trial % 7];
+      p.top_k = trial % 3;
+      p.top_p = trial % 5 == 0 ? 1e-30f : std::max(1e-6f, u(rng));
+      p.min_p = trial % 4 == 0 ? 0.0f : std::min(0.999f, u(rng));
+      p.repetition_penalty = trial % 6 == 0 ? 3e38f : (trial % 2 ? 1.0f : 1e-30f);
+      p.seed = trial;
+      Sampler s(p);
+      PositionLogits scores;
+      scores.full = cases[c];
+      // A backend's top-k list holds the same values; the sampler may get either.
+      if (trial % 2) {
+        for (size_t i = 0; i < cases[c].size(); ++i) scores.top_k.emplace_back(int32_t(i), cases[c][i]);
+        scores.full.clear();
+      }
+      const int32_t seen[] = {0, 1};
+      const int32_t id = s.sample(scores, seen);
+      ASSERT_GE(id, 0) << "case " << c << " trial " << trial;
+      ASSERT_LT(id, int32_t(cases[c].size())) << "case " << c << " trial " << trial;
+      const float chosen = cases[c][id];
+      const bool any_finite = std::any_of(cases[c].begin(), cases[c].end(), [](float v) { return std::isfinite(v); });
+      const bool any_pos_inf = std::any_of(cases[c].begin(), cases[c].end(), [](float v) { return v == INFINITY; });
+      if (any_pos_inf) {
+        EXPECT_EQ(chosen, inf) << "case " << c << " trial " << trial;
+      } else if (any_finite) {
+        EXPECT_TRUE(std::isfinite(chosen)) << "case " << c << " trial " << trial << " picked " << chosen;
+      }
+      for (const auto& [tid, lp] : Sampler::top_logprobs(scores, 3)) {
+        EXPECT_FALSE(std::isnan(lp)) << "case " << c;
+        EXPECT_LE(lp, 0.0f) << "case " << c;
+      }
+    }
+  }
 }
 
 }  // namespace
