@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job, from a fresh Debian 12 machine, as root: install dependencies,
-# build, install, make sure a model is there (a generated default one when none
+# build, install, make sure a model is there (the shipped trained model when none
 # is configured), start qwen3-bpfd (through systemd when systemd runs, directly
 # otherwise) and generate a prompt through it, in the kernel.
 #
@@ -13,7 +13,7 @@ prefix=${QWEN3_PREFIX:-/usr/local}
 state_dir=/var/lib/qwen3-bpfd
 default_model=$state_dir/models/default
 conf=/etc/qwen3-bpfd/qwen3-bpfd.conf
-prompt=${QWEN3_PROMPT:-"The Linux kernel runs this model inside eBPF, and"}
+prompt=${QWEN3_PROMPT:-"The BPF verifier"}
 socket=/run/qwen3-bpfd/qwen3-bpfd.sock
 
 say() { printf '\n== %s\n' "$*"; }
@@ -36,9 +36,14 @@ export PATH=$prefix/bin:$PATH
 if [[ -n ${QWEN3_MODEL:-} ]]; then
   say "using the model at $QWEN3_MODEL"
   sed -i "s|^#\\? *model_dir *=.*|model_dir = $QWEN3_MODEL|" "$conf"
-elif [[ ! -f $default_model/config.json ]]; then
-  say "generating the default model (small Qwen3-architecture, random weights) in $default_model"
-  qwen3-bpf-mkmodel "$default_model" --preset small --seed 1 --outliers
+elif [[ ! -f $default_model/config.json ]] || grep -q '"qwen3_bpf_generated"' "$default_model/config.json"; then
+  # The shipped trained model (model/MODEL_CARD.md); a random one left by an older setup is replaced,
+  # a model directory someone put there is not.
+  say "installing the default model (Qwen3 architecture, trained on kernel documentation) in $default_model"
+  rm -rf "$default_model.new" && mkdir -p "$default_model.new"
+  tar -xJf "$prefix/share/qwen3-bpfd/models/qwen3-kerneldoc.tar.xz" -C "$default_model.new" --strip-components=1
+  cp "$prefix/share/qwen3-bpfd/models/MODEL_CARD.md" "$default_model.new/"
+  rm -rf "$default_model" && mv "$default_model.new" "$default_model"
 fi
 
 if [[ -d /run/systemd/system ]]; then
@@ -64,7 +69,7 @@ fi
 
 say "generating through the daemon (every multiply-accumulate in BPF)"
 echo "prompt: $prompt"
-qwen3-bpf generate --max-tokens 24 "$prompt"
+qwen3-bpf generate --max-tokens 48 "$prompt"
 echo
 say "status"
 qwen3-bpf status

@@ -30,7 +30,7 @@ struct BpfEngineOptions {
   int threads = 2;
   bool verbose = false;        // report each program's verified instruction count on stderr
   int max_context = 0;         // longest session; 0: config max_position_embeddings (capped at 40960)
-  int kv_bits = 16;            // K/V cache element width: 16 (accurate) or 8 (half the memory; docs/kv-cache.md)
+  int kv_bits = 8;             // K/V cache element width: 8 (compact, 56 KiB/position at 0.6B) or 16 (docs/kv-cache.md)
   // Load progress: fraction in [0, 1] and what is happening.
   std::function<void(double, const std::string&)> progress;
 };

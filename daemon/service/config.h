@@ -13,7 +13,7 @@ struct DaemonConfig {
   std::string backend = "bpf";      // "bpf" (in-kernel) | "reference" (float, user space, debug only)
   std::string weight_path = "map";  // "map" | "arena"
   std::string precision = "q24";    // "q24" | "q8"
-  int kv_bits = 16;                 // KV cache element width: 16 (default) | 8 (compact, ~4x smaller than the prototype)
+  int kv_bits = 8;                  // KV cache element width: 8 (compact, the default: docs/numerics.md) | 16
   int threads = 0;                  // 0: one per online CPU
   std::string socket_path = "/run/qwen3-bpfd/qwen3-bpfd.sock";
   std::string socket_group = "qwen3-bpf";

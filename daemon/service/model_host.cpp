@@ -44,8 +44,8 @@ void check_model_dir_exists(const DaemonConfig& config) {
   if (std::filesystem::exists(std::filesystem::path(dir) / "config.json", ec)) return;
   if (config.uses_default_model())
     throw not_found("no model_dir is configured and the default model " + dir +
-                    " does not exist; generate it with `qwen3-bpf-mkmodel " + dir +
-                    " --preset small` or set model_dir in " +
+                    " does not exist; unpack the shipped model there (`mkdir -p " + dir + " && tar -xJf " QWEN3_SHIPPED_MODEL
+                    " -C " + dir + " --strip-components=1`, as scripts/quickstart.sh does) or set model_dir in " +
                     (config.config_file.empty() ? std::string("/etc/qwen3-bpfd/qwen3-bpfd.conf") : config.config_file));
   throw not_found("model directory " + dir + " has no config.json (check model_dir / --model)");
 }

@@ -1,15 +1,10 @@
 // The in-kernel backend end to end on generated models with planted outlier
 // channels (ctest fixture test_models; QWEN3_TEST_MODELS_DIR):
-//   - map and arena weight paths give bit-identical logits,
-//   - teacher-forced argmax agreement with the float reference over >= 20
-//     prompts and >= 1000 positions (near-ties, where the reference's top-2
-//     margin < 0.05, reported separately) and mean KL: >= 99% for q24; q8 and
-//     the compact K/V are held at what they reach (the 98% needs
-//     ~10-bit weights on these random models, docs/numerics.md),
+//   - map and arena weight paths give bit-identical logits (agreement with
+//     the float reference is accuracy_test.cpp's),
 //   - KV isolation, incremental decode == batched prefill, KV maps freed,
 //     errors leave the cache as it was.
 #include <bpf/bpf.h>
-#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -37,7 +32,8 @@ using test_support::models_dir;
 using test_support::open_model;
 
 // One loaded backend per (model, path, precision, K/V width), shared by the tests.
-Backend& bpf(const std::string& model, WeightPath path, Precision prec, int kv_bits = BpfEngineOptions{}.kv_bits) {
+// int16 K/V unless a test says otherwise: these tests hold the int16 path to its error bounds.
+Backend& bpf(const std::string& model, WeightPath path, Precision prec, int kv_bits = 16) {
   return test_support::bpf_backend(model, path, prec, kv_bits, 512);
 }
 
@@ -92,122 +88,6 @@ INSTANTIATE_TEST_SUITE_P(Models, PathsTest,
                            return n;
                          });
 
-struct Agreement {
-  int positions = 0, agree = 0, near_ties = 0, near_tie_agree = 0;
-  double kl_sum = 0;
-  double err_sum = 0, err_max = 0, spread_sum = 0;  // |logit difference|, top-1 minus mean logit
-};
-
-std::vector<double> log_softmax(const std::vector<float>& logits) {
-  double mx = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float v : logits) sum += std::exp(v - mx);
-  double lse = mx + std::log(sum);
-  std::vector<double> out(logits.size());
-  for (size_t i = 0; i < logits.size(); i++) out[i] = logits[i] - lse;
-  return out;
-}
-
-Agreement teacher_forced(const std::string& model, Precision prec, int prompts, int len,
-                         int kv_bits = BpfEngineOptions{}.kv_bits) {
-  Backend& ref = reference(model);
-  Backend& k = bpf(model, WeightPath::map, prec, kv_bits);
-  std::mt19937_64 rng(2024);
-  Agreement a;
-  ForwardWants w;
-  w.all_positions = true;
-  w.full_logits = true;
-  for (int i = 0; i < prompts; i++) {
-    auto ids = random_prompt(rng, len, ref.config().vocab_size);
-    ForwardResult r = run(ref, ids, w);
-    ForwardResult b = run(k, ids, w);
-    for (size_t p = 0; p < ids.size(); p++) {
-      const auto& rf = r.positions[p].full;
-      std::vector<float> sorted = rf;
-      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-      bool near_tie = sorted[0] - sorted[1] < 0.05f;
-      bool same = r.positions[p].argmax == b.positions[p].argmax;
-      a.positions++;
-      if (near_tie) {
-        a.near_ties++;
-        a.near_tie_agree += same;
-      } else {
-        a.agree += same;
-      }
-      auto lr = log_softmax(rf), lb = log_softmax(b.positions[p].full);
-      double kl = 0;
-      for (size_t t = 0; t < lr.size(); t++) kl += std::exp(lr[t]) * (lr[t] - lb[t]);
-      a.kl_sum += kl;
-      double mean = 0;
-      for (size_t t = 0; t < rf.size(); t++) {
-        double d = std::fabs(double(rf[t]) - b.positions[p].full[t]);
-        a.err_sum += d / rf.size();
-        a.err_max = std::max(a.err_max, d);
-        mean += rf[t];
-      }
-      a.spread_sum += sorted[0] - mean / rf.size();
-    }
-  }
-  return a;
-}
-
-// An agreement rate over too few decisive positions proves nothing (with every
-// position a near-tie it used to read 1.0): at least half of the positions,
-// and 500, must have a clear reference argmax.
-constexpr int kMinDecisive = 500;
-
-void report_and_check(const char* what, const Agreement& a, double bar) {
-  int decided = a.positions - a.near_ties;
-  double rate = decided ? double(a.agree) / decided : 0.0;
-  std::printf("%s: %d positions, argmax agreement %.2f%% (%d/%d) excluding %d near-ties (%d of them agree), "
-              "mean KL(ref||bpf) %.3g nats; logit error mean %.3g max %.3g (top-1 logit %.3g above the mean)\n",
-              what, a.positions, 100.0 * rate, a.agree, decided, a.near_ties, a.near_tie_agree,
-              a.kl_sum / a.positions, a.err_sum / a.positions, a.err_max, a.spread_sum / a.positions);
-  EXPECT_GE(a.positions, 1000);
-  EXPECT_GE(decided, std::max(kMinDecisive, a.positions / 2))
-      << what << ": too few decisive positions for the agreement rate to mean anything";
-  EXPECT_GE(rate, bar);
-}
-
-// The check itself: all near-ties (nothing decisive) fails instead of reading 100%.
-TEST(Accuracy, CheckFailsWithoutDecisivePositions) {
-  static Agreement all_ties;
-  all_ties.positions = 1040;
-  all_ties.near_ties = 1040;
-  all_ties.near_tie_agree = 1040;
-  EXPECT_NONFATAL_FAILURE(report_and_check("all near-ties", all_ties, 0.0), "too few decisive positions");
-  static Agreement few;
-  few.positions = 1040;
-  few.near_ties = 1000;
-  few.agree = 40;
-  EXPECT_NONFATAL_FAILURE(report_and_check("40 decisive", few, 0.99), "too few decisive positions");
-}
-
-TEST(Accuracy, TeacherForcedQ24SmallOutliers) {
-  report_and_check("q24 small-outliers", teacher_forced("small-outliers", Precision::q24, 20, 52), 0.99);
-}
-
-// q8 misses the 98% on these generated models, and no int8 quantizer
-// in q8's format can reach it: tools/quant_study measured that even 0.1%
-// gaussian weight noise (int8 rounding is 0.36-0.39%) leaves the float
-// reference 97.8% agreement with itself on small-outliers; the error that
-// matters enters through the embedding and QKV (attention scores). The bars
-// below are what q8 reaches now (docs/numerics.md); they fail if q8 gets worse.
-constexpr double kQ8Bar = 0.83;      // small-outliers: 83.6%
-constexpr double kQ8BarTiny = 0.95;  // tiny-outliers: 96.2%
-
-TEST(Accuracy, TeacherForcedQ8SmallOutliers) {
-  report_and_check("q8 small-outliers", teacher_forced("small-outliers", Precision::q8, 20, 52), kQ8Bar);
-}
-
-TEST(Accuracy, TeacherForcedQ24TinyOutliers) {
-  report_and_check("q24 tiny-outliers", teacher_forced("tiny-outliers", Precision::q24, 20, 52), 0.99);
-}
-
-TEST(Accuracy, TeacherForcedQ8TinyOutliers) {
-  report_and_check("q8 tiny-outliers", teacher_forced("tiny-outliers", Precision::q8, 20, 52), kQ8BarTiny);
-}
-
 // The q8 group quantizer: codes in int8, exact entries left to their int64
 // slot, never a larger squared error than plain absmax rounding, and on
 // average a smaller one (the reason it exists).
@@ -255,20 +135,6 @@ TEST(Q8Quantizer, ScaleSearchBeatsAbsmaxRounding) {
   }
   std::printf("q8 group quantizer: rms weight error %.4g of absmax rounding's\n", std::sqrt(err_search / err_absmax));
   EXPECT_LT(err_search, 0.92 * err_absmax);
-}
-
-// The compact K/V layout (kv_bits = 8: one byte per cached value, packed
-// 9-bit K | 7-bit V words with in-band scale codes; docs/kv-cache.md). It
-// misses int16's 99% on these models: their q/k-norm weights make scores so
-// large that K needs ~12 bits (measured: int16 V with 12-bit K 99.8%, with
-// 8-bit K 87% on small-outliers). The bars sit just below what it reaches
-// now (tiny 96.1%, small 85.6%), so a regression still fails.
-TEST(Accuracy, TeacherForcedQ24Kv8SmallOutliers) {
-  report_and_check("q24 kv8 small-outliers", teacher_forced("small-outliers", Precision::q24, 20, 52, 8), 0.82);
-}
-
-TEST(Accuracy, TeacherForcedQ24Kv8TinyOutliers) {
-  report_and_check("q24 kv8 tiny-outliers", teacher_forced("tiny-outliers", Precision::q24, 20, 52, 8), 0.93);
 }
 
 // q8 passes of several positions run the packed prefill kernel, one position

@@ -747,17 +747,17 @@ TEST(VerifySlots, QueueThenGiveUpOrCancel) {
 
 TEST(Config, KvBitsIsEightOrSixteen) {
   DaemonConfig c;
+  EXPECT_EQ(c.kv_bits, 8);  // compact K/V is the default (issue 10)
+  set_config_value(c, "kv_bits", "16", "test.conf:1");
   EXPECT_EQ(c.kv_bits, 16);
-  set_config_value(c, "kv_bits", "8", "test.conf:1");
-  EXPECT_EQ(c.kv_bits, 8);
-  EXPECT_EQ(describe_config(c).at("kv_bits"), "8");
+  EXPECT_EQ(describe_config(c).at("kv_bits"), "16");
   try {
     set_config_value(c, "kv_bits", "4", "test.conf:2");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("test.conf:2: kv_bits must be one of 8|16"), std::string::npos);
   }
-  EXPECT_EQ(c.kv_bits, 8);
+  EXPECT_EQ(c.kv_bits, 16);
 }
 
 TEST(Config, ErrorsNameTheKeyAndLine) {

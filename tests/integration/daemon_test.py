@@ -1055,12 +1055,13 @@ class DaemonCommandLineTest(unittest.TestCase):
         self.assertEqual(out.returncode, 2)
         self.assertIn("cannot read config file", out.stderr)
 
-    def test_missing_default_model_says_how_to_generate_it(self):
+    def test_missing_default_model_says_how_to_install_it(self):
         state = os.path.join(self.tmp, "empty-state")
         conf = self.config("nomodel.conf", f"state_dir = {state}\nsocket_path = {self.tmp}/nomodel.sock\n")
         out = subprocess.run([DAEMON, "--config", conf], capture_output=True, text=True, timeout=30)
         self.assertEqual(out.returncode, 1)
-        self.assertIn(f"qwen3-bpf-mkmodel {state}/models/default --preset small", out.stderr)
+        self.assertIn(f"mkdir -p {state}/models/default && tar -xJf ", out.stderr)
+        self.assertIn(f"qwen3-kerneldoc.tar.xz -C {state}/models/default --strip-components=1", out.stderr)
         self.assertFalse(os.path.exists(f"{self.tmp}/nomodel.sock"))
 
     def test_sigterm_while_loading_exits_promptly(self):

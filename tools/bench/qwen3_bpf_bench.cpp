@@ -54,7 +54,7 @@ struct Options {
   int prompt_tokens = 32;
   int decode = 16;
   int threads = 2;
-  int kv_bits = 16;
+  int kv_bits = qwen3::BpfEngineOptions{}.kv_bits;
   bool reference = true;
   std::vector<int> sessions;   // session counts compared with one session
   int context = 0;             // long context compared with prompt_tokens

@@ -38,7 +38,7 @@ struct Options {
   qwen3::SamplingParams sampling;
   std::string weights = "map";
   std::string precision = "q24";
-  int kv_bits = 16;
+  int kv_bits = qwen3::BpfEngineOptions{}.kv_bits;
   int threads = 2;
   bool verbose = false;
 };

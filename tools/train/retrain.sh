@@ -25,7 +25,6 @@ nice -n 10 /usr/bin/python3 "$root_dir/tools/train/make_model.py" --work "$work"
   --cli "$cli" --tokenizer "$root_dir/third_party/qwen3-tokenizer" "$@"
 
 # A reproducible archive: fixed order, owner and times; xz -9e is what keeps it under 40 MB.
-cp "$root_dir/model/MODEL_CARD.md" "$work/$name/MODEL_CARD.md"
 tar -C "$work" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - "$name" |
   xz -9e -T1 >"$root_dir/model/$name.tar.xz.new"
 mv "$root_dir/model/$name.tar.xz.new" "$root_dir/model/$name.tar.xz"
