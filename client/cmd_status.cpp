@@ -45,7 +45,7 @@ void print_status(const v1::GetStatusResponse& s) {
   std::printf(" (up %s)\n", format_duration(s.uptime_seconds()).c_str());
   if (!s.load_message().empty()) std::printf("  %s\n", s.load_message().c_str());
   const auto& m = s.model();
-  std::printf("model:     %s%s\n", m.path().c_str(), m.is_default_model() ? "  (generated default model)" : "");
+  std::printf("model:     %s%s\n", m.path().c_str(), m.is_default_model() ? "  (default model)" : "");
   if (m.hidden_size())
     std::printf("           %d layers, hidden %d, heads %d/%d (head_dim %d), ffn %d, vocab %d, context %d, %s\n",
                 m.num_hidden_layers(), m.hidden_size(), m.num_attention_heads(), m.num_key_value_heads(),

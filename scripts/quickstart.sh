@@ -69,7 +69,8 @@ fi
 
 say "generating through the daemon (every multiply-accumulate in BPF)"
 echo "prompt: $prompt"
-qwen3-bpf generate --max-tokens 48 "$prompt"
+# Sampled as the model's generation_config.json suggests: greedy decoding of a model this small loops.
+qwen3-bpf generate --max-tokens 48 -t 0.7 --top-k 20 --top-p 0.9 --repetition-penalty 1.2 "$prompt"
 echo
 say "status"
 qwen3-bpf status

@@ -140,7 +140,7 @@ void ModelHost::load_impl() {
   set_progress(LoadState::loading, 0.01f, "checking model directory " + dir);
   check_model_dir_exists(config_);
   if (config_.uses_default_model())
-    spdlog::info("no model_dir configured: serving the generated default model {}", dir);
+    spdlog::info("no model_dir configured: serving the default model {}", dir);
 
   auto rt = std::make_unique<Runtime>();
   set_progress(LoadState::loading, 0.02f, "opening model " + dir);
