@@ -43,12 +43,7 @@ using test_support::teacher_forced;
 
 constexpr const char* kTrained = "trained";
 
-Backend& reference(const std::string& model) {
-  static std::map<std::string, std::unique_ptr<Backend>> cache;
-  auto& b = cache[model];
-  if (!b) b = make_reference_backend(open_model(model), 2);
-  return *b;
-}
+Backend& reference(const std::string& model) { return test_support::reference_backend(model); }
 
 Backend& bpf(const std::string& model, Precision prec, int kv_bits) {
   return test_support::bpf_backend(model, WeightPath::map, prec, kv_bits, 512);
@@ -141,12 +136,11 @@ TEST(TrainedAccuracy, Q8) { check_trained("trained q8", Precision::q8, 16, 0.98,
 
 TEST(TrainedAccuracy, Q8CompactKv) { check_trained("trained q8 compact K/V", Precision::q8, 8, 0.98, 1.03); }
 
-// The prompts of the random-model tests: mostly ids from the first 20k, some from anywhere.
+// The prompts of the random-model tests (seed 2024, as tools/quant_study uses).
 std::vector<std::vector<int32_t>> random_prompts(int n, int len) {
   std::mt19937_64 rng(2024);
-  std::vector<std::vector<int32_t>> out(n, std::vector<int32_t>(len));
-  for (auto& ids : out)
-    for (auto& id : ids) id = static_cast<int32_t>(rng() % 8 == 0 ? rng() % 151936 : rng() % 20000);
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < n; i++) out.push_back(test_support::random_prompt(rng, len, 151936));
   return out;
 }
 

@@ -37,19 +37,8 @@ Backend& bpf(const std::string& model, WeightPath path, Precision prec, int kv_b
   return test_support::bpf_backend(model, path, prec, kv_bits, 512);
 }
 
-Backend& reference(const std::string& model) {
-  static std::map<std::string, std::unique_ptr<Backend>> cache;
-  auto& b = cache[model];
-  if (!b) b = make_reference_backend(open_model(model), 2);
-  return *b;
-}
-
-std::vector<int32_t> random_prompt(std::mt19937_64& rng, int n, int vocab) {
-  // Mostly ids from the first 20k (where a tokenizer's common tokens live), some from anywhere.
-  std::vector<int32_t> ids(n);
-  for (auto& id : ids) id = static_cast<int32_t>(rng() % 8 == 0 ? rng() % vocab : rng() % 20000);
-  return ids;
-}
+Backend& reference(const std::string& model) { return test_support::reference_backend(model); }
+using test_support::random_prompt;
 
 ForwardResult run(Backend& b, const std::vector<int32_t>& ids, ForwardWants w) {
   auto kv = b.create_kv(512);

@@ -8,8 +8,12 @@
 #include <memory>
 #include <string>
 
+#include <random>
+#include <vector>
+
 #include "engine/bpf_backend.h"
 #include "model/model_dir.h"
+#include "reference/reference_backend.h"
 
 namespace qwen3::test_support {
 
@@ -41,6 +45,22 @@ inline Backend& bpf_backend(const std::string& model, WeightPath path, Precision
     b = make_bpf_backend(open_model(model), o);
   }
   return *b;
+}
+
+// The float reference of a model, two threads, kept for the whole test binary.
+inline Backend& reference_backend(const std::string& model) {
+  static std::map<std::string, std::unique_ptr<Backend>> cache;
+  auto& b = cache[model];
+  if (!b) b = make_reference_backend(open_model(model), 2);
+  return *b;
+}
+
+// A prompt of the random-model tests: mostly ids from the first 20k (where a
+// tokenizer's common tokens live), some from anywhere.
+inline std::vector<int32_t> random_prompt(std::mt19937_64& rng, int n, int vocab) {
+  std::vector<int32_t> ids(n);
+  for (auto& id : ids) id = static_cast<int32_t>(rng() % 8 == 0 ? rng() % vocab : rng() % 20000);
+  return ids;
 }
 
 }  // namespace qwen3::test_support

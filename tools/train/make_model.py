@@ -62,20 +62,12 @@ def evaluate(model, vocab, train_ids, valid_ids, seq, max_windows):
     """Full-vocabulary figures of the BF16-rounded model on the validation split (all of it
     unless max_windows is given, for smoke runs)."""
     valid_c = vocab.compact(valid_ids)
-    vl = train.valid_loss(model, valid_c, seq, max_windows=max_windows or 10**9)
-    unused_mass, n = 0.0, 0
-    with torch.no_grad():
-        windows = min((len(valid_c) - 1) // seq, max_windows or 10**9)
-        for i in range(0, windows, 8):
-            x = torch.from_numpy(np.stack([valid_c[j * seq:j * seq + seq] for j in range(i, min(windows, i + 8))]))
-            p = torch.softmax(model.full_logits(model.hidden(x)), dim=-1)[..., -1]
-            unused_mass += float(p.sum())
-            n += p.numel()
+    vl, unused_mass = train.valid_loss(model, valid_c, seq, max_windows=max_windows or 10**9)
     uni = baselines.unigram_ppl(train_ids, valid_ids, vocab.vocab_size)
     bi, discount = baselines.bigram_ppl(train_ids, valid_ids, vocab.vocab_size)
     return {"valid_tokens": int(len(valid_ids)), "valid_ppl": math.exp(vl), "valid_loss": vl,
             "unigram_ppl": uni, "bigram_ppl": bi, "bigram_discount": discount,
-            "ppl_over_bigram": math.exp(vl) / bi, "unused_id_mass": unused_mass / n,
+            "ppl_over_bigram": math.exp(vl) / bi, "unused_id_mass": unused_mass,
             "valid_unused_targets": int((valid_c == vocab.shared).sum())}
 
 

@@ -74,22 +74,25 @@ def lr_at(step, steps, peak, warmup, final_ratio, decay_fraction):
 
 @torch.no_grad()
 def valid_loss(model, stream, seq, max_windows):
-    """Mean next-token loss (nats) over the full vocabulary, on non-overlapping windows."""
+    """Mean next-token loss (nats) over the full vocabulary, on non-overlapping windows, and the
+    mean probability the model gives the ids never seen in training (the shared row), from the
+    same pass."""
     model.eval()
     n = min((len(stream) - 1) // seq, max_windows)
-    total, count = 0.0, 0
+    total, count, unused_mass = 0.0, 0, 0.0
     for i in range(0, n, 8):
         rows = [stream[j * seq:j * seq + seq + 1] for j in range(i, min(n, i + 8))]
         x = torch.from_numpy(np.stack(rows))
         z = model.full_logits(model.hidden(x[:, :-1]))
         logp = torch.log_softmax(z, dim=-1)
+        unused_mass += float(logp[..., -1].exp().sum())
         tgt = x[:, 1:]
         lp = logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
         lp = torch.where(tgt == model.embed.weight.shape[0] - 1, lp - model.log_unused, lp)
         total -= float(lp.sum())
         count += tgt.numel()
     model.train()
-    return total / count
+    return total / count, unused_mass / count
 
 
 def _semantic(arguments):
@@ -166,7 +169,7 @@ def train(args, config, train_ids, valid_ids):
             log(f"step {done}/{args.steps}  loss {float(loss):.3f}{' (full)' if full else ''}  lr {lr:.2e}  "
                 f"{rate:.0f} tok/s  ETA {eta / 60:.1f} min")
         if done % args.eval_every == 0 or done == args.steps:
-            vl = valid_loss(model, valid_c, args.seq, args.eval_windows)
+            vl, _ = valid_loss(model, valid_c, args.seq, args.eval_windows)
             history.append({"step": done, "train_loss": float(loss), "valid_loss": vl, "valid_ppl": math.exp(vl)})
             log(f"  valid loss {vl:.3f}  ppl {math.exp(vl):.1f}  ({args.eval_windows} windows)")
         if done % args.checkpoint_every == 0 or done == args.steps:
