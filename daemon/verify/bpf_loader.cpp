@@ -224,7 +224,7 @@ std::string helper_refusal(int32_t id) {
 }
 
 // kfuncs a packet program needs: dynptrs over the packet, open-coded
-// iterators, XDP RX metadata. Everything else (conntrack/xfrm lookups that
+// iterators, XDP RX metadata, workqueues. Everything else (conntrack/xfrm lookups that
 // return kernel objects, bpf_cast_to_kern_ctx, bpf_rdonly_cast, object
 // allocation, ...) is refused.
 std::string kfunc_refusal(const std::string& name) {
@@ -233,7 +233,9 @@ std::string kfunc_refusal(const std::string& name) {
       "bpf_dynptr_adjust",   "bpf_dynptr_is_null",      "bpf_dynptr_is_rdonly",
       "bpf_dynptr_size",     "bpf_dynptr_clone",        "bpf_iter_num_new",
       "bpf_iter_num_next",   "bpf_iter_num_destroy",    "bpf_xdp_metadata_rx_timestamp",
-      "bpf_xdp_metadata_rx_hash", "bpf_xdp_metadata_rx_vlan_tag"};
+      "bpf_xdp_metadata_rx_hash", "bpf_xdp_metadata_rx_vlan_tag",
+      // The workqueue twins of the bpf_timer_* helpers: a callback of the program on its own map value.
+      "bpf_wq_init", "bpf_wq_set_callback_impl", "bpf_wq_start"};
   if (allowed.count(name)) return "";
   static const std::set<std::string> lookups = {"bpf_xdp_ct_lookup", "bpf_xdp_ct_alloc", "bpf_skb_ct_lookup",
                                                 "bpf_skb_ct_alloc", "bpf_xdp_get_xfrm_state", "bpf_ct_insert_entry"};

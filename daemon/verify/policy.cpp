@@ -213,9 +213,12 @@ bool is_allowed_asm_directive(const std::string& d) {
 // template may contain no assembler directive beyond the data ones.
 void check_asm(const std::string& code, size_t at, int line, Reporter& report);
 
+// The unroll count may be a macro name (Cilium writes `#pragma unroll(MAX_IPV4_OPTS)`): clang
+// evaluates it as an integer constant expression, which cannot read a file (the tokens that could,
+// __has_include and #embed, are refused wherever they appear).
 bool is_allowed_pragma(const std::string& rest) {
   static const std::regex allowed(
-      R"(^(once|unroll(\s*\(?\s*\d+\s*\)?)?|nounroll|unroll_and_jam|clang\s+loop\s+[A-Za-z_]+\s*\([A-Za-z0-9_ ]*\)(\s+[A-Za-z_]+\s*\([A-Za-z0-9_ ]*\))*|GCC\s+unroll\s+\d+)\s*$)");
+      R"(^(once|unroll(\s*\(?\s*(\d+|[A-Za-z_]\w*)\s*\)?)?|nounroll|unroll_and_jam|clang\s+loop\s+[A-Za-z_]+\s*\([A-Za-z0-9_ ]*\)(\s+[A-Za-z_]+\s*\([A-Za-z0-9_ ]*\))*|GCC\s+unroll\s+(\d+|[A-Za-z_]\w*))\s*$)");
   // Length first: std::regex recurses per character.
   return rest.size() <= 256 && std::regex_match(rest, allowed);
 }

@@ -159,6 +159,16 @@ TEST(VerifyPolicy, CountsXdpSections) {
   EXPECT_NE(two[0].text.find("exactly one"), std::string::npos);
 }
 
+TEST(VerifyPolicy, UnrollCountsMayBeMacroNames) {
+  // Cilium's form (a public-set program was refused for it); the count is an integer constant.
+  for (const char* p : {"#pragma unroll(MAX_IPV4_OPTS)", "#pragma unroll MAX_OPTS", "#pragma unroll(4)",
+                        "#pragma GCC unroll N_ITER", "#pragma unroll"})
+    EXPECT_TRUE(check_policy(program_with(p), {}).empty()) << p;
+  for (const char* p : {"#pragma unroll(__has_include(\"/etc/passwd\"))", "#pragma unroll(A + B)",
+                        "#pragma unroll(N) extra"})
+    EXPECT_FALSE(check_policy(program_with(p), {}).empty()) << p;
+}
+
 TEST(VerifyPolicy, SizeLimit) {
   PolicyLimits limits;
   limits.max_source_bytes = 100;
@@ -599,7 +609,8 @@ TEST(VerifyCalls, PacketHelpersAllowedKernelReadersRefusedByClass) {
       {BPF_FUNC_trace_printk, "side effect"},        {BPF_FUNC_get_current_comm, "allowlist"},
       {100000, "allowlist"}};
   for (const auto& [id, why] : refused) EXPECT_NE(helper_refusal(id).find(why), std::string::npos) << id;
-  for (const char* k : {"bpf_dynptr_from_xdp", "bpf_dynptr_slice", "bpf_dynptr_slice_rdwr", "bpf_iter_num_new"})
+  for (const char* k : {"bpf_dynptr_from_xdp", "bpf_dynptr_slice", "bpf_dynptr_slice_rdwr", "bpf_iter_num_new",
+                        "bpf_wq_init", "bpf_wq_set_callback_impl", "bpf_wq_start"})
     EXPECT_EQ(kfunc_refusal(k), "") << k;
   EXPECT_NE(kfunc_refusal("bpf_xdp_ct_lookup").find("pointer-returning lookup"), std::string::npos);
   EXPECT_NE(kfunc_refusal("bpf_xdp_get_xfrm_state").find("pointer-returning lookup"), std::string::npos);
