@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Retrains the shipped model (model/qwen3-kerneldoc.tar.xz) from Debian's linux-source-6.1 and
-# packs it, with the held-out check file the accuracy tests read. About an hour on 2 cores;
+# packs it, with the held-out check file the accuracy tests read. About an hour on one core;
 # interrupted runs resume from the checkpoint in the work folder. Needs a build (the project's
 # tokenizer makes the ids): ./scripts/build.sh first. Extra arguments go to make_model.py.
 #
