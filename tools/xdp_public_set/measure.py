@@ -20,9 +20,15 @@ failed at the stage the benchmark names (normally `verify`), and for every pair 
 is not classified correctly, why, grouped into causes (policy refusal, missing header,
 call not allowed, fixture problem, verifier disagreement, ...).
 
+With --kernel-check INCLUDE_TREE (root), every buggy program the service passed is also
+compiled outside the service (clang-19 -O2 -g -target bpf against the service's own
+header tree, STATE_DIR/verify/include) and loaded with `bpftool prog load ... type xdp`.
+When the kernel's own loader accepts it too, the benchmark's label does not hold on this
+kernel and compiler, whatever the service does; a second total leaves those pairs out.
+
 Usage:
     measure.py SET --socket /tmp/xdpset.sock [--client PATH] [--json] [--source NAME]
-                   [--case SUBSTR] [--jobs N]
+                   [--case SUBSTR] [--jobs N] [--kernel-check STATE_DIR/verify/include]
 
 Python 3 standard library only. Exit status 0 when every pair is correct, 1 otherwise.
 """
@@ -147,6 +153,24 @@ def cause_of_failure(res):
     return "other", "%s/%s: %s" % (dec, st, summ)
 
 
+def kernel_accepts(prog, include_tree, tag):
+    """True / False when the kernel's own loader accepts / refuses the program compiled
+    outside the service; None when it does not compile there (no verdict)."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        obj = os.path.join(d, "prog.o")
+        cc = subprocess.run(["clang-19", "-O2", "-g", "-target", "bpf", "-nostdinc", "-isystem",
+                             include_tree, "-c", prog, "-o", obj], capture_output=True, text=True)
+        if cc.returncode != 0:
+            return None
+        pin = "/sys/fs/bpf/qwen3-xdpset-%d-%s" % (os.getpid(), tag)
+        ld = subprocess.run(["bpftool", "prog", "load", obj, pin, "type", "xdp"],
+                            capture_output=True, text=True)
+        if os.path.exists(pin):
+            os.unlink(pin)
+        return ld.returncode == 0
+
+
 def judge(case):
     b, f = case["buggy"], case["fixed"]
     reasons = []
@@ -224,6 +248,8 @@ def main():
     ap.add_argument("--case", help="only cases whose name contains this")
     ap.add_argument("--jobs", type=int, default=1, help="programs in flight (daemon runs 2)")
     ap.add_argument("--timeout", type=float, default=180.0)
+    ap.add_argument("--kernel-check", metavar="INCLUDE_TREE",
+                    help="load the buggy programs the service passed with bpftool too (root)")
     a = ap.parse_args()
 
     cases = discover(a.set_dir, a.source, a.case)
@@ -256,6 +282,16 @@ def main():
         for g, d in c["reasons"]:
             groups.setdefault(g, []).append("%s/%s: %s" % (c["source"], c["case"], d))
     total = {"pairs": len(cases), "correct": sum(c["correct"] for c in cases)}
+    if a.kernel_check:
+        for i, c in enumerate(cases):
+            c["kernel_accepts_buggy"] = None
+            if c["buggy"]["decision"] == "pass":
+                c["kernel_accepts_buggy"] = kernel_accepts(c["buggy_c"], a.kernel_check, str(i))
+        held = [c for c in cases if c["kernel_accepts_buggy"] is not True]
+        total["label_holds_pairs"] = len(held)
+        total["label_holds_correct"] = sum(c["correct"] for c in held)
+        total["kernel_accepts_buggy"] = ["%s/%s" % (c["source"], c["case"]) for c in cases
+                                         if c["kernel_accepts_buggy"] is True]
 
     if a.json:
         out = {"set_dir": a.set_dir, "totals": total, "by_source": by_source,
@@ -264,6 +300,7 @@ def main():
             out["cases"].append({k: c[k] for k in ("source", "case", "category",
                                                    "expected_buggy_stage", "correct",
                                                    "stage_as_labelled", "buggy", "fixed")}
+                                | {"kernel_accepts_buggy": c.get("kernel_accepts_buggy")}
                                 | {"reasons": [{"group": g, "detail": d}
                                                for g, d in c["reasons"]],
                                    "tests": bool(c["tests"])})
@@ -286,6 +323,12 @@ def main():
     print()
     print("Totals: %d of %d pairs classified correctly (%.1f%%)" % (
         total["correct"], total["pairs"], 100.0 * total["correct"] / total["pairs"]))
+    if "label_holds_pairs" in total:
+        n, k = total["label_holds_pairs"], total["label_holds_correct"]
+        print("Pairs whose label holds on this kernel (the kernel's own loader refuses the buggy "
+              "program, or the service did): %d of %d classified correctly (%.1f%%); left out, "
+              "buggy accepted by bpftool prog load too: %s" % (
+                  k, n, 100.0 * k / max(1, n), ", ".join(total["kernel_accepts_buggy"]) or "none"))
     for s, v in sorted(by_source.items()):
         line = "  %-10s %d / %d (%.1f%%)" % (s, v["correct"], v["pairs"],
                                               100.0 * v["correct"] / v["pairs"])
