@@ -36,14 +36,22 @@ export PATH=$prefix/bin:$PATH
 if [[ -n ${QWEN3_MODEL:-} ]]; then
   say "using the model at $QWEN3_MODEL"
   sed -i "s|^#\\? *model_dir *=.*|model_dir = $QWEN3_MODEL|" "$conf"
-elif [[ ! -f $default_model/config.json ]] || grep -q '"qwen3_bpf_generated"' "$default_model/config.json"; then
-  # The shipped trained model (model/MODEL_CARD.md); a random one left by an older setup is replaced,
-  # a model directory someone put there is not.
-  say "installing the default model (Qwen3 architecture, trained on kernel documentation) in $default_model"
-  rm -rf "$default_model.new" && mkdir -p "$default_model.new"
-  tar -xJf "$prefix/share/qwen3-bpfd/models/qwen3-kerneldoc.tar.xz" -C "$default_model.new" --strip-components=1
-  cp "$prefix/share/qwen3-bpfd/models/MODEL_CARD.md" "$default_model.new/"
-  rm -rf "$default_model" && mv "$default_model.new" "$default_model"
+else
+  shipped=$prefix/share/qwen3-bpfd/models/qwen3-kerneldoc.tar.xz
+  shipped_sum=$(sha256sum "$shipped" | cut -d' ' -f1)
+  # The shipped trained model (model/MODEL_CARD.md). Replaced: a random one left by an older setup,
+  # and an older shipped one (its card is there, its stamp differs). A model directory someone put
+  # there is not touched.
+  if [[ ! -f $default_model/config.json ]] || grep -q '"qwen3_bpf_generated"' "$default_model/config.json" ||
+     { grep -qs '^# qwen3-kerneldoc' "$default_model/MODEL_CARD.md" &&
+       [[ $(cat "$default_model/SHIPPED_SHA256" 2>/dev/null) != "$shipped_sum" ]]; }; then
+    say "installing the default model (Qwen3 architecture, trained on kernel documentation) in $default_model"
+    rm -rf "$default_model.new" && mkdir -p "$default_model.new"
+    tar -xJf "$shipped" -C "$default_model.new" --strip-components=1
+    cp "$prefix/share/qwen3-bpfd/models/MODEL_CARD.md" "$default_model.new/"
+    echo "$shipped_sum" >"$default_model.new/SHIPPED_SHA256"
+    rm -rf "$default_model" && mv "$default_model.new" "$default_model"
+  fi
 fi
 
 if [[ -d /run/systemd/system ]]; then
