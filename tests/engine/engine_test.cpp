@@ -77,6 +77,51 @@ INSTANTIATE_TEST_SUITE_P(Models, PathsTest,
                            return n;
                          });
 
+// Worker threads split rows, kv heads and RoPE positions, and the kernel
+// merges their top-k lists: any count gives the same bits, here 1 and 16
+// (more threads than this machine's 2 cores, and more than its 8 kv heads:
+// some workers get no heads) against 2, prefill and decode.
+TEST(Threads, OneAndSixteenGiveTheBitsOfTwo) {
+  for (Precision prec : {Precision::q8, Precision::q24}) {
+    Backend& two = bpf("small-outliers", WeightPath::map, prec);
+    std::vector<std::unique_ptr<Backend>> others;
+    for (int threads : prec == Precision::q8 ? std::vector<int>{1, 16} : std::vector<int>{16}) {
+      BpfEngineOptions o;
+      o.precision = prec;
+      o.kv_bits = 16;
+      o.threads = threads;
+      o.max_context = 512;
+      others.push_back(make_bpf_backend(test_support::open_model("small-outliers"), o));
+    }
+    std::mt19937_64 rng(23);
+    auto ids = random_prompt(rng, 21, 151936);
+    ForwardWants w;
+    w.all_positions = true;
+    w.full_logits = true;
+    w.top_k = 40;
+    auto step = [&](Backend& b) {
+      auto kv = b.create_kv(64);
+      std::vector<ForwardResult> out{b.forward(*kv, ids, w)};
+      for (int32_t t : {17, 4242, 99})  // decode after the prefill
+        out.push_back(b.forward(*kv, std::vector<int32_t>{t}, w));
+      return out;
+    };
+    const auto want = step(two);
+    for (auto& b : others) {
+      const auto got = step(*b);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); i++) {
+        ASSERT_EQ(got[i].positions.size(), want[i].positions.size());
+        for (size_t p = 0; p < want[i].positions.size(); p++) {
+          EXPECT_EQ(got[i].positions[p].argmax, want[i].positions[p].argmax);
+          ASSERT_EQ(got[i].positions[p].full, want[i].positions[p].full) << precision_name(prec) << " step " << i;
+          EXPECT_EQ(got[i].positions[p].top_k, want[i].positions[p].top_k);
+        }
+      }
+    }
+  }
+}
+
 // The q8 group quantizer: codes in int8, exact entries left to their int64
 // slot, never a larger squared error than plain absmax rounding, and on
 // average a smaller one (the reason it exists).
@@ -233,12 +278,13 @@ TEST(Info, ReportsProgramsAndWeights) {
   EXPECT_EQ(i.name, "bpf");
   EXPECT_EQ(i.weight_path, "arena");
   EXPECT_EQ(i.precision, "q8");
-  EXPECT_EQ(i.bpf_programs, 6);  // q8: two matmul programs, their prefill variants, attention, embed
+  // q8: two matmul programs, their prefill variants, attention, embed, RoPE table, top-k merge
+  EXPECT_EQ(i.bpf_programs, 8);
   EXPECT_GT(i.weight_bytes, size_t(151936) * 64);
   auto* api = dynamic_cast<BpfBackendApi*>(&b);
   ASSERT_NE(api, nullptr);
   BpfBackendStats s = api->stats();
-  ASSERT_EQ(s.programs.size(), 6u);
+  ASSERT_EQ(s.programs.size(), 8u);
   for (auto& p : s.programs) EXPECT_GT(p.verified_insns, 0u) << p.name;
 }
 
