@@ -4,7 +4,8 @@
 //   - qn_topk_merge == a sort of the workers' candidates (ties: lowest id
 //     first), for 1 to 64 workers,
 //   - a BpfPrograms constructor that throws (before or after load, map or
-//     arena path) leaves no BPF map, program or mapping behind.
+//     arena path) leaves no BPF map, program or mapping behind (a skeleton
+//     not destroyed on a throw keeps its map and program fds and mappings).
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -176,7 +177,7 @@ uint64_t vm_size_bytes() {
   return 0;
 }
 
-// Runs make() with the address space capped just above its current size: the
+// Constructs with the address space capped just above its current size: the
 // object loads (kernel memory is not address space), then mmapping the big
 // buffers fails inside the constructor.
 void construct_under_as_limit(const ProgramLayout& l) {
@@ -185,17 +186,22 @@ void construct_under_as_limit(const ProgramLayout& l) {
   rlimit cap = old;
   cap.rlim_cur = vm_size_bytes() + (48u << 20);
   ASSERT_EQ(setrlimit(RLIMIT_AS, &cap), 0);
-  bool threw = false;
+  std::string what;
   try {
     BpfPrograms progs(l);
-  } catch (const std::exception&) {
-    threw = true;
+  } catch (const std::exception& e) {
+    what = e.what();
   }
   ASSERT_EQ(setrlimit(RLIMIT_AS, &old), 0);
-  EXPECT_TRUE(threw) << "the constructor was expected to fail under the address-space cap";
+  // map path: the object loaded and mmapping a buffer after the load failed;
+  // arena path: libbpf's own mmap of the arena, the last step of the load,
+  // fails first (its maps exist by then)
+  const bool mapping = what.find("cannot mmap BPF map") != std::string::npos;
+  const bool arena_load = l.arena && what.find("forward_arena failed (Cannot allocate memory)") != std::string::npos;
+  EXPECT_TRUE(mapping || arena_load) << "constructor: " << what;
 }
 
-TEST(Loader, ThrowAfterLoadLeaksNothing) {
+TEST(Loader, ThrowWhileMappingLeaksNothing) {
   for (bool arena : {false, true}) {
     ModelConfig c = small_config();
     c.vocab_size = 2000000;  // logits_buf: 128 MB to mmap, beyond the cap
