@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 
 #include "common/error.h"
@@ -217,32 +218,43 @@ TEST(Sessions, InterleavedSessionsEqualEachAlone) {
   }
 }
 
-int count_kv_maps() {
-  int n = 0;
-  uint32_t id = 0;
-  while (bpf_map_get_next_id(id, &id) == 0) {
-    int fd = bpf_map_get_fd_by_id(id);
-    if (fd < 0) continue;
+// Ids of the KV maps this process holds an fd of (other processes on the
+// machine create KV maps too, so the system-wide list is no yardstick).
+std::set<uint32_t> own_kv_map_ids() {
+  std::set<uint32_t> ids;
+  for (int fd = 0; fd < 4096; fd++) {
     bpf_map_info info{};
     uint32_t len = sizeof info;
-    if (bpf_map_get_info_by_fd(fd, &info, &len) == 0 && std::strcmp(info.name, "qwen3_kv") == 0) n++;
-    close(fd);
+    if (bpf_map_get_info_by_fd(fd, &info, &len) == 0 && std::strcmp(info.name, "qwen3_kv") == 0) ids.insert(info.id);
   }
-  return n;
+  return ids;
+}
+
+// A map that still exists in the kernel (held by anyone, e.g. the outer map).
+bool map_exists(uint32_t id) {
+  int fd = bpf_map_get_fd_by_id(id);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
 }
 
 TEST(Sessions, FreeingKvCachesLeavesNoMapsBehind) {
   Backend& b = bpf("tiny-outliers", WeightPath::map, Precision::q24);
-  int before = count_kv_maps();
+  const std::set<uint32_t> before = own_kv_map_ids();
+  std::vector<uint32_t> mine;
   {
     std::vector<std::unique_ptr<KvCache>> caches;
     for (int i = 0; i < 5; i++) caches.push_back(b.create_kv(100 + i));
-    EXPECT_EQ(count_kv_maps(), before + 5);
+    for (uint32_t id : own_kv_map_ids())
+      if (!before.count(id)) mine.push_back(id);
+    EXPECT_EQ(mine.size(), 5u);
     EXPECT_EQ(caches[0]->bytes(), size_t(100) * 2 * (2 * 2 * 32 * 2 + 8 * 2));  // layers * (K+V int16 + scales)
     std::vector<int32_t> ids{1, 2, 3};
     b.forward(*caches[2], ids, {});
+    for (uint32_t id : mine) EXPECT_TRUE(map_exists(id));
   }
-  EXPECT_EQ(count_kv_maps(), before);
+  for (uint32_t id : mine) EXPECT_FALSE(map_exists(id)) << "KV map " << id << " outlived its cache";
+  EXPECT_EQ(own_kv_map_ids(), before);
 }
 
 TEST(Errors, BadInputLeavesTheCacheAsItWas) {
