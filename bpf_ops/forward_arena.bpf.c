@@ -3,5 +3,7 @@
 #include "ops_matmul.h"
 #include "ops_attention.h"
 #include "ops_embed.h"
+#include "ops_rope.h"
+#include "ops_topk.h"
 
 char LICENSE[] SEC("license") = "GPL";

@@ -42,11 +42,11 @@ QN_DEFINE_BUFFER(resid_buf, 1);
 QN_DEFINE_BUFFER(qkv_buf, 1);
 QN_DEFINE_BUFFER(attn_buf, 1);
 QN_DEFINE_BUFFER(mlp_buf, 1);
-/* Per worker: requantized matmul input [QN_PMAX][IN_PAD] then shifts [QN_PMAX],
- * then (q8 prefill) position pairs packed as s64 [QN_PMAX/2][IN_PAD]. */
-QN_DEFINE_BUFFER(xq_buf, QN_THREADS_MAX);
-/* Per worker: attention scratch, per query head of a GQA group (ops_attention.h). */
-QN_DEFINE_BUFFER(att_buf, QN_THREADS_MAX);
+/* Per-worker maps have SHAPE.threads entries (set at load). */
+/* Per worker: requantized matmul input (layout.h: qn_xq_*). */
+QN_DEFINE_BUFFER(xq_buf, 1);
+/* Per worker: attention scratch, per query head of a GQA group (layout.h: qn_att_*). */
+QN_DEFINE_BUFFER(att_buf, 1);
 /* Per worker: accumulators of loops run by bpf_loop. Kept in map memory, not
  * on the stack, so the verifier sees the same state on every iteration and
  * verifies each callback once instead of once per possible value. */
@@ -66,7 +66,7 @@ struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
   __uint(key_size, 4);
   __uint(value_size, sizeof(struct qn_acc));
-  __uint(max_entries, QN_THREADS_MAX);
+  __uint(max_entries, 1); /* SHAPE.threads */
 } acc_buf SEC(".maps");
 static __always_inline struct qn_acc *acc_of(u32 thread) {
   return bpf_map_lookup_elem(&acc_buf, &thread);
@@ -88,8 +88,9 @@ static __always_inline void qn_clear_err(u32 thread) {
 
 /* Logits of positions that asked for them: [QN_PMAX][vocab] int32 Q16. */
 QN_DEFINE_BUFFER(logits_buf, 1);
-/* Per worker and logit position: argmax and top-k (struct qn_topk_slot). */
-QN_DEFINE_BUFFER(topk_buf, QN_THREADS_MAX * QN_PMAX);
+/* Per worker and logit position: argmax and top-k (struct qn_topk_slot), then
+ * the merged slot of each logit position (layout.h: qn_topk_key). */
+QN_DEFINE_BUFFER(topk_buf, 1);
 /* Norm weights (Q24): per layer input, post-attention, q, k; then final. */
 QN_DEFINE_BUFFER(norms_buf, 1);
 /* RoPE cos/sin per position: [hd/2] cos then [hd/2] sin, Q30. */

@@ -1,23 +1,12 @@
 /* What user space and the forward-pass programs share: the model shape set
- * into .rodata before load, the argument block passed as ctx_in of every
- * BPF_PROG_TEST_RUN, and the layout constants of maps. Compiles as BPF C and
+ * into .rodata before load and the argument block passed as ctx_in of every
+ * BPF_PROG_TEST_RUN (byte layouts: layout.h). Compiles as BPF C and
  * as C++ (the engine and the tests include it).
  */
 #ifndef QWEN3_BPF_OP_ARGS_H
 #define QWEN3_BPF_OP_ARGS_H
 
-#include "numerics.h"
-
-#define QN_PMAX 16            /* positions per batched pass over a weight matrix */
-#define QN_THREADS_MAX 4      /* worker threads (disjoint row ranges) */
-#define QN_TOPK_MAX 64        /* top-k kept per position and thread */
-#define QN_MAX_SESSIONS 1024  /* KV caches alive at once (slots of the outer map) */
-#define QN_WENTRY_BYTES (64u << 20) /* one weights-map entry; rows never straddle entries */
-#define QN_OUT_COLS 4         /* q8: columns per matrix kept exact (int64) instead of int8 */
-
-/* Which precision the weights were converted to. */
-#define QN_PREC_Q24 0
-#define QN_PREC_Q8 1
+#include "layout.h"
 
 /* The model shape and the byte layout of buffers, fixed at load (.rodata). */
 struct qn_shape {
@@ -32,12 +21,13 @@ struct qn_shape {
   qn_u32 kv_layer_bytes;              /* one layer of one position */
   qn_u32 norms_len;                   /* int32 elements in the norms map */
   qn_u32 kv_bytes;                    /* 1: int8 K/V, 2: int16 K/V */
-  qn_u32 pad_shape;
+  qn_u32 threads;                     /* worker threads: entries of the per-worker maps */
   qn_u64 eps_q32;                     /* rms_norm_eps * 2^32 */
+  qn_u64 rope_theta_q16;              /* rope_theta * 2^16 (the RoPE table program) */
 };
 
-/* A weight matrix as the programs see it: rows of cols_pad columns, stored in
- * groups of QN_GROUP (q8: int32 scale then 64 int8; q24: 64 int32). */
+/* A weight matrix as the programs see it: rows of groups * QN_GROUP columns
+ * in the row format of layout.h. */
 struct qn_matrix {
   qn_u32 entry0;          /* map path: first weights-map entry */
   qn_u32 rows_per_entry;  /* map path: row slots of row_bytes per entry */
@@ -58,6 +48,8 @@ struct qn_matrix {
 #define QN_OP_O 3       /* attn @ Wo, resid += */
 #define QN_OP_DOWN 4    /* mlp @ Wdown, resid += */
 #define QN_OP_VOCAB 5   /* rmsnorm(resid, final) @ Wlm -> logits, argmax, top-k */
+#define QN_OP_TOPK_MERGE 6 /* the workers' top-k lists of each logit position -> one (qn_topk_merge) */
+#define QN_OP_ROPE 7    /* RoPE table rows [row_begin, row_end) (qn_rope_table) */
 
 /* ctx_in of every program. Small: copied into the kernel on each call. */
 struct qn_args {

@@ -31,33 +31,29 @@ struct att_state {
 };
 
 static __always_inline u8 *att_scratch(u32 thread) { return buf_lookup(&att_buf, thread); }
-/* Per query head of the group being computed: softmax state and query shift. */
-struct att_head {
-  s64 smax;
-  u64 sum;
-  s64 sq;
-  s64 lb; /* kv8: log2 of the Hadamard block, kept here so callbacks need not recompute it */
-};
 
 /* Query heads per kv head (GQA group), set at load: the verifier does not
  * track the result of a division, so n_heads / n_kv_heads would be unbounded. */
 const volatile u32 ATT_GROUP = 1;
 static __always_inline u32 att_group(void) { return ATT_GROUP; }
-/* Scratch of one kv head's group (sizes: daemon/engine/bpf_programs.cpp att_value_bytes):
- * scores [G][max_ctx] s32 | acc [G][hd] s64 | q [G][hd] s32 | tmp0, tmp1 [hd] s32 | heads [G] */
-static __always_inline s32 *att_scores(u8 *b, u32 j) { return (s32 *)b + j * SHAPE.max_ctx; }
+/* Scratch of one kv head's group: layout.h (qn_att_*). */
+static __always_inline s32 *att_scores(u8 *b, u32 j) {
+  return (s32 *)(b + qn_att_scores_off(att_group(), SHAPE.max_ctx, SHAPE.head_dim, j));
+}
 static __always_inline s64 *att_acc(u8 *b, u32 j) {
-  return (s64 *)(b + att_group() * SHAPE.max_ctx * 4) + j * SHAPE.head_dim;
+  return (s64 *)(b + qn_att_acc_off(att_group(), SHAPE.max_ctx, SHAPE.head_dim, j));
 }
 static __always_inline s32 *att_q(u8 *b, u32 j) {
-  return (s32 *)(b + att_group() * (SHAPE.max_ctx * 4 + SHAPE.head_dim * 8)) + j * SHAPE.head_dim;
+  return (s32 *)(b + qn_att_q_off(att_group(), SHAPE.max_ctx, SHAPE.head_dim, j));
 }
 static __always_inline s32 *att_tmp0(u8 *b) {
-  return (s32 *)(b + att_group() * (SHAPE.max_ctx * 4 + SHAPE.head_dim * 12));
+  return (s32 *)(b + qn_att_tmp0_off(att_group(), SHAPE.max_ctx, SHAPE.head_dim));
 }
-static __always_inline s32 *att_tmp1(u8 *b) { return att_tmp0(b) + SHAPE.head_dim; }
-static __always_inline struct att_head *att_heads(u8 *b) {
-  return (struct att_head *)(b + att_group() * (SHAPE.max_ctx * 4 + SHAPE.head_dim * 12) + SHAPE.head_dim * 8);
+static __always_inline s32 *att_tmp1(u8 *b) {
+  return (s32 *)(b + qn_att_tmp1_off(att_group(), SHAPE.max_ctx, SHAPE.head_dim));
+}
+static __always_inline struct qn_att_head *att_heads(u8 *b) {
+  return (struct qn_att_head *)(b + qn_att_heads_off(att_group(), SHAPE.max_ctx, SHAPE.head_dim));
 }
 static __always_inline u8 *kv_entry(u32 slot, u32 pos) {
   void *inner = bpf_map_lookup_elem(&kv_outer, &slot);
@@ -65,23 +61,22 @@ static __always_inline u8 *kv_entry(u32 slot, u32 pos) {
   return bpf_map_lookup_elem(inner, &pos);
 }
 
-/* Byte offsets inside one position's KV entry (layout in docs/kv-cache.md). */
+/* Byte offsets inside one position's KV entry: layout.h (qn_kv_*). */
 static __always_inline int kv_compact(void) { return SHAPE.kv_bytes == 1; }
 /* int16: one vector of K or V; compact: the K|V words of one kv head */
-static __always_inline u32 kv_vec_bytes(void) { return SHAPE.head_dim * 2; }
+static __always_inline u32 kv_vec_bytes(void) { return qn_kv_vec_bytes(SHAPE.head_dim); }
 static __always_inline s32 kv_levels(void) { return kv_compact() ? QN_KV8_K_LEVELS : QN_KV_LEVELS16; }
 static __always_inline u32 kv_k_off(u32 layer, u32 h) {
-  return layer * SHAPE.kv_layer_bytes + h * kv_vec_bytes();
+  return qn_kv_k_off(SHAPE.kv_layer_bytes, SHAPE.head_dim, layer, h);
 }
 static __always_inline u32 kv_v_off(u32 layer, u32 h) {
-  if (kv_compact()) return kv_k_off(layer, h); /* the same words */
-  return layer * SHAPE.kv_layer_bytes + (SHAPE.n_kv_heads + h) * kv_vec_bytes();
+  return qn_kv_v_off(SHAPE.kv_layer_bytes, SHAPE.n_kv_heads, SHAPE.head_dim, SHAPE.kv_bytes, layer, h);
 }
 static __always_inline u32 kv_kmax_off(u32 layer, u32 h) {
-  return layer * SHAPE.kv_layer_bytes + 2 * SHAPE.n_kv_heads * kv_vec_bytes() + h * 4;
+  return qn_kv_kmax_off(SHAPE.kv_layer_bytes, SHAPE.n_kv_heads, SHAPE.head_dim, layer, h);
 }
 static __always_inline u32 kv_vmax_off(u32 layer, u32 h) {
-  return kv_kmax_off(layer, h) + SHAPE.n_kv_heads * 4;
+  return qn_kv_vmax_off(SHAPE.kv_layer_bytes, SHAPE.n_kv_heads, SHAPE.head_dim, layer, h);
 }
 
 /* In-place integer Walsh-Hadamard transform of x[0 .. hd) in blocks of
@@ -219,7 +214,7 @@ static __always_inline void att_axpy(const short *vw, s64 *a0, s64 *a1, s64 w0, 
 }
 
 /* Stores the score of cached position pos for the head with state hh. */
-static __always_inline void att_score_store(const struct att_state *st, struct att_head *hh, s32 *sc, s64 dot,
+static __always_inline void att_score_store(const struct att_state *st, struct qn_att_head *hh, s32 *sc, s64 dot,
                                             s64 kscale, int compact) {
   s32 score;
   if (compact)
@@ -235,7 +230,7 @@ static __always_inline void att_score_heads(const struct att_state *st, u8 *b, c
                                             u32 pos, u32 j, int compact, int two) {
   s64 d0, d1;
   att_dots(kw, att_q(b, j), att_q(b, j + two), SHAPE.head_dim, compact, two, &d0, &d1);
-  struct att_head *hs = att_heads(b);
+  struct qn_att_head *hs = att_heads(b);
   att_score_store(st, &hs[j], att_scores(b, j) + pos, d0, kscale, compact);
   if (two) att_score_store(st, &hs[j + 1], att_scores(b, j + 1) + pos, d1, kscale, compact);
 }
@@ -294,7 +289,7 @@ static long att_exp_cb(u64 i, void *ctx) {
   struct qn_acc *acc = acc_of(st->thread);
   if (!b || !acc) return qn_fail(st->thread, __LINE__);
   const u32 n = acc->pos + 1;
-  struct att_head *hs = att_heads(b);
+  struct qn_att_head *hs = att_heads(b);
   const u32 g = att_group();
   for (u32 t = 0; t < ATT_CHUNK; t++) {
     u32 pos = (u32)i * ATT_CHUNK + t;
@@ -321,7 +316,7 @@ static __always_inline s64 att_vweight(s32 e_q30, u64 sum, s64 vscale, int compa
 /* Adds the cached value vector at vw, weighted, to the sums of query heads j
  * and, when two, j + 1: one read of each V word serves both heads. */
 static __always_inline void att_acc_heads(u8 *b, const short *vw, s64 vscale, u32 pos, u32 j, int compact, int two) {
-  struct att_head *hs = att_heads(b);
+  struct qn_att_head *hs = att_heads(b);
   s64 w0 = att_vweight(att_scores(b, j)[pos], hs[j].sum, vscale, compact);
   s64 w1 = two ? att_vweight(att_scores(b, j + 1)[pos], hs[j + 1].sum, vscale, compact) : 0;
   if (w0 == 0 && w1 == 0) return; /* adds exactly nothing */
@@ -400,7 +395,7 @@ static long att_prep_cb(u64 i, void *ctx) {
     q[d] = (s32)qn_round_shift(kv_compact() ? accv[d] : t1[d], sq);
     accv[d] = 0;
   }
-  struct att_head *hh = &att_heads(b)[j];
+  struct qn_att_head *hh = &att_heads(b)[j];
   hh->sq = sq;
   hh->lb = kv8_lb();
   hh->smax = -2147483647; /* every score is >= this (saturated) */
@@ -520,7 +515,7 @@ int qn_attention(struct qn_args *a) {
   st.hb = a->head_begin;
   st.nh = a->head_end - a->head_begin;
     st.c_q24 = qn_attn_scale_q24(SHAPE.head_dim, kv_levels());
-  if (st.thread >= QN_THREADS_MAX || st.npos == 0 || st.npos > QN_PMAX || st.pass_off > QN_PMAX - st.npos ||
+  if (st.thread >= SHAPE.threads || st.npos == 0 || st.npos > QN_PMAX || st.pass_off > QN_PMAX - st.npos ||
       a->head_begin >= a->head_end ||
       a->head_end > SHAPE.n_kv_heads || st.layer >= SHAPE.n_layers || (SHAPE.kv_bytes != 1 && SHAPE.kv_bytes != 2)) {
     a->status = __LINE__;

@@ -30,7 +30,7 @@ static long emb_pos_cb(u64 p, void *ctx) {
     /* outlier columns: their int8 slots are zero; add the exact int64 weights */
     u32 groups = st->mat.groups;
     if (groups > SHAPE.max_groups) return qn_fail(0, __LINE__);
-    const QN_WQ s64 *wo = (const QN_WQ s64 *)(row + groups * QN_Q8_GROUP_BYTES);
+    const QN_WQ s64 *wo = (const QN_WQ s64 *)(row + qn_q8_tail_off(groups));
 #pragma unroll
     for (int k = 0; k < QN_OUT_COLS; k++) {
       u32 c = st->mat.ocol[k];

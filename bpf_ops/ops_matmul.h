@@ -38,7 +38,7 @@ struct mm_state {
 };
 
 static __always_inline struct qn_topk_slot *topk_slot(u32 thread, u32 c) {
-  if (thread >= QN_THREADS_MAX || c >= QN_PMAX) return 0;
+  if (thread >= SHAPE.threads || c >= QN_PMAX) return 0;
   return buf_lookup(&topk_buf, thread * QN_PMAX + c);
 }
 
@@ -262,7 +262,7 @@ static __always_inline int mm_main(struct qn_args *a, int cls, int pre) {
   u32 rows = st.op == QN_OP_GATEUP ? st.mat.rows / 2 : st.mat.rows;
   /* the packed q8 kernel is exact only for inputs within QN_Q8_ACT_BITS */
   int bad_act = SHAPE.precision == QN_PREC_Q8 && st.mat.act_bits > QN_Q8_ACT_BITS;
-  if (!mm_op_in_class(st.op, cls) || st.thread >= QN_THREADS_MAX || npos == 0 || npos > QN_PMAX ||
+  if (!mm_op_in_class(st.op, cls) || st.thread >= SHAPE.threads || npos == 0 || npos > QN_PMAX ||
       row_end < st.row_begin || row_end > rows || bad_act ||
       st.mat.groups * QN_GROUP != (st.op == QN_OP_O ? QD_PAD : st.op == QN_OP_DOWN ? INTER_PAD : HID_PAD)) {
     a->status = __LINE__;

@@ -19,13 +19,13 @@ struct prep_state {
 static __always_inline s32 *xq_row(u32 thread, u32 c) {
   s32 *b = buf_lookup(&xq_buf, thread);
   if (!b || c >= QN_PMAX) return 0;
-  return b + c * IN_PAD;
+  return b + qn_xq_row_off(IN_PAD, c);
 }
 
 static __always_inline s32 *xq_shift_slot(u32 thread, u32 c) {
   s32 *b = buf_lookup(&xq_buf, thread);
   if (!b || c >= QN_PMAX) return 0;
-  return b + QN_PMAX * IN_PAD + c;
+  return b + qn_xq_shift_off(IN_PAD, c);
 }
 
 /* q8 prefill: positions 2j and 2j+1 packed per column as x0 + x1 * 2^32
@@ -33,7 +33,7 @@ static __always_inline s32 *xq_shift_slot(u32 thread, u32 c) {
 static __always_inline s64 *xq_pair_row(u32 thread, u32 j) {
   s32 *b = buf_lookup(&xq_buf, thread);
   if (!b || j >= QN_PMAX / 2) return 0;
-  return (s64 *)(b + QN_PMAX * IN_PAD + QN_PMAX) + j * IN_PAD;
+  return (s64 *)(b + qn_xq_pairs_off(IN_PAD)) + j * IN_PAD;
 }
 
 struct pack_state {

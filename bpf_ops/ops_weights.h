@@ -1,15 +1,12 @@
 /* Weight rows and the two dot-product kernels (q24, q8), for either weight
  * path: `map` (entries of a mmapable array map) or `arena` (BPF arena).
- * Row layout: groups of QN_GROUP columns; q24 = 64 int32 (Q24) per group,
- * q8 = int32 scale (Q30) then 64 int8 per group (68 bytes).
+ * Row format: layout.h (q24 groups of 64 int32; q8 groups of an int32
+ * scale and 64 int8, then the int64 outlier tail).
  */
 #ifndef QWEN3_BPF_OPS_WEIGHTS_H
 #define QWEN3_BPF_OPS_WEIGHTS_H
 
 #include "maps.h"
-
-#define QN_Q8_GROUP_BYTES (4 + QN_GROUP)
-#define QN_Q24_GROUP_BYTES (4 * QN_GROUP)
 
 #ifdef QN_WEIGHTS_ARENA
 /* Arena pointers need no bounds: the JIT adds the arena base to a 32-bit offset. */
@@ -88,8 +85,8 @@ static __always_inline void dot2_q8(const QN_WQ u8 *ra, const QN_WQ u8 *rb, cons
   for (u32 g = 0; g < groups; g++) {
     const QN_WQ u8 *ga = ra + g * QN_Q8_GROUP_BYTES;
     const QN_WQ u8 *gb = rb + g * QN_Q8_GROUP_BYTES;
-    const QN_WQ s8 *pa = (const QN_WQ s8 *)(ga + 4);
-    const QN_WQ s8 *pb = (const QN_WQ s8 *)(gb + 4);
+    const QN_WQ s8 *pa = (const QN_WQ s8 *)(ga + QN_Q8_SCALE_BYTES);
+    const QN_WQ s8 *pb = (const QN_WQ s8 *)(gb + QN_Q8_SCALE_BYTES);
     const s32 *px = x + g * QN_GROUP;
     s64 t = 0;
     for (int q = 0; q < QN_GROUP / 4; q++) {
@@ -105,8 +102,8 @@ static __always_inline void dot2_q8(const QN_WQ u8 *ra, const QN_WQ u8 *rb, cons
     acc_a += lo * *(const QN_WQ s32 *)ga;
     acc_b += hi * *(const QN_WQ s32 *)gb;
   }
-  const QN_WQ s64 *oa = (const QN_WQ s64 *)(ra + groups * QN_Q8_GROUP_BYTES);
-  const QN_WQ s64 *ob = (const QN_WQ s64 *)(rb + groups * QN_Q8_GROUP_BYTES);
+  const QN_WQ s64 *oa = (const QN_WQ s64 *)(ra + qn_q8_tail_off(groups));
+  const QN_WQ s64 *ob = (const QN_WQ s64 *)(rb + qn_q8_tail_off(groups));
 #pragma unroll
   for (int k = 0; k < QN_OUT_COLS; k++) {
     s64 xv = x[ocol[k]];
@@ -132,8 +129,8 @@ static __always_inline void dot4_q8(const QN_WQ u8 *ra, const QN_WQ u8 *rb, cons
   for (u32 g = 0; g < groups; g++) {
     const QN_WQ u8 *ga = ra + g * QN_Q8_GROUP_BYTES;
     const QN_WQ u8 *gb = rb + g * QN_Q8_GROUP_BYTES;
-    const QN_WQ s8 *pa = (const QN_WQ s8 *)(ga + 4);
-    const QN_WQ s8 *pb = (const QN_WQ s8 *)(gb + 4);
+    const QN_WQ s8 *pa = (const QN_WQ s8 *)(ga + QN_Q8_SCALE_BYTES);
+    const QN_WQ s8 *pb = (const QN_WQ s8 *)(gb + QN_Q8_SCALE_BYTES);
     const s64 *px = xp + g * QN_GROUP;
     s64 ta = 0, tb = 0;
     for (int q = 0; q < QN_GROUP / 4; q++) {
@@ -156,8 +153,8 @@ static __always_inline void dot4_q8(const QN_WQ u8 *ra, const QN_WQ u8 *rb, cons
     b0 += lo * sb;
     b1 += ((tb - lo) >> 32) * sb;
   }
-  const QN_WQ s64 *oa = (const QN_WQ s64 *)(ra + groups * QN_Q8_GROUP_BYTES);
-  const QN_WQ s64 *ob = (const QN_WQ s64 *)(rb + groups * QN_Q8_GROUP_BYTES);
+  const QN_WQ s64 *oa = (const QN_WQ s64 *)(ra + qn_q8_tail_off(groups));
+  const QN_WQ s64 *ob = (const QN_WQ s64 *)(rb + qn_q8_tail_off(groups));
 #pragma unroll
   for (int k = 0; k < QN_OUT_COLS; k++) {
     s64 v0 = x0[ocol[k]], v1 = x1[ocol[k]];
@@ -185,12 +182,12 @@ static __always_inline int weight_frac(const struct qn_matrix *m) {
 /* Column c of a row (embedding lookup) as Q16. */
 static __always_inline s32 weight_q16(const QN_WQ u8 *row, u32 g, int k, int wfrac) {
   if (SHAPE.precision == QN_PREC_Q8) {
-    const QN_WQ u8 *gp = row + g * QN_Q8_GROUP_BYTES;
+    const QN_WQ u8 *gp = row + qn_group_off(QN_PREC_Q8, g);
     s64 scale = *(const QN_WQ s32 *)gp;
-    s64 q = ((const QN_WQ s8 *)(gp + 4))[k];
+    s64 q = ((const QN_WQ s8 *)(gp + QN_Q8_SCALE_BYTES))[k];
     return qn_sat32(qn_round_shift(q * scale, wfrac - QN_ACT_FRAC));
   }
-  const QN_WQ s32 *wg = (const QN_WQ s32 *)(row + g * QN_Q24_GROUP_BYTES);
+  const QN_WQ s32 *wg = (const QN_WQ s32 *)(row + qn_group_off(QN_PREC_Q24, g));
   return qn_sat32(qn_round_shift(wg[k], wfrac - QN_ACT_FRAC));
 }
 

@@ -108,7 +108,7 @@ BpfBackend::BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOpt
                                      : (cfg_.max_position_embeddings > 0 ? cfg_.max_position_embeddings : 4096);
   max_ctx = std::min(max_ctx, kDefaultMaxContext * 4);
   if (opts.max_context <= 0) max_ctx = std::min(max_ctx, kDefaultMaxContext);
-  plan_ = engine::make_model_plan(cfg_, opts.precision == Precision::q8, opts.weight_path == WeightPath::arena,
+  plan_ = engine::make_model_plan(cfg_, opts.precision, opts.weight_path == WeightPath::arena,
                                   static_cast<uint32_t>(opts.threads), static_cast<uint32_t>(max_ctx),
                                   static_cast<uint32_t>(opts.kv_bits));
   // Opening the model validated (and so paged in) every tensor; the weight map
@@ -127,7 +127,7 @@ BpfBackend::BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOpt
   pool_ = std::make_unique<WorkerPool>(opts.threads);
   slots_ = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->kv_value_size());
   convert_norms();
-  fill_rope_table(progs_->rope(), plan_.layout.rope_positions, cfg_.head_dim, cfg_.rope_theta);
+  fill_rope_table(*progs_, *pool_);
   convert_weights();
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   progress(1.0, "weights resident");
@@ -156,7 +156,8 @@ void BpfBackend::convert_norms() {
 // Converts every matrix straight into the mmapped weight map / arena, rows
 // split over the worker threads; no intermediate copy of a whole tensor.
 void BpfBackend::convert_weights() {
-  const bool q8 = opts_.precision == Precision::q8;
+  const Precision prec = opts_.precision;
+  const bool q8 = prec == Precision::q8;
   uint64_t total = 0, done = 0;
   for (auto& mp : plan_.matrices) total += uint64_t(mp.rows) * mp.cols;
   for (auto& mp : plan_.matrices) {
@@ -213,7 +214,7 @@ void BpfBackend::convert_weights() {
     double max_abs = 0;
     for (uint32_t c = 0; c < mp.cols; c++)
       if (std::find(ocols.begin(), ocols.end(), c) == ocols.end()) max_abs = std::max(max_abs, double(col_max[0][c]));
-    const int frac = weight_frac_for(max_abs, q8, src[0].t->name.c_str());
+    const int frac = weight_frac_for(max_abs, prec, src[0].t->name.c_str());
     mp.m.wfrac = static_cast<uint32_t>(frac);
     for (int k = 0; k < QN_OUT_COLS; k++) mp.m.ocol[k] = k < int(ocols.size()) ? ocols[k] : 0;
     std::vector<uint64_t> max_l1(pool_->size(), 0);
@@ -227,12 +228,12 @@ void BpfBackend::convert_weights() {
           s.t->to_float(row, int64_t(r) * mp.cols);
           uint32_t dst = s.dst0 + r * s.stride;
           uint64_t l1 =
-              convert_row(row, q8, frac, progs_->weights() + mp.row_offset(dst), s.t->name.c_str(), ocols);
+              convert_row(row, prec, frac, progs_->weights() + mp.row_offset(dst), s.t->name.c_str(), ocols);
           max_l1[t] = std::max(max_l1[t], l1);
         }
       }
     });
-    mp.m.act_bits = act_bits_for(*std::max_element(max_l1.begin(), max_l1.end()), q8);
+    mp.m.act_bits = act_bits_for(*std::max_element(max_l1.begin(), max_l1.end()), prec);
     // The source pages are no longer needed by the engine: drop them from this
     // process's resident set so peak RAM stays near the converted bytes plus
     // one matrix (they are re-read from the page cache if anyone reads them).
@@ -267,8 +268,19 @@ void BpfBackend::matmul_op(uint32_t op, const MatrixPlan& mp, uint32_t norm_off,
     a.thread = static_cast<uint32_t>(t);
     a.row_begin = uint32_t(uint64_t(rows) * t / T);
     a.row_end = uint32_t(uint64_t(rows) * (t + 1) / T);
-    if (a.row_begin < a.row_end) progs_->matmul(a);
+    if (a.row_begin < a.row_end) {
+      progs_->matmul(a);
+    } else if (op == QN_OP_VOCAB) {  // no rows: an empty list for the merge, not the last pass's
+      for (uint32_t c = 0; c < QN_PMAX; c++) *progs_->topk(a.thread, c) = qn_topk_slot{-1, 0, 0, 0, {}};
+    }
   });
+  if (op == QN_OP_VOCAB) {
+    qn_args m{};
+    m.op = QN_OP_TOPK_MERGE;
+    m.npos = static_cast<uint32_t>(__builtin_popcount(mask));
+    m.top_k = top_k;
+    progs_->topk_merge(m);
+  }
 }
 
 // Each worker runs its kv heads for every sequence's slice of the pass, one
@@ -297,27 +309,23 @@ void BpfBackend::attention_op(uint32_t layer, const Pass& pass, std::span<const 
 
 PositionLogits BpfBackend::collect(uint32_t c, const ForwardWants& wants) const {
   PositionLogits pl;
-  const int T = pool_->size();
-  int32_t best = 0;
-  std::vector<std::pair<int32_t, int32_t>> cand;  // (logit, id)
-  for (int t = 0; t < T; t++) {
-    const qn_topk_slot* s = progs_->topk(t, c);
-    if (s->argmax_id >= 0 && (pl.argmax < 0 || s->argmax_logit > best)) {
-      pl.argmax = s->argmax_id;
-      best = s->argmax_logit;
-    }
-    for (int i = 0; i < s->count && i < QN_TOPK_MAX; i++) cand.push_back({s->e[i].logit, s->e[i].id});
-  }
+  // argmax and top-k as merged over the workers by qn_topk_merge (sorted,
+  // best first; a pass keeps the largest k any of its items asked for)
+  const qn_topk_slot* s = progs_->merged_topk(c);
+  pl.argmax = s->argmax_id;
   const int32_t* logits = progs_->logits() + size_t(c) * cfg_.vocab_size;
   if (wants.top_k > QN_TOPK_MAX) {  // beyond what the kernel keeps: select from the kernel's logits
-    cand.clear();
+    std::vector<std::pair<int32_t, int32_t>> cand;  // (logit, id)
     for (int32_t i = 0; i < cfg_.vocab_size; i++) cand.push_back({logits[i], i});
+    const size_t k = std::min<size_t>(wants.top_k, cand.size());
+    std::partial_sort(cand.begin(), cand.begin() + k, cand.end(), [](auto& a, auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    for (size_t i = 0; i < k; i++) pl.top_k.push_back({cand[i].second, cand[i].first / 65536.0f});
+  } else {
+    const int k = std::min(wants.top_k, std::min<int>(s->count, QN_TOPK_MAX));
+    for (int i = 0; i < k; i++) pl.top_k.push_back({s->e[i].id, s->e[i].logit / 65536.0f});
   }
-  const size_t k = std::min<size_t>(wants.top_k, cand.size());
-  std::partial_sort(cand.begin(), cand.begin() + k, cand.end(), [](auto& a, auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
-  for (size_t i = 0; i < k; i++) pl.top_k.push_back({cand[i].second, cand[i].first / 65536.0f});
   if (wants.full_logits) {
     pl.full.resize(cfg_.vocab_size);
     for (int32_t i = 0; i < cfg_.vocab_size; i++) pl.full[i] = logits[i] / 65536.0f;
@@ -459,9 +467,11 @@ BpfBackendStats BpfBackend::stats() const {
   s.weight_bytes = plan_.weight_bytes;
   s.load_seconds = load_seconds_;
   const ProgramLayout& l = plan_.layout;
-  s.buffer_bytes = QN_PMAX * size_t(4) * (l.hid_pad + l.qkv_pad + l.qd_pad + l.inter_pad + l.shape.vocab) +
-                   QN_THREADS_MAX * (xq_value_bytes(l) + att_value_bytes(l)) +
-                   size_t(l.rope_positions) * l.shape.head_dim * 4 + size_t(l.shape.norms_len) * 4;
+  s.buffer_bytes = qn_act_bytes(l.hid_pad) + qn_act_bytes(l.qkv_pad) + qn_act_bytes(l.qd_pad) +
+                   qn_act_bytes(l.inter_pad) + qn_logits_bytes(l.shape.vocab) +
+                   l.shape.threads * (xq_value_bytes(l) + att_value_bytes(l)) +
+                   qn_topk_entries(l.shape.threads) * qn_round8(sizeof(qn_topk_slot)) +
+                   qn_rope_bytes(l.rope_positions, l.shape.head_dim) + qn_norms_bytes(l.shape.norms_len);
   for (auto& p : progs_->stats()) s.programs.push_back({p.name, p.verified_insns});
   return s;
 }

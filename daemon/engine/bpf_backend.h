@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/precision.h"
 
 namespace qwen3 {
 
 class ModelDir;
 
 enum class WeightPath { map, arena };
-enum class Precision { q24, q8 };
 
 // Parse "map"/"arena" and "q24"/"q8"; throw qwen3::Error(invalid_argument) otherwise.
 WeightPath parse_weight_path(const std::string& s);

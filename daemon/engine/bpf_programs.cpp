@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -23,7 +25,6 @@ typedef uint64_t u64;
 namespace qwen3::engine {
 namespace {
 
-size_t round8(size_t v) { return (v + 7) & ~size_t(7); }
 size_t page_round(size_t v) {
   size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return (v + page - 1) / page * page;
@@ -68,6 +69,29 @@ std::string failed_program(const std::string& log) {
   return log.substr(start + 6, at - start - 6);
 }
 
+// What differs between the two objects, so the loader has one path.
+template <typename Skel>
+struct SkelTraits;
+template <>
+struct SkelTraits<forward_map> {
+  static constexpr const char* name = "forward_map";
+  static constexpr bool arena = false;
+  static forward_map* open() { return forward_map__open(); }
+  static int load(forward_map* s) { return forward_map__load(s); }
+  static void destroy(void* s) { forward_map__destroy(static_cast<forward_map*>(s)); }
+  static bpf_map* weights(forward_map* s) { return s->maps.weights_map; }
+};
+template <>
+struct SkelTraits<forward_arena> {
+  static constexpr const char* name = "forward_arena";
+  static constexpr bool arena = true;
+  static forward_arena* open() { return forward_arena__open(); }
+  static int load(forward_arena* s) { return forward_arena__load(s); }
+  static void destroy(void* s) { forward_arena__destroy(static_cast<forward_arena*>(s)); }
+  static bpf_map* weights(forward_arena* s) { return s->maps.weights_arena; }
+};
+
+// Every map's value size and entries (bpf_ops/layout.h) and the .rodata shape.
 template <typename Skel>
 void configure(Skel* s, const ProgramLayout& l) {
   const qn_shape& sh = l.shape;
@@ -79,167 +103,120 @@ void configure(Skel* s, const ProgramLayout& l) {
   s->rodata->IN_PAD = l.in_pad;
   s->rodata->ROPE_POSITIONS = l.rope_positions;
   s->rodata->ATT_GROUP = sh.n_heads / sh.n_kv_heads;
-  auto set = [](bpf_map* m, size_t value, uint32_t entries, const char* what) {
-    if (bpf_map__set_value_size(m, static_cast<uint32_t>(value)) ||
+  auto set = [](bpf_map* m, uint64_t value, uint32_t entries, const char* what) {
+    if (value > UINT32_MAX || bpf_map__set_value_size(m, static_cast<uint32_t>(value)) ||
         bpf_map__set_max_entries(m, entries))
       throw Error(std::string("cannot size BPF map ") + what);
   };
-  set(s->maps.resid_buf, round8(QN_PMAX * size_t(l.hid_pad) * 4), 1, "resid_buf");
-  set(s->maps.qkv_buf, round8(QN_PMAX * size_t(l.qkv_pad) * 4), 1, "qkv_buf");
-  set(s->maps.attn_buf, round8(QN_PMAX * size_t(l.qd_pad) * 4), 1, "attn_buf");
-  set(s->maps.mlp_buf, round8(QN_PMAX * size_t(l.inter_pad) * 4), 1, "mlp_buf");
-  set(s->maps.xq_buf, xq_value_bytes(l), QN_THREADS_MAX, "xq_buf");
-  set(s->maps.att_buf, att_value_bytes(l), QN_THREADS_MAX, "att_buf");
-  set(s->maps.logits_buf, round8(QN_PMAX * size_t(sh.vocab) * 4), 1, "logits_buf");
-  set(s->maps.topk_buf, round8(sizeof(qn_topk_slot)), QN_THREADS_MAX * QN_PMAX, "topk_buf");
-  set(s->maps.norms_buf, round8(size_t(sh.norms_len) * 4), 1, "norms_buf");
-  set(s->maps.rope_buf, round8(size_t(l.rope_positions) * sh.head_dim * 4), 1, "rope_buf");
-}
-
-// The packed prefill programs exist for q8 only; q24 skips their verification.
-template <typename Skel>
-void set_prefill_autoload(Skel* s, const ProgramLayout& l) {
-  const bool q8 = l.shape.precision == QN_PREC_Q8;
+  set(s->maps.resid_buf, qn_act_bytes(l.hid_pad), 1, "resid_buf");
+  set(s->maps.qkv_buf, qn_act_bytes(l.qkv_pad), 1, "qkv_buf");
+  set(s->maps.attn_buf, qn_act_bytes(l.qd_pad), 1, "attn_buf");
+  set(s->maps.mlp_buf, qn_act_bytes(l.inter_pad), 1, "mlp_buf");
+  set(s->maps.xq_buf, xq_value_bytes(l), sh.threads, "xq_buf");
+  set(s->maps.att_buf, att_value_bytes(l), sh.threads, "att_buf");
+  set(s->maps.acc_buf, bpf_map__value_size(s->maps.acc_buf), sh.threads, "acc_buf");
+  set(s->maps.logits_buf, qn_logits_bytes(sh.vocab), 1, "logits_buf");
+  set(s->maps.topk_buf, qn_round8(sizeof(qn_topk_slot)), qn_topk_entries(sh.threads), "topk_buf");
+  set(s->maps.norms_buf, qn_norms_bytes(sh.norms_len), 1, "norms_buf");
+  set(s->maps.rope_buf, qn_rope_bytes(l.rope_positions, sh.head_dim), 1, "rope_buf");
+  if constexpr (SkelTraits<Skel>::arena) {
+    uint64_t pages = page_round(l.weight_bytes) / static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    if (pages == 0) pages = 1;
+    if (pages > (1u << 20)) throw resource_exhausted("weights exceed the 4 GiB arena limit");
+    if (bpf_map__set_max_entries(s->maps.weights_arena, static_cast<uint32_t>(pages)))
+      throw Error("cannot size the weights arena");
+  } else {
+    if (bpf_map__set_max_entries(s->maps.weights_map, l.weight_entries))
+      throw Error("cannot size the weights map");
+  }
+  // The packed prefill programs exist for q8 only; q24 skips their verification.
+  const bool q8 = sh.precision == QN_PREC_Q8;
   bpf_program__set_autoload(s->progs.qn_matmul_pre, q8);
   bpf_program__set_autoload(s->progs.qn_matmul_proj_pre, q8);
 }
 
 // The outer KV map's template: libbpf takes an existing map as the inner map
 // definition, which carries the model's per-position value size.
-int make_kv_template(const qn_shape& sh) {
-  LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_INNER_MAP);
-  int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "qwen3_kv_tmpl", 4, sh.kv_pos_bytes, 1, &opts);
-  if (fd < 0) throw Error(std::string("cannot create the KV template map: ") + strerror(errno));
-  return fd;
-}
+class KvTemplate {
+ public:
+  explicit KvTemplate(const qn_shape& sh) {
+    LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_INNER_MAP);
+    fd_ = bpf_map_create(BPF_MAP_TYPE_ARRAY, "qwen3_kv_tmpl", 4, sh.kv_pos_bytes, 1, &opts);
+    if (fd_ < 0) throw Error(std::string("cannot create the KV template map: ") + strerror(errno));
+  }
+  ~KvTemplate() { close(fd_); }
+  KvTemplate(const KvTemplate&) = delete;
+  KvTemplate& operator=(const KvTemplate&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
 
 // QWEN3_BPF_VERIFIER_DUMP=<dir>: full (level 2) verifier logs per program,
-// for working on a program the verifier rejects.
-std::vector<std::unique_ptr<std::vector<char>>> g_debug_bufs;
-void debug_log(bpf_object* obj) {
-  const char* dir = getenv("QWEN3_BPF_VERIFIER_DUMP");
-  if (!dir) return;
-  bpf_program* p;
-  bpf_object__for_each_program(p, obj) {
-    g_debug_bufs.push_back(std::make_unique<std::vector<char>>(size_t(1) << 29));
-    bpf_program__set_log_level(p, 2);
-    bpf_program__set_log_buf(p, g_debug_bufs.back()->data(), g_debug_bufs.back()->size());
-  }
-}
-void debug_dump(bpf_object* obj) {
-  const char* dir = getenv("QWEN3_BPF_VERIFIER_DUMP");
-  if (!dir) return;
-  bpf_program* p;
-  bpf_object__for_each_program(p, obj) {
-    size_t n = 0;
-    const char* log = bpf_program__log_buf(p, &n);
-    if (!log) continue;
-    std::string path = std::string(dir) + "/" + bpf_program__name(p) + ".log";
-    if (FILE* f = fopen(path.c_str(), "w")) {
-      fwrite(log, 1, strnlen(log, n), f);
-      fclose(f);
+// for working on a program the verifier rejects; the buffers live for one load.
+class VerifierDump {
+ public:
+  explicit VerifierDump(bpf_object* obj) : obj_(obj), dir_(getenv("QWEN3_BPF_VERIFIER_DUMP")) {
+    if (!dir_) return;
+    bpf_program* p;
+    bpf_object__for_each_program(p, obj_) {
+      if (!bpf_program__autoload(p)) continue;
+      bufs_.emplace_back(size_t(1) << 29);
+      bpf_program__set_log_level(p, 2);
+      bpf_program__set_log_buf(p, bufs_.back().data(), bufs_.back().size());
     }
   }
-}
+  // Writes <dir>/<program>.log for every program (after the load, failed or not).
+  void write() const {
+    if (!dir_) return;
+    bpf_program* p;
+    bpf_object__for_each_program(p, obj_) {
+      size_t n = 0;
+      const char* log = bpf_program__log_buf(p, &n);
+      if (!log) continue;
+      std::string path = std::string(dir_) + "/" + bpf_program__name(p) + ".log";
+      if (FILE* f = fopen(path.c_str(), "w")) {
+        fwrite(log, 1, strnlen(log, n), f);
+        fclose(f);
+      }
+    }
+  }
+
+ private:
+  bpf_object* obj_;
+  const char* dir_;
+  std::vector<std::vector<char>> bufs_;
+};
 
 }  // namespace
 
-size_t xq_value_bytes(const ProgramLayout& l) {
-  // inputs [QN_PMAX][in_pad] s32, shifts [QN_PMAX] s32, q8 position pairs [QN_PMAX/2][in_pad] s64
-  return round8((QN_PMAX * size_t(l.in_pad) + QN_PMAX) * 4 + QN_PMAX / 2 * size_t(l.in_pad) * 8);
-}
+size_t xq_value_bytes(const ProgramLayout& l) { return qn_xq_bytes(l.in_pad); }
 
 size_t att_value_bytes(const ProgramLayout& l) {
-  // per query head of a GQA group: scores, acc, query, softmax state (bpf_ops/ops_attention.h)
-  const size_t hd = l.shape.head_dim, g = l.shape.n_heads / l.shape.n_kv_heads;
-  return round8(g * (size_t(l.shape.max_ctx) * 4 + hd * 8 + hd * 4 + 32) + 2 * hd * 4);
+  const qn_shape& s = l.shape;
+  return qn_att_bytes(s.n_heads / s.n_kv_heads, s.max_ctx, s.head_dim);
 }
 
 BpfPrograms::BpfPrograms(const ProgramLayout& layout)
     : layout_(layout), q8_(layout.shape.precision == QN_PREC_Q8) {
+  const uint32_t threads = layout.shape.threads;
+  if (threads == 0 || threads > QN_THREADS_LIMIT)
+    throw invalid_argument("BPF programs need 1 to " + std::to_string(QN_THREADS_LIMIT) + " worker threads");
   std::string log;
-  std::unique_lock lock(g_log_mutex);
-  g_log_sink = &log;
-  libbpf_print_fn_t old = libbpf_set_print(capture_print);
-  struct Restore {
-    libbpf_print_fn_t old;
-    ~Restore() {
-      libbpf_set_print(old);
-      g_log_sink = nullptr;
-    }
-  } restore{old};
-
-  auto load_failed = [&](const char* what, int err) {
-    std::string prog = failed_program(log);
-    int lines = 25;  // QWEN3_BPF_LOG_LINES widens the quoted tail when debugging a program
-    if (const char* e = getenv("QWEN3_BPF_LOG_LINES")) lines = std::max(1, atoi(e));
-    throw Error(std::string("loading BPF object ") + what + " failed (" + strerror(-err) +
-                "); program " + prog + ", verifier log tail:\n" + tail_lines(log, lines));
-  };
-
-  bpf_map* weights_map = nullptr;
-  int kv_template = -1;
-  struct CloseFd {
-    int& fd;
-    ~CloseFd() {
-      if (fd >= 0) close(fd);
-    }
-  } close_template{kv_template};
-  if (layout.arena) {
-    forward_arena* s = forward_arena__open();
-    if (!s) throw Error("cannot open the forward_arena BPF object");
-    destroy_ = [s] { forward_arena__destroy(s); };
-    configure(s, layout);
-    kv_template = make_kv_template(layout.shape);
-    bpf_map__set_inner_map_fd(s->maps.kv_outer, kv_template);
-    uint64_t pages = page_round(layout.weight_bytes) / static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    if (pages == 0) pages = 1;
-    if (pages > (1u << 20)) throw resource_exhausted("weights exceed the 4 GiB arena limit");
-    bpf_map__set_max_entries(s->maps.weights_arena, static_cast<uint32_t>(pages));
-    set_prefill_autoload(s, layout);
-    if (int err = forward_arena__load(s)) load_failed("forward_arena", err);
-    obj_ = s->obj;
-    kv_outer_ = s->maps.kv_outer;
-    weights_map = s->maps.weights_arena;
-    prog_matmul_ = bpf_program__fd(s->progs.qn_matmul);
-    prog_matmul_proj_ = bpf_program__fd(s->progs.qn_matmul_proj);
-    if (q8_) {
-      prog_matmul_pre_ = bpf_program__fd(s->progs.qn_matmul_pre);
-      prog_matmul_proj_pre_ = bpf_program__fd(s->progs.qn_matmul_proj_pre);
-    }
-    prog_attention_ = bpf_program__fd(s->progs.qn_attention);
-    prog_embed_ = bpf_program__fd(s->progs.qn_embed);
-    size_t sz = 0;
-    weights_ = static_cast<uint8_t*>(bpf_map__initial_value(weights_map, &sz));
-    if (!weights_) throw Error("libbpf did not map the weights arena");
-    weights_size_ = sz;
-  } else {
-    forward_map* s = forward_map__open();
-    if (!s) throw Error("cannot open the forward_map BPF object");
-    destroy_ = [s] { forward_map__destroy(s); };
-    configure(s, layout);
-    debug_log(s->obj);
-    kv_template = make_kv_template(layout.shape);
-    bpf_map__set_inner_map_fd(s->maps.kv_outer, kv_template);
-    bpf_map__set_max_entries(s->maps.weights_map, layout.weight_entries);
-    set_prefill_autoload(s, layout);
-    int load_err = forward_map__load(s);
-    debug_dump(s->obj);
-    if (load_err) load_failed("forward_map", load_err);
-    obj_ = s->obj;
-    kv_outer_ = s->maps.kv_outer;
-    weights_map = s->maps.weights_map;
-    prog_matmul_ = bpf_program__fd(s->progs.qn_matmul);
-    prog_matmul_proj_ = bpf_program__fd(s->progs.qn_matmul_proj);
-    if (q8_) {
-      prog_matmul_pre_ = bpf_program__fd(s->progs.qn_matmul_pre);
-      prog_matmul_proj_pre_ = bpf_program__fd(s->progs.qn_matmul_proj_pre);
-    }
-    prog_attention_ = bpf_program__fd(s->progs.qn_attention);
-    prog_embed_ = bpf_program__fd(s->progs.qn_embed);
-    weights_ = static_cast<uint8_t*>(
-        map_buffer(weights_map, QN_WENTRY_BYTES, layout.weight_entries));
-    weights_size_ = size_t(QN_WENTRY_BYTES) * layout.weight_entries;
+  {
+    std::unique_lock lock(g_log_mutex);
+    g_log_sink = &log;
+    libbpf_print_fn_t old = libbpf_set_print(capture_print);
+    struct Restore {
+      libbpf_print_fn_t old;
+      ~Restore() {
+        libbpf_set_print(old);
+        g_log_sink = nullptr;
+      }
+    } restore{old};
+    if (layout.arena) load<forward_arena>(layout, log);
+    else load<forward_map>(layout, log);
   }
 
   auto find = [&](const char* name) {
@@ -255,34 +232,82 @@ BpfPrograms::BpfPrograms(const ProgramLayout& layout)
   qkv_ = map32("qkv_buf", 1);
   attn_ = map32("attn_buf", 1);
   mlp_ = map32("mlp_buf", 1);
-  xq_ = map32("xq_buf", QN_THREADS_MAX);
+  xq_ = map32("xq_buf", threads);
   xq_stride_ = xq_value_bytes(layout) / 4;
   logits_ = map32("logits_buf", 1);
   norms_ = map32("norms_buf", 1);
   rope_ = map32("rope_buf", 1);
-  topk_ = reinterpret_cast<uint8_t*>(map32("topk_buf", QN_THREADS_MAX * QN_PMAX));
-  topk_stride_ = round8(sizeof(qn_topk_slot));
+  topk_ = reinterpret_cast<uint8_t*>(map32("topk_buf", qn_topk_entries(threads)));
+  topk_stride_ = qn_round8(sizeof(qn_topk_slot));
 }
 
-BpfPrograms::~BpfPrograms() {
-  for (auto& m : mappings_) munmap(m.addr, m.size);
-  if (destroy_) destroy_();
+// Opens, sizes, verifies and loads one of the two objects; the skeleton is
+// owned by skel_ from the moment it exists.
+template <typename Skel>
+void BpfPrograms::load(const ProgramLayout& layout, std::string& log) {
+  using T = SkelTraits<Skel>;
+  Skel* s = T::open();
+  if (!s) throw Error(std::string("cannot open the ") + T::name + " BPF object");
+  skel_ = Skeleton(s, &T::destroy);
+  configure(s, layout);
+  KvTemplate kv_template(layout.shape);
+  if (bpf_map__set_inner_map_fd(s->maps.kv_outer, kv_template.fd()))
+    throw Error("cannot set the KV template of the outer KV map");
+  VerifierDump dump(s->obj);
+  const int err = T::load(s);
+  dump.write();
+  if (err) {
+    std::string prog = failed_program(log);
+    int lines = 25;  // QWEN3_BPF_LOG_LINES widens the quoted tail when debugging a program
+    if (const char* e = getenv("QWEN3_BPF_LOG_LINES")) lines = std::max(1, atoi(e));
+    throw Error(std::string("loading BPF object ") + T::name + " failed (" + strerror(-err) + "); program " +
+                prog + ", verifier log tail:\n" + tail_lines(log, lines));
+  }
+  obj_ = s->obj;
+  kv_outer_ = s->maps.kv_outer;
+  prog_matmul_ = bpf_program__fd(s->progs.qn_matmul);
+  prog_matmul_proj_ = bpf_program__fd(s->progs.qn_matmul_proj);
+  if (q8_) {
+    prog_matmul_pre_ = bpf_program__fd(s->progs.qn_matmul_pre);
+    prog_matmul_proj_pre_ = bpf_program__fd(s->progs.qn_matmul_proj_pre);
+  }
+  prog_attention_ = bpf_program__fd(s->progs.qn_attention);
+  prog_embed_ = bpf_program__fd(s->progs.qn_embed);
+  prog_rope_ = bpf_program__fd(s->progs.qn_rope_table);
+  prog_topk_merge_ = bpf_program__fd(s->progs.qn_topk_merge);
+  bpf_map* weights = T::weights(s);
+  if constexpr (T::arena) {
+    size_t sz = 0;  // libbpf maps the arena at load; the skeleton owns that mapping
+    weights_ = static_cast<uint8_t*>(bpf_map__initial_value(weights, &sz));
+    if (!weights_) throw Error("libbpf did not map the weights arena");
+    weights_size_ = sz;
+  } else {
+    weights_ = static_cast<uint8_t*>(map_buffer(weights, QN_WENTRY_BYTES, layout.weight_entries));
+    weights_size_ = size_t(QN_WENTRY_BYTES) * layout.weight_entries;
+  }
+}
+
+BpfPrograms::~BpfPrograms() = default;
+
+BpfPrograms::Mapping::~Mapping() {
+  if (addr_) munmap(addr_, size_);
 }
 
 void* BpfPrograms::map_buffer(bpf_map* map, size_t value_size, uint32_t entries) {
-  size_t size = page_round(round8(value_size) * entries);
+  size_t size = page_round(qn_round8(value_size) * entries);
+  mappings_.reserve(mappings_.size() + 1);  // so the push below cannot throw with the mapping in hand
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
   if (p == MAP_FAILED)
     throw resource_exhausted(std::string("cannot mmap BPF map ") + bpf_map__name(map) + " (" +
                              std::to_string(size) + " bytes): " + strerror(errno));
-  mappings_.push_back({p, size});
+  mappings_.emplace_back(p, size);
   return p;
 }
 
 int32_t* BpfPrograms::xq(uint32_t thread) const { return xq_ + thread * xq_stride_; }
 
 qn_topk_slot* BpfPrograms::topk(uint32_t thread, uint32_t c) const {
-  return reinterpret_cast<qn_topk_slot*>(topk_ + (thread * QN_PMAX + c) * topk_stride_);
+  return reinterpret_cast<qn_topk_slot*>(topk_ + qn_topk_key(thread, c) * topk_stride_);
 }
 
 int BpfPrograms::kv_outer_fd() const { return bpf_map__fd(kv_outer_); }
@@ -300,7 +325,8 @@ std::vector<ProgramStat> BpfPrograms::stats() const {
                           std::pair{prog_matmul_pre_, "qn_matmul_pre"},
                           std::pair{prog_matmul_proj_pre_, "qn_matmul_proj_pre"},
                           std::pair{prog_attention_, "qn_attention"},
-                          std::pair{prog_embed_, "qn_embed"}}) {
+                          std::pair{prog_embed_, "qn_embed"}, std::pair{prog_rope_, "qn_rope_table"},
+                          std::pair{prog_topk_merge_, "qn_topk_merge"}}) {
     if (fd < 0) continue;  // not loaded (q24: no packed prefill programs)
     bpf_prog_info info{};
     uint32_t len = sizeof info;

@@ -1,13 +1,16 @@
-// The forward-pass BPF object, loaded once: sizes and shape set before load,
-// verifier failures turned into qwen3::Error (program name + log tail), every
-// buffer map mmapped so user space reads logits and writes weights in place,
-// and one call path (BPF_PROG_TEST_RUN) that counts bpf() calls.
+// The forward-pass BPF object, loaded once: sizes and shape set before load
+// (byte layouts: bpf_ops/layout.h), verifier failures turned into qwen3::Error
+// (program name + log tail), every buffer map mmapped so user space reads
+// logits and writes weights in place, and one call path (BPF_PROG_TEST_RUN)
+// that counts bpf() calls. Both objects (weights in maps or in an arena) load
+// through one path; the skeleton and every mapping are owned by members, so a
+// throw anywhere in the constructor releases all of them.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,7 +29,6 @@ struct ProgramLayout {
   bool arena = false;
   uint64_t weight_bytes = 0;    // arena: bytes to map; map: entries * QN_WENTRY_BYTES
   uint32_t weight_entries = 1;  // map path
-  uint32_t threads = 2;
 };
 
 struct ProgramStat {
@@ -48,11 +50,15 @@ class BpfPrograms {
   void matmul(qn_args& args);
   void attention(qn_args& args) { run(prog_attention_, "qn_attention", args); }
   void embed(qn_args& args) { run(prog_embed_, "qn_embed", args); }
+  // RoPE table rows [row_begin, row_end) (bpf_ops/ops_rope.h).
+  void rope_table(qn_args& args) { run(prog_rope_, "qn_rope_table", args); }
+  // Merges the workers' top-k lists of the npos logit positions (after a VOCAB pass).
+  void topk_merge(qn_args& args) { run(prog_topk_merge_, "qn_topk_merge", args); }
 
   uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
   const ProgramLayout& layout() const { return layout_; }
   std::vector<ProgramStat> stats() const;
-  int program_count() const { return q8_ ? 6 : 4; }
+  int program_count() const { return q8_ ? 8 : 6; }
   int map_count() const;
 
   // mmapped buffers (see bpf_ops/maps.h for their layout).
@@ -63,6 +69,7 @@ class BpfPrograms {
   int32_t* xq(uint32_t thread) const;
   int32_t* logits() const { return logits_; }
   qn_topk_slot* topk(uint32_t thread, uint32_t c) const;
+  qn_topk_slot* merged_topk(uint32_t c) const { return topk(layout_.shape.threads, c); }
   int32_t* norms() const { return norms_; }
   int32_t* rope() const { return rope_; }
   uint8_t* weights() const { return weights_; }  // map entries back to back, or the arena
@@ -72,20 +79,36 @@ class BpfPrograms {
   uint32_t kv_value_size() const { return layout_.shape.kv_pos_bytes; }
 
  private:
-  struct Mapping {
-    void* addr = nullptr;
-    size_t size = 0;
+  // One mmap of a BPF map; unmapped when destroyed.
+  class Mapping {
+   public:
+    Mapping(void* addr, size_t size) : addr_(addr), size_(size) {}
+    Mapping(Mapping&& o) noexcept : addr_(o.addr_), size_(o.size_) { o.addr_ = nullptr; }
+    Mapping(const Mapping&) = delete;
+    ~Mapping();
+
+   private:
+    void* addr_;
+    size_t size_;
   };
+  // The skeleton (forward_map or forward_arena): destroyed with its maps and programs.
+  using Skeleton = std::unique_ptr<void, void (*)(void*)>;
+
+  template <typename Skel>
+  void load(const ProgramLayout& layout, std::string& log);
   void run(int prog_fd, const char* name, qn_args& args);
   void* map_buffer(bpf_map* map, size_t value_size, uint32_t entries);
 
   ProgramLayout layout_;
-  std::function<void()> destroy_;
+  // Declared before mappings_: members die in reverse order, so every mapping
+  // is unmapped before the skeleton closes the maps.
+  Skeleton skel_{nullptr, nullptr};
   bpf_object* obj_ = nullptr;
   bpf_map* kv_outer_ = nullptr;
   bool q8_ = false;
   int prog_matmul_pre_ = -1, prog_matmul_proj_pre_ = -1;
   int prog_matmul_ = -1, prog_matmul_proj_ = -1, prog_attention_ = -1, prog_embed_ = -1;
+  int prog_rope_ = -1, prog_topk_merge_ = -1;
   std::vector<Mapping> mappings_;
   int32_t *resid_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *mlp_ = nullptr;
   int32_t *xq_ = nullptr, *logits_ = nullptr, *norms_ = nullptr, *rope_ = nullptr;

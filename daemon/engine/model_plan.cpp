@@ -6,11 +6,13 @@
 
 namespace qwen3::engine {
 
-uint32_t pad_to_group(uint32_t n) { return (n + QN_GROUP - 1) / QN_GROUP * QN_GROUP; }
+static_assert(static_cast<uint32_t>(Precision::q24) == QN_PREC_Q24 &&
+              static_cast<uint32_t>(Precision::q8) == QN_PREC_Q8);
 
-uint32_t row_bytes_for(uint32_t cols, bool q8) {
-  uint32_t groups = pad_to_group(cols) / QN_GROUP;
-  return q8 ? groups * (4 + QN_GROUP) + 8 * QN_OUT_COLS : groups * 4 * QN_GROUP;
+uint32_t pad_to_group(uint32_t n) { return qn_groups_for(n) * QN_GROUP; }
+
+uint32_t row_bytes_for(uint32_t cols, Precision p) {
+  return qn_row_bytes(static_cast<uint32_t>(p), qn_groups_for(cols));
 }
 
 uint64_t MatrixPlan::row_offset(uint32_t r) const {
@@ -26,8 +28,9 @@ const MatrixPlan& ModelPlan::layer_matrix(int layer, MatrixKind kind) const {
 const MatrixPlan& ModelPlan::embed() const { return tied ? matrices.back() : matrices[matrices.size() - 2]; }
 const MatrixPlan& ModelPlan::lm_head() const { return tied ? embed() : matrices.back(); }
 
-ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t threads, uint32_t max_ctx,
-                          uint32_t kv_bits) {
+ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena, uint32_t threads,
+                          uint32_t max_ctx, uint32_t kv_bits) {
+  const bool q8 = precision == Precision::q8;
   if (kv_bits != 8 && kv_bits != 16) throw invalid_argument("kv_bits must be 8 or 16");
   if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
       c.num_key_value_heads <= 0 || c.head_dim <= 0 || c.intermediate_size <= 0 || c.vocab_size <= 0)
@@ -36,8 +39,11 @@ ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t th
     throw invalid_argument("num_attention_heads is not a multiple of num_key_value_heads");
   if (c.head_dim % 8 != 0 || c.head_dim > 256)
     throw invalid_argument("head_dim must be a multiple of 8 and at most 256 for the BPF engine");
-  if (threads == 0 || threads > QN_THREADS_MAX)
-    throw invalid_argument("engine threads must be between 1 and " + std::to_string(QN_THREADS_MAX));
+  if (threads == 0 || threads > QN_THREADS_LIMIT)
+    throw invalid_argument("engine threads must be between 1 and " + std::to_string(QN_THREADS_LIMIT));
+  if (!(c.rope_theta >= 2.0 && c.rope_theta < 1e12))
+    throw invalid_argument("rope_theta " + std::to_string(c.rope_theta) +
+                           " is outside what the BPF RoPE table handles (2 .. 1e12)");
   const uint32_t hd = c.head_dim;
   ModelPlan plan;
   plan.tied = c.tie_word_embeddings;
@@ -53,13 +59,15 @@ ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t th
   s.q_dim = c.q_dim();
   s.kv_dim = c.kv_dim();
   s.qkv_dim = s.q_dim + 2 * s.kv_dim;
-  s.precision = q8 ? QN_PREC_Q8 : QN_PREC_Q24;
+  s.precision = static_cast<uint32_t>(precision);
+  s.threads = threads;
+  s.rope_theta_q16 = static_cast<uint64_t>(c.rope_theta * 65536.0 + 0.5);
   s.eps_q32 = static_cast<uint64_t>(c.rms_norm_eps * 4294967296.0 + 0.5);
   s.max_ctx = (std::max<uint32_t>(max_ctx, 2) + 1) & ~1u;  // even: keeps the scratch 8-aligned
   s.kv_bytes = kv_bits / 8;
   // int16: K, V, then an int32 max per vector; int8: K, V only (the rotated
   // layout keeps each vector's scale code inside its codes; docs/kv-cache.md)
-  s.kv_layer_bytes = 2 * s.n_kv_heads * hd * s.kv_bytes + (kv_bits == 16 ? 8 * s.n_kv_heads : 0);
+  s.kv_layer_bytes = qn_kv_layer_bytes(s.n_kv_heads, hd, s.kv_bytes);
   s.kv_pos_bytes = s.n_layers * s.kv_layer_bytes;
   l.hid_pad = pad_to_group(s.hidden);
   l.qkv_pad = pad_to_group(s.qkv_dim);
@@ -68,10 +76,9 @@ ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t th
   l.in_pad = std::max({l.hid_pad, l.qd_pad, l.inter_pad});
   l.rope_positions = s.max_ctx;
   l.arena = arena;
-  l.threads = threads;
   s.max_groups = l.in_pad / QN_GROUP;
-  s.max_row_bytes = std::max({row_bytes_for(s.hidden, q8), row_bytes_for(s.q_dim, q8),
-                              row_bytes_for(s.inter, q8)});
+  s.max_row_bytes = std::max({row_bytes_for(s.hidden, precision), row_bytes_for(s.q_dim, precision),
+                              row_bytes_for(s.inter, precision)});
   if (s.max_row_bytes * 2 > QN_WENTRY_BYTES) throw invalid_argument("model rows too wide for the BPF engine");
 
   // Norm weights: per layer input, post-attention, q, k; then the final norm.
@@ -101,8 +108,8 @@ ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t th
     p.rows = rows;
     p.cols = cols;
     p.m.rows = rows;
-    p.m.groups = pad_to_group(cols) / QN_GROUP;
-    p.m.row_bytes = row_bytes_for(cols, q8);
+    p.m.groups = qn_groups_for(cols);
+    p.m.row_bytes = row_bytes_for(cols, precision);
     p.m.act_bits = QN_ACT_BITS_MAX;
     p.m.wfrac = q8 ? QN_W8_FRAC : QN_W24_FRAC;  // lowered by the conversion for large weights
     if (arena) {

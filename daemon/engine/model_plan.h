@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/bpf_programs.h"
+#include "engine/precision.h"
 #include "model/model_config.h"
 
 namespace qwen3::engine {
@@ -42,10 +43,11 @@ struct ModelPlan {
 };
 
 uint32_t pad_to_group(uint32_t n);
-uint32_t row_bytes_for(uint32_t cols, bool q8);
+uint32_t row_bytes_for(uint32_t cols, Precision p);
 
-// max_ctx: longest KV cache any session may ask for (also RoPE table rows).
-ModelPlan make_model_plan(const ModelConfig& c, bool q8, bool arena, uint32_t threads, uint32_t max_ctx,
+// max_ctx: longest KV cache any session may ask for (also RoPE table rows);
+// threads: worker threads, 1 .. QN_THREADS_LIMIT (per-worker maps are sized to it).
+ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena, uint32_t threads, uint32_t max_ctx,
                           uint32_t kv_bits = 16);
 
 }  // namespace qwen3::engine

@@ -30,7 +30,8 @@ int32_t to_fixed(float w, int frac, const char* what) {
   return static_cast<int32_t>(round_away(v));
 }
 
-int weight_frac_for(double max_abs, bool q8, const char* what) {
+int weight_frac_for(double max_abs, Precision p, const char* what) {
+  const bool q8 = p == Precision::q8;
   int frac = q8 ? QN_W8_FRAC : QN_W24_FRAC;
   const double top = q8 ? max_abs / 127.0 : max_abs;
   while (frac > QN_ACT_FRAC && std::ldexp(top, frac) >= 2147483000.0) frac--;
@@ -40,10 +41,12 @@ int weight_frac_for(double max_abs, bool q8, const char* what) {
   return frac;
 }
 
-uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, const char* what,
+uint64_t convert_row(std::span<const float> w, Precision p, int frac, uint8_t* out, const char* what,
                      std::span<const uint32_t> ocols) {
+  const bool q8 = p == Precision::q8;
+  const uint32_t prec = static_cast<uint32_t>(p);
   const size_t cols = w.size();
-  const size_t groups = (cols + QN_GROUP - 1) / QN_GROUP;
+  const uint32_t groups = qn_groups_for(static_cast<uint32_t>(cols));
   const double p2 = pow2(frac);
   uint64_t l1 = 0;
   auto is_out = [&](size_t c) { return std::find(ocols.begin(), ocols.end(), c) != ocols.end(); };
@@ -56,7 +59,7 @@ uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, 
         vals[k] = to_fixed(w[c0 + k], frac, what);
         l1 += static_cast<uint64_t>(std::llabs(vals[k]));
       }
-      std::memcpy(out + g * 4 * QN_GROUP, vals, sizeof vals);
+      std::memcpy(out + qn_group_off(prec, g), vals, sizeof vals);
       continue;
     }
     bool exact[QN_GROUP] = {};
@@ -74,9 +77,9 @@ uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, 
     for (size_t k = 0; k < n; k++) qsum += static_cast<uint64_t>(std::abs(qg.codes[k]));
     const int32_t scale = qg.scale;
     const int8_t* q = qg.codes;
-    uint8_t* gp = out + g * (4 + QN_GROUP);
-    std::memcpy(gp, &scale, 4);
-    std::memcpy(gp + 4, q, QN_GROUP);
+    uint8_t* gp = out + qn_group_off(prec, g);
+    std::memcpy(gp, &scale, QN_Q8_SCALE_BYTES);
+    std::memcpy(gp + QN_Q8_SCALE_BYTES, q, QN_GROUP);
     l1 += qsum * static_cast<uint64_t>(scale);
   }
   if (q8) {
@@ -85,12 +88,14 @@ uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, 
       wo[k] = round_away(static_cast<double>(w[ocols[k]]) * p2);
       l1 += static_cast<uint64_t>(std::llabs(wo[k]));
     }
-    std::memcpy(out + groups * (4 + QN_GROUP), wo, sizeof wo);
+    static_assert(sizeof wo == QN_OUT_TAIL_BYTES);
+    std::memcpy(out + qn_q8_tail_off(groups), wo, sizeof wo);
   }
   return l1;
 }
 
-uint32_t act_bits_for(uint64_t max_l1, bool q8) {
+uint32_t act_bits_for(uint64_t max_l1, Precision p) {
+  const bool q8 = p == Precision::q8;
   int b = qn_bits_u64(max_l1);
   int a = 62 - b;
   if (a > QN_ACT_BITS_MAX) a = QN_ACT_BITS_MAX;
@@ -99,22 +104,25 @@ uint32_t act_bits_for(uint64_t max_l1, bool q8) {
   return static_cast<uint32_t>(a);
 }
 
-double dequant(const uint8_t* row, uint32_t c, bool q8, int frac, uint32_t cols, std::span<const uint32_t> ocols) {
+double dequant(const uint8_t* row, uint32_t c, Precision p, int frac, uint32_t cols,
+               std::span<const uint32_t> ocols) {
+  const bool q8 = p == Precision::q8;
+  const uint32_t prec = static_cast<uint32_t>(p);
   const uint32_t g = c / QN_GROUP, k = c % QN_GROUP;
   for (size_t i = 0; q8 && i < ocols.size(); i++)
     if (ocols[i] == c) {
       int64_t v;
-      std::memcpy(&v, row + (cols + QN_GROUP - 1) / QN_GROUP * (4 + QN_GROUP) + 8 * i, 8);
+      std::memcpy(&v, row + qn_q8_tail_off(qn_groups_for(cols)) + 8 * i, 8);
       return std::ldexp(static_cast<double>(v), -frac);
     }
   if (!q8) {
     int32_t v;
-    std::memcpy(&v, row + g * 4 * QN_GROUP + 4 * k, 4);
+    std::memcpy(&v, row + qn_group_off(prec, g) + 4 * k, 4);
     return std::ldexp(static_cast<double>(v), -frac);
   }
   int32_t scale;
-  std::memcpy(&scale, row + g * (4 + QN_GROUP), 4);
-  int8_t q = static_cast<int8_t>(row[g * (4 + QN_GROUP) + 4 + k]);
+  std::memcpy(&scale, row + qn_group_off(prec, g), QN_Q8_SCALE_BYTES);
+  int8_t q = static_cast<int8_t>(row[qn_group_off(prec, g) + QN_Q8_SCALE_BYTES + k]);
   return std::ldexp(static_cast<double>(q) * scale, -frac);
 }
 

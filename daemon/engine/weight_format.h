@@ -1,5 +1,5 @@
 // Conversion of float weights (exact BF16 values) into the integer row
-// layouts the BPF kernels read (bpf_ops/ops_weights.h), with F fraction bits
+// row format of bpf_ops/layout.h that the BPF kernels read, with F fraction bits
 // per matrix (q24: F = 24, q8: F = 30; one bit less per doubling of max|w|
 // beyond what int32 holds, e.g. embeddings with planted outliers):
 //   q24: per group of 64 columns, 64 int32 = round(w * 2^F)
@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/precision.h"
 #include "engine/q8_quantizer.h"  // pick_outlier_columns
 
 namespace qwen3::engine {
@@ -22,20 +23,20 @@ int32_t to_fixed(float w, int frac, const char* what);
 
 // Fraction bits for a matrix whose largest |w| is max_abs; throws when even
 // 16 bits (the activation format) would not hold it.
-int weight_frac_for(double max_abs, bool q8, const char* what);
+int weight_frac_for(double max_abs, Precision p, const char* what);
 
-// Converts one row (cols floats) into `out` (row_bytes_for(cols, q8) bytes);
+// Converts one row (cols floats) into `out` (row_bytes_for(cols, p) bytes);
 // `ocols` (q8) are the matrix's outlier columns.
 // Returns the row's L1 norm in weight units (sum |w| * 2^frac, as stored).
-uint64_t convert_row(std::span<const float> w, bool q8, int frac, uint8_t* out, const char* what,
+uint64_t convert_row(std::span<const float> w, Precision p, int frac, uint8_t* out, const char* what,
                      std::span<const uint32_t> ocols = {});
 
 // act_bits such that max_l1 * 2^act_bits < 2^62; at most QN_Q8_ACT_BITS for
 // q8 (the packed two-row kernel's lanes, bpf_ops/ops_weights.h).
-uint32_t act_bits_for(uint64_t max_l1, bool q8);
+uint32_t act_bits_for(uint64_t max_l1, Precision p);
 
 // Reads back column c of a converted row as float (tests, embedding checks).
-double dequant(const uint8_t* row, uint32_t c, bool q8, int frac, uint32_t cols = 0,
+double dequant(const uint8_t* row, uint32_t c, Precision p, int frac, uint32_t cols = 0,
                std::span<const uint32_t> ocols = {});
 
 }  // namespace qwen3::engine

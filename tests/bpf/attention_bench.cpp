@@ -30,6 +30,7 @@
 #include "engine/bpf_programs.h"
 #include "engine/model_plan.h"
 #include "engine/rope_table.h"
+#include "engine/worker_pool.h"
 
 namespace {
 
@@ -95,14 +96,15 @@ int main(int argc, char** argv) {
   for (uint32_t bits : {16u, 8u}) {
     Layout l;
     l.kv_bits = bits;
-    l.plan = make_model_plan(c, false, false, 2, max_ctx, bits);
+    l.plan = make_model_plan(c, Precision::q24, false, 2, max_ctx, bits);
     l.plan.layout.weight_entries = 1;  // attention reads no weights
     l.progs = std::make_unique<BpfPrograms>(l.plan.layout);
     std::mt19937_64 rng(1);
     std::uniform_real_distribution<double> ud(1.5, 3.5);
     for (uint32_t i = 0; i < l.plan.layout.shape.norms_len; i++)
       l.progs->norms()[i] = static_cast<int32_t>(ud(rng) * (1 << QN_NORM_FRAC));
-    fill_rope_table(l.progs->rope(), l.plan.layout.rope_positions, c.head_dim, c.rope_theta);
+    WorkerPool pool(2);
+    fill_rope_table(*l.progs, pool);
     std::normal_distribution<double> nd(0, 2);
     auto random_qkv = [&] {
       for (uint32_t i = 0; i < QN_PMAX * l.plan.layout.qkv_pad; i++)

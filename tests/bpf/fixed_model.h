@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/precision.h"
 #include "numerics.h"
 #include "op_args.h"
 
@@ -64,24 +65,26 @@ inline int requant(std::vector<int32_t>& x, int act_bits) {
   return s;
 }
 
-inline int64_t dot(const uint8_t* row, const int32_t* x, uint32_t groups, bool q8, const uint32_t* ocol) {
+// Row format: bpf_ops/layout.h.
+inline int64_t dot(const uint8_t* row, const int32_t* x, uint32_t groups, Precision p, const uint32_t* ocol) {
+  const uint32_t prec = static_cast<uint32_t>(p);
   int64_t acc = 0;
   for (uint32_t g = 0; g < groups; g++) {
-    if (q8) {
-      const uint8_t* gp = row + g * (4 + QN_GROUP);
+    const uint8_t* gp = row + qn_group_off(prec, g);
+    if (p == Precision::q8) {
       int32_t scale;
-      std::memcpy(&scale, gp, 4);
+      std::memcpy(&scale, gp, QN_Q8_SCALE_BYTES);
       int64_t gs = 0;
-      for (int k = 0; k < QN_GROUP; k++) gs += int64_t(static_cast<int8_t>(gp[4 + k])) * x[g * QN_GROUP + k];
+      for (int k = 0; k < QN_GROUP; k++)
+        gs += int64_t(static_cast<int8_t>(gp[QN_Q8_SCALE_BYTES + k])) * x[g * QN_GROUP + k];
       acc += gs * scale;
       if (g + 1 == groups)
         for (int k = 0; k < QN_OUT_COLS; k++) {
           int64_t w;
-          std::memcpy(&w, row + groups * (4 + QN_GROUP) + 8 * k, 8);
+          std::memcpy(&w, row + qn_q8_tail_off(groups) + 8 * k, 8);
           acc += w * x[ocol[k]];
         }
     } else {
-      const uint8_t* gp = row + g * 4 * QN_GROUP;
       for (int k = 0; k < QN_GROUP; k++) {
         int32_t w;
         std::memcpy(&w, gp + 4 * k, 4);
@@ -92,8 +95,9 @@ inline int64_t dot(const uint8_t* row, const int32_t* x, uint32_t groups, bool q
   return acc;
 }
 
-inline int32_t matmul_row(const uint8_t* row, const std::vector<int32_t>& xq, int s, const qn_matrix& m, bool q8) {
-  return qn_matmul_out(dot(row, xq.data(), m.groups, q8, m.ocol), static_cast<int>(m.wfrac), s);
+inline int32_t matmul_row(const uint8_t* row, const std::vector<int32_t>& xq, int s, const qn_matrix& m,
+                          Precision p) {
+  return qn_matmul_out(dot(row, xq.data(), m.groups, p, m.ocol), static_cast<int>(m.wfrac), s);
 }
 
 // Query/key head: RMSNorm then RoPE (rotate-half); cs = [half cos][half sin].
@@ -235,24 +239,25 @@ inline std::vector<int32_t> attend(std::vector<int32_t> q, const std::vector<Qua
   return out;
 }
 
-inline int32_t embed_value(const uint8_t* row, uint32_t c, bool q8, const qn_matrix& m) {
+inline int32_t embed_value(const uint8_t* row, uint32_t c, Precision p, const qn_matrix& m) {
   const uint32_t g = c / QN_GROUP, k = c % QN_GROUP;
   const int wfrac = static_cast<int>(m.wfrac);
-  if (q8) {
+  const uint8_t* gp = row + qn_group_off(static_cast<uint32_t>(p), g);
+  if (p == Precision::q8) {
     int32_t scale;
-    std::memcpy(&scale, row + g * (4 + QN_GROUP), 4);
-    int64_t q = static_cast<int8_t>(row[g * (4 + QN_GROUP) + 4 + k]);
+    std::memcpy(&scale, gp, QN_Q8_SCALE_BYTES);
+    int64_t q = static_cast<int8_t>(gp[QN_Q8_SCALE_BYTES + k]);
     int32_t v = qn_sat32(qn_round_shift(q * scale, wfrac - QN_ACT_FRAC));
     for (int i = 0; i < QN_OUT_COLS; i++)
       if (m.ocol[i] == c) {
         int64_t w;
-        std::memcpy(&w, row + m.groups * (4 + QN_GROUP) + 8 * i, 8);
+        std::memcpy(&w, row + qn_q8_tail_off(m.groups) + 8 * i, 8);
         v = qn_sat32(int64_t(v) + qn_round_shift(w, wfrac - QN_ACT_FRAC));
       }
     return v;
   }
   int32_t w;
-  std::memcpy(&w, row + g * 4 * QN_GROUP + 4 * k, 4);
+  std::memcpy(&w, gp + 4 * k, 4);
   return qn_sat32(qn_round_shift(w, wfrac - QN_ACT_FRAC));
 }
 

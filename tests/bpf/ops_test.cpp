@@ -20,6 +20,7 @@
 #include "engine/model_plan.h"
 #include "engine/rope_table.h"
 #include "engine/weight_format.h"
+#include "engine/worker_pool.h"
 #include "fixed_model.h"
 
 namespace qwen3::engine {
@@ -29,12 +30,12 @@ namespace fm = qwen3::fixed_model;
 
 struct Param {
   bool arena;
-  bool q8;
+  Precision precision;
   uint32_t kv_bits = 16;
 };
 
 std::string param_name(const testing::TestParamInfo<Param>& i) {
-  return std::string(i.param.arena ? "arena" : "map") + (i.param.q8 ? "_q8" : "_q24") + "_kv" +
+  return std::string(i.param.arena ? "arena" : "map") + (i.param.precision == Precision::q8 ? "_q8" : "_q24") + "_kv" +
          std::to_string(i.param.kv_bits);
 }
 
@@ -59,7 +60,7 @@ class OpsTest : public testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     cfg_ = small_config();
-    plan_ = make_model_plan(cfg_, GetParam().q8, GetParam().arena, 2, 64, GetParam().kv_bits);
+    plan_ = make_model_plan(cfg_, GetParam().precision, GetParam().arena, 2, 64, GetParam().kv_bits);
     progs_ = std::make_unique<BpfPrograms>(plan_.layout);
     std::mt19937_64 rng(42);
     std::normal_distribution<float> nd(0.0f, 0.08f);
@@ -79,21 +80,21 @@ class OpsTest : public testing::TestWithParam<Param> {
       }
       std::vector<float> col_max(mp.cols, 0.0f);
       for (size_t i = 0; i < all.size(); i++) col_max[i % mp.cols] = std::max(col_max[i % mp.cols], std::fabs(all[i]));
-      std::vector<uint32_t> ocols = GetParam().q8 ? pick_outlier_columns(col_max) : std::vector<uint32_t>{};
-      if (GetParam().q8 && embed) EXPECT_EQ(ocols, std::vector<uint32_t>{7});
+      std::vector<uint32_t> ocols = q8() ? pick_outlier_columns(col_max) : std::vector<uint32_t>{};
+      if (q8() && embed) EXPECT_EQ(ocols, std::vector<uint32_t>{7});
       double mx = 0;
       for (uint32_t c = 0; c < mp.cols; c++)
         if (std::find(ocols.begin(), ocols.end(), c) == ocols.end()) mx = std::max(mx, double(col_max[c]));
-      mp.m.wfrac = weight_frac_for(mx, GetParam().q8, "test");
+      mp.m.wfrac = weight_frac_for(mx, prec(), "test");
       for (int k = 0; k < QN_OUT_COLS; k++) mp.m.ocol[k] = k < int(ocols.size()) ? ocols[k] : 0;
       ocols_[mi] = ocols;
       uint64_t max_l1 = 0;
       for (uint32_t r = 0; r < mp.rows; r++) {
         std::span<const float> row(&all[size_t(r) * mp.cols], mp.cols);
-        max_l1 = std::max(max_l1, convert_row(row, GetParam().q8, mp.m.wfrac, progs_->weights() + mp.row_offset(r),
+        max_l1 = std::max(max_l1, convert_row(row, prec(), mp.m.wfrac, progs_->weights() + mp.row_offset(r),
                                               "test", ocols));
       }
-      mp.m.act_bits = act_bits_for(max_l1, GetParam().q8);
+      mp.m.act_bits = act_bits_for(max_l1, prec());
     }
     std::uniform_real_distribution<float> ud(0.5f, 1.5f);
     for (uint32_t i = 0; i < plan_.layout.shape.norms_len; i++)
@@ -105,8 +106,12 @@ class OpsTest : public testing::TestWithParam<Param> {
         progs_->norms()[n.input + i] = 0;
         progs_->norms()[n.post + i] = 0;
       }
-    fill_rope_table(progs_->rope(), plan_.layout.rope_positions, cfg_.head_dim, cfg_.rope_theta);
+    WorkerPool pool(2);
+    fill_rope_table(*progs_, pool);
   }
+
+  Precision prec() const { return GetParam().precision; }
+  bool q8() const { return prec() == Precision::q8; }
 
   qn_args args_for(const MatrixPlan& mp) {
     qn_args a{};
@@ -154,13 +159,13 @@ class OpsTest : public testing::TestWithParam<Param> {
   double float_row(const MatrixPlan& mp, uint32_t r, const std::vector<double>& x) {
     const auto& oc = ocols_[size_t(&mp - plan_.matrices.data())];
     double acc = 0;
-    for (uint32_t c = 0; c < mp.cols; c++) acc += dequant(row(mp, r), c, GetParam().q8, mp.m.wfrac, mp.cols, oc) * x[c];
+    for (uint32_t c = 0; c < mp.cols; c++) acc += dequant(row(mp, r), c, prec(), mp.m.wfrac, mp.cols, oc) * x[c];
     return acc;
   }
   double row_l1(const MatrixPlan& mp, uint32_t r) {
     const auto& oc = ocols_[size_t(&mp - plan_.matrices.data())];
     double l1 = 0;
-    for (uint32_t c = 0; c < mp.cols; c++) l1 += std::fabs(dequant(row(mp, r), c, GetParam().q8, mp.m.wfrac, mp.cols, oc));
+    for (uint32_t c = 0; c < mp.cols; c++) l1 += std::fabs(dequant(row(mp, r), c, prec(), mp.m.wfrac, mp.cols, oc));
     return l1;
   }
   std::vector<double> float_norm(const std::vector<int32_t>& x, uint32_t n, std::span<const int32_t> w) {
@@ -204,7 +209,7 @@ void OpsTest::check_qkv(uint32_t npos) {
     auto fx = float_norm(x, cfg_.hidden_size, norm_w(a.norm_off, cfg_.hidden_size));
     for (uint32_t r = 0; r < mp.rows; r++) {
       int32_t got = progs_->qkv()[p * plan_.layout.qkv_pad + r];
-      ASSERT_EQ(got, fm::matmul_row(row(mp, r), n, s, mp.m, GetParam().q8)) << "p " << p << " row " << r;
+      ASSERT_EQ(got, fm::matmul_row(row(mp, r), n, s, mp.m, prec())) << "p " << p << " row " << r;
       double f = float_row(mp, r, fx);
       worst = std::max(worst, std::fabs(q16(got) - f));
       scale = std::max(scale, std::fabs(f));
@@ -231,8 +236,8 @@ TEST_P(OpsTest, GateUpSiluMatchesModelAndFloat) {
                                 plan_.layout.shape.eps_q32, mp.m.act_bits, n);
     auto fx = float_norm(x, cfg_.hidden_size, norm_w(a.norm_off, cfg_.hidden_size));
     for (uint32_t j = 0; j < mp.rows / 2; j++) {
-      int32_t g = fm::matmul_row(row(mp, 2 * j), n, s, mp.m, GetParam().q8);
-      int32_t u = fm::matmul_row(row(mp, 2 * j + 1), n, s, mp.m, GetParam().q8);
+      int32_t g = fm::matmul_row(row(mp, 2 * j), n, s, mp.m, prec());
+      int32_t u = fm::matmul_row(row(mp, 2 * j + 1), n, s, mp.m, prec());
       int32_t got = progs_->mlp()[p * plan_.layout.inter_pad + j];
       ASSERT_EQ(got, qn_silu_mul(g, u)) << "p " << p << " j " << j;
       double fg = float_row(mp, 2 * j, fx), fu = float_row(mp, 2 * j + 1, fx);
@@ -274,7 +279,7 @@ void OpsTest::check_projections(uint32_t npos) {
       for (uint32_t i = 0; i < len; i++) fx[i] = q16(x[i]);
       int s = fm::requant(x, mp.m.act_bits);
       for (uint32_t r = 0; r < mp.rows; r++) {
-        int32_t y = fm::matmul_row(row(mp, r), x, s, mp.m, GetParam().q8);
+        int32_t y = fm::matmul_row(row(mp, r), x, s, mp.m, prec());
         int32_t got = resid_row(p)[r];
         ASSERT_EQ(got, qn_sat32(int64_t(before[p][r]) + y)) << "p " << p << " row " << r;
         double f = float_row(mp, r, fx);
@@ -303,6 +308,10 @@ TEST_P(OpsTest, VocabLogitsArgmaxTopK) {
   a.top_k = 20;
   a.norm_off = plan_.final_norm;
   run_split(a, mp.rows);
+  qn_args m{};
+  m.npos = 2;
+  m.top_k = a.top_k;
+  progs_->topk_merge(m);
   const uint32_t positions[] = {0, 2};
   for (uint32_t c = 0; c < 2; c++) {
     auto x = resid_row(positions[c]);
@@ -311,26 +320,18 @@ TEST_P(OpsTest, VocabLogitsArgmaxTopK) {
                                 plan_.layout.shape.eps_q32, mp.m.act_bits, n);
     std::vector<std::pair<int32_t, int32_t>> all;  // (-logit, id)
     for (uint32_t r = 0; r < mp.rows; r++) {
-      int32_t want = fm::matmul_row(row(mp, r), n, s, mp.m, GetParam().q8);
+      int32_t want = fm::matmul_row(row(mp, r), n, s, mp.m, prec());
       ASSERT_EQ(progs_->logits()[c * cfg_.vocab_size + r], want) << "c " << c << " row " << r;
       all.push_back({-want, static_cast<int32_t>(r)});
     }
     std::sort(all.begin(), all.end());
-    // merge the two threads' lists the way the engine does
-    std::vector<std::pair<int32_t, int32_t>> merged;
-    int32_t best_id = -1, best = 0;
-    for (uint32_t t = 0; t < 2; t++) {
-      const qn_topk_slot* sl = progs_->topk(t, c);
-      ASSERT_EQ(sl->count, 20);
-      for (int i = 0; i < sl->count; i++) merged.push_back({-sl->e[i].logit, sl->e[i].id});
-      if (best_id < 0 || sl->argmax_logit > best) {
-        best_id = sl->argmax_id;
-        best = sl->argmax_logit;
-      }
-    }
-    std::sort(merged.begin(), merged.end());
-    for (int i = 0; i < 20; i++) EXPECT_EQ(merged[i], all[i]) << "rank " << i;
-    EXPECT_EQ(best_id, all[0].second);
+    for (uint32_t t = 0; t < 2; t++) ASSERT_EQ(progs_->topk(t, c)->count, 20);
+    // the kernel's merge of the two workers' lists (qn_topk_merge)
+    const qn_topk_slot* m = progs_->merged_topk(c);
+    ASSERT_EQ(m->count, 20);
+    for (int i = 0; i < 20; i++) EXPECT_EQ(std::pair(-m->e[i].logit, m->e[i].id), all[i]) << "rank " << i;
+    EXPECT_EQ(m->argmax_id, all[0].second);
+    EXPECT_EQ(m->argmax_logit, -all[0].first);
   }
 }
 
@@ -343,7 +344,7 @@ TEST_P(OpsTest, EmbedDequantizesRows) {
   progs_->embed(a);
   for (uint32_t p = 0; p < 4; p++)
     for (uint32_t c = 0; c < plan_.layout.hid_pad; c++)
-      ASSERT_EQ(resid_row(p)[c], fm::embed_value(row(mp, toks[p]), c, GetParam().q8, mp.m)) << p << " " << c;
+      ASSERT_EQ(resid_row(p)[c], fm::embed_value(row(mp, toks[p]), c, prec(), mp.m)) << p << " " << c;
   a.tokens[1] = 1000;  // out of vocabulary: the program refuses
   EXPECT_THROW(progs_->embed(a), Error);
 }
@@ -544,14 +545,15 @@ TEST(AttentionGroups, SingleAndOddGroupsMatchModel) {
       ModelConfig c = small_config();
       c.num_key_value_heads = 2;
       c.num_attention_heads = int(2 * group);
-      ModelPlan plan = make_model_plan(c, false, false, 2, 16, bits);
+      ModelPlan plan = make_model_plan(c, Precision::q24, false, 2, 16, bits);
       plan.layout.weight_entries = 1;  // attention reads no weights
       BpfPrograms progs(plan.layout);
       std::mt19937_64 rng(group * 100 + bits);
       std::uniform_real_distribution<double> ud(0.5, 1.5);
       for (uint32_t i = 0; i < plan.layout.shape.norms_len; i++)
         progs.norms()[i] = static_cast<int32_t>(ud(rng) * (1 << QN_NORM_FRAC));
-      fill_rope_table(progs.rope(), plan.layout.rope_positions, c.head_dim, c.rope_theta);
+      WorkerPool pool(2);
+      fill_rope_table(progs, pool);
       auto slots = std::make_shared<KvSlots>(progs.kv_outer_fd(), progs.kv_value_size());
       BpfKvCache kv(slots, 16);
       const uint32_t hd = c.head_dim, qp = plan.layout.qkv_pad, layer = 1;
@@ -678,9 +680,10 @@ TEST_P(OpsTest, AttentionSliceAtPassOffsetEqualsItsOwnPass) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, OpsTest,
-                         testing::Values(Param{false, false}, Param{false, true}, Param{true, false},
-                                         Param{true, true}, Param{false, false, 8}, Param{true, true, 8},
-                                         Param{false, true, 8}),
+                         testing::Values(Param{false, Precision::q24}, Param{false, Precision::q8},
+                                         Param{true, Precision::q24}, Param{true, Precision::q8},
+                                         Param{false, Precision::q24, 8}, Param{true, Precision::q8, 8},
+                                         Param{false, Precision::q8, 8}),
                          param_name);
 
 TEST(ProgramsVerify, AtThe06bShape) {
@@ -693,14 +696,15 @@ TEST(ProgramsVerify, AtThe06bShape) {
   c.intermediate_size = 3072;
   c.vocab_size = 151936;
   c.tie_word_embeddings = true;
-  for (auto [q8, kv_bits] : {std::pair{false, 16u}, std::pair{true, 16u}, std::pair{false, 8u}}) {
-    ModelPlan plan = make_model_plan(c, q8, false, 2, 4096, kv_bits);
+  for (auto [prec, kv_bits] :
+       {std::pair{Precision::q24, 16u}, std::pair{Precision::q8, 16u}, std::pair{Precision::q24, 8u}}) {
+    ModelPlan plan = make_model_plan(c, prec, false, 2, 4096, kv_bits);
     // the compact layout is exactly one byte per cached value: 28 x 2 x 8 x 128
     EXPECT_EQ(plan.layout.shape.kv_pos_bytes, kv_bits == 8 ? 57344u : 116480u);
     plan.layout.weight_entries = 1;  // verification only: no weights needed
     BpfPrograms progs(plan.layout);
     for (auto& st : progs.stats()) {
-      std::printf("%s kv%u %s: %u instructions processed by the verifier\n", q8 ? "q8" : "q24", kv_bits,
+      std::printf("%s kv%u %s: %u instructions processed by the verifier\n", prec == Precision::q8 ? "q8" : "q24", kv_bits,
                   st.name.c_str(), st.verified_insns);
       EXPECT_GT(st.verified_insns, 0u);
       EXPECT_LT(st.verified_insns, 1000000u);

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 
 #include "common/error.h"
@@ -76,6 +77,51 @@ INSTANTIATE_TEST_SUITE_P(Models, PathsTest,
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
+
+// Worker threads split rows, kv heads and RoPE positions, and the kernel
+// merges their top-k lists: any count gives the same bits, here 1 and 16
+// (more threads than this machine's 2 cores, and more than its 8 kv heads:
+// some workers get no heads) against 2, prefill and decode.
+TEST(Threads, OneAndSixteenGiveTheBitsOfTwo) {
+  for (Precision prec : {Precision::q8, Precision::q24}) {
+    Backend& two = bpf("small-outliers", WeightPath::map, prec);
+    std::vector<std::unique_ptr<Backend>> others;
+    for (int threads : prec == Precision::q8 ? std::vector<int>{1, 16} : std::vector<int>{16}) {
+      BpfEngineOptions o;
+      o.precision = prec;
+      o.kv_bits = 16;
+      o.threads = threads;
+      o.max_context = 512;
+      others.push_back(make_bpf_backend(test_support::open_model("small-outliers"), o));
+    }
+    std::mt19937_64 rng(23);
+    auto ids = random_prompt(rng, 21, 151936);
+    ForwardWants w;
+    w.all_positions = true;
+    w.full_logits = true;
+    w.top_k = 40;
+    auto step = [&](Backend& b) {
+      auto kv = b.create_kv(64);
+      std::vector<ForwardResult> out{b.forward(*kv, ids, w)};
+      for (int32_t t : {17, 4242, 99})  // decode after the prefill
+        out.push_back(b.forward(*kv, std::vector<int32_t>{t}, w));
+      return out;
+    };
+    const auto want = step(two);
+    for (auto& b : others) {
+      const auto got = step(*b);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); i++) {
+        ASSERT_EQ(got[i].positions.size(), want[i].positions.size());
+        for (size_t p = 0; p < want[i].positions.size(); p++) {
+          EXPECT_EQ(got[i].positions[p].argmax, want[i].positions[p].argmax);
+          ASSERT_EQ(got[i].positions[p].full, want[i].positions[p].full) << precision_name(prec) << " step " << i;
+          EXPECT_EQ(got[i].positions[p].top_k, want[i].positions[p].top_k);
+        }
+      }
+    }
+  }
+}
 
 // The q8 group quantizer: codes in int8, exact entries left to their int64
 // slot, never a larger squared error than plain absmax rounding, and on
@@ -172,32 +218,43 @@ TEST(Sessions, InterleavedSessionsEqualEachAlone) {
   }
 }
 
-int count_kv_maps() {
-  int n = 0;
-  uint32_t id = 0;
-  while (bpf_map_get_next_id(id, &id) == 0) {
-    int fd = bpf_map_get_fd_by_id(id);
-    if (fd < 0) continue;
+// Ids of the KV maps this process holds an fd of (other processes on the
+// machine create KV maps too, so the system-wide list is no yardstick).
+std::set<uint32_t> own_kv_map_ids() {
+  std::set<uint32_t> ids;
+  for (int fd = 0; fd < 4096; fd++) {
     bpf_map_info info{};
     uint32_t len = sizeof info;
-    if (bpf_map_get_info_by_fd(fd, &info, &len) == 0 && std::strcmp(info.name, "qwen3_kv") == 0) n++;
-    close(fd);
+    if (bpf_map_get_info_by_fd(fd, &info, &len) == 0 && std::strcmp(info.name, "qwen3_kv") == 0) ids.insert(info.id);
   }
-  return n;
+  return ids;
+}
+
+// A map that still exists in the kernel (held by anyone, e.g. the outer map).
+bool map_exists(uint32_t id) {
+  int fd = bpf_map_get_fd_by_id(id);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
 }
 
 TEST(Sessions, FreeingKvCachesLeavesNoMapsBehind) {
   Backend& b = bpf("tiny-outliers", WeightPath::map, Precision::q24);
-  int before = count_kv_maps();
+  const std::set<uint32_t> before = own_kv_map_ids();
+  std::vector<uint32_t> mine;
   {
     std::vector<std::unique_ptr<KvCache>> caches;
     for (int i = 0; i < 5; i++) caches.push_back(b.create_kv(100 + i));
-    EXPECT_EQ(count_kv_maps(), before + 5);
+    for (uint32_t id : own_kv_map_ids())
+      if (!before.count(id)) mine.push_back(id);
+    EXPECT_EQ(mine.size(), 5u);
     EXPECT_EQ(caches[0]->bytes(), size_t(100) * 2 * (2 * 2 * 32 * 2 + 8 * 2));  // layers * (K+V int16 + scales)
     std::vector<int32_t> ids{1, 2, 3};
     b.forward(*caches[2], ids, {});
+    for (uint32_t id : mine) EXPECT_TRUE(map_exists(id));
   }
-  EXPECT_EQ(count_kv_maps(), before);
+  for (uint32_t id : mine) EXPECT_FALSE(map_exists(id)) << "KV map " << id << " outlived its cache";
+  EXPECT_EQ(own_kv_map_ids(), before);
 }
 
 TEST(Errors, BadInputLeavesTheCacheAsItWas) {
@@ -233,12 +290,13 @@ TEST(Info, ReportsProgramsAndWeights) {
   EXPECT_EQ(i.name, "bpf");
   EXPECT_EQ(i.weight_path, "arena");
   EXPECT_EQ(i.precision, "q8");
-  EXPECT_EQ(i.bpf_programs, 6);  // q8: two matmul programs, their prefill variants, attention, embed
+  // q8: two matmul programs, their prefill variants, attention, embed, RoPE table, top-k merge
+  EXPECT_EQ(i.bpf_programs, 8);
   EXPECT_GT(i.weight_bytes, size_t(151936) * 64);
   auto* api = dynamic_cast<BpfBackendApi*>(&b);
   ASSERT_NE(api, nullptr);
   BpfBackendStats s = api->stats();
-  ASSERT_EQ(s.programs.size(), 6u);
+  ASSERT_EQ(s.programs.size(), 8u);
   for (auto& p : s.programs) EXPECT_GT(p.verified_insns, 0u) << p.name;
 }
 

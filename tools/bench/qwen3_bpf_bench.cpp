@@ -6,8 +6,11 @@
 //                   [--precision q24|q8|both] [--prompt-tokens N] [--decode N]
 //                   [--threads N] [--kv-bits 8|16] [--no-reference]
 //                   [--sessions N[,N...]] [--context N] [--context-fill copy|prefill]
-//                   [--prefill N] [--rounds N]
+//                   [--prefill N] [--rounds N] [--prompt-file F]
 //
+// --prompt-file: the prompt as text, tokenized with the model directory's
+//   tokenizer (instead of --prompt-tokens random ids). --json lists each
+//   run's prompt and generated ids.
 // --sessions: aggregate decode tokens/s of N sessions stepping together
 //   (one forward_batch per step) against one session, A and B interleaved
 //   over --rounds rounds so machine noise hits both.
@@ -27,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -40,6 +44,8 @@
 #include "engine/bpf_kv_cache.h"
 #include "model/model_dir.h"
 #include "reference/reference_backend.h"
+#include "layout.h"  // QN_THREADS_LIMIT
+#include "tokenizer/tokenizer.h"
 
 namespace {
 
@@ -61,6 +67,7 @@ struct Options {
   bool context_copy = true;    // fill the long context by copying, not by a real prefill
   int prefill = 0;             // prompt length of the prefill figure (0: prompt_tokens)
   int rounds = 2;              // interleaved rounds of the sessions/context figures
+  std::string prompt_file;     // the prompt as text (tokenized), instead of random ids
 };
 
 Options parse(int argc, char** argv) {
@@ -79,7 +86,7 @@ Options parse(int argc, char** argv) {
       ->check(CLI::IsMember({"q24", "q8", "both"}));
   app.add_option("--prompt-tokens", o.prompt_tokens, "prompt length")->capture_default_str()->check(CLI::Range(1, 4096));
   app.add_option("--decode", o.decode, "decoded tokens")->capture_default_str()->check(CLI::Range(1, 4096));
-  app.add_option("--threads", o.threads, "worker threads")->capture_default_str()->check(CLI::Range(1, 4));
+  app.add_option("--threads", o.threads, "worker threads")->capture_default_str()->check(CLI::Range(1, QN_THREADS_LIMIT));
   app.add_option("--kv-bits", o.kv_bits, "8 | 16")->capture_default_str()->check(CLI::IsMember({8, 16}));
   app.add_flag_callback("--no-reference", [&o] { o.reference = false; }, "skip the float reference");
   app.add_option("--sessions", o.sessions,
@@ -93,6 +100,8 @@ Options parse(int argc, char** argv) {
       ->check(CLI::IsMember({"copy", "prefill"}));
   app.add_option("--prefill", o.prefill, "prefill tokens/s of an N-token prompt (default: --prompt-tokens)")
       ->check(CLI::Range(1, 65536));
+  app.add_option("--prompt-file", o.prompt_file, "the prompt as text, tokenized with the model's tokenizer")
+      ->check(CLI::ExistingFile);
   app.add_option("--rounds", o.rounds, "interleaved rounds of the sessions/context figures")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
@@ -298,6 +307,17 @@ int main(int argc, char** argv) {
     std::mt19937_64 rng(7);
     std::vector<int32_t> prompt(o.prompt_tokens);
     for (auto& id : prompt) id = static_cast<int32_t>(rng() % std::min(cfg.vocab_size, 20000));
+    if (!o.prompt_file.empty()) {
+      std::ifstream f(o.prompt_file, std::ios::binary);
+      std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      prompt = qwen3::Tokenizer::load(o.model)->encode(text, false);
+      if (prompt.empty()) throw qwen3::invalid_argument("--prompt-file " + o.prompt_file + " holds no tokens");
+      for (int32_t id : prompt)
+        if (id >= cfg.vocab_size)
+          throw qwen3::invalid_argument("the tokenizer of " + o.model + " gives id " + std::to_string(id) +
+                                        ", beyond the model's vocabulary of " + std::to_string(cfg.vocab_size));
+      o.prompt_tokens = static_cast<int>(prompt.size());
+    }
     std::vector<int32_t> prefill_prompt;
     if (o.prefill) prefill_prompt = random_ids(rng, o.prefill, cfg.vocab_size);
 
@@ -350,6 +370,8 @@ int main(int argc, char** argv) {
       nlohmann::json j;
       j["model"] = o.model;
       j["prompt_tokens"] = o.prompt_tokens;
+      j["prompt_ids"] = prompt;
+      if (!o.prompt_file.empty()) j["prompt_file"] = o.prompt_file;
       j["decode_tokens"] = o.decode;
       j["threads"] = o.threads;
       j["kv_bits"] = o.kv_bits;
@@ -369,7 +391,8 @@ int main(int argc, char** argv) {
                             {"decode_cpu_ms_per_token", r.decode_cpu_ms},
                             {"bpf_calls_per_decoded_token", r.calls_per_token},
                             {"weight_bytes", r.weight_bytes}, {"kv_bytes", r.kv_bytes},
-                            {"rss_after_load_bytes", r.rss_after_load}};
+                            {"rss_after_load_bytes", r.rss_after_load},
+                            {"generated_ids", r.generated}};
         if (o.prefill) x["prefill_n_tokens_per_second"] = r.prefill_n_tok_s;
         if (o.prefill && o.reference && r.name == "bpf")
           x["prefill_n_ratio_vs_reference"] = r.prefill_n_tok_s / ref.prefill_n_tok_s;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "engine/bpf_backend.h"  // Precision names
 #include "engine/bpf_programs.h"
 #include "engine/model_plan.h"
 #include "engine/worker_pool.h"
@@ -36,7 +37,8 @@ using namespace qwen3;
 using namespace qwen3::engine;
 
 struct Options {
-  bool q8 = true, arena = false;
+  Precision precision = Precision::q8;
+  bool arena = false;
   uint32_t npos = 1, reps = 5, threads = 2, layers = 28;
   bool vocab = true;
 };
@@ -55,11 +57,11 @@ Options parse(int argc, char** argv) {
     std::string a = argv[i];
     if (i + 1 >= argc) usage("every option needs a value");
     std::string v = argv[++i];
-    if (a == "--precision") o.q8 = v == "q8";
+    if (a == "--precision") o.precision = parse_precision(v);
     else if (a == "--weights") o.arena = v == "arena";
     else if (a == "--npos") o.npos = std::clamp<uint32_t>(std::stoul(v), 1, QN_PMAX);
     else if (a == "--reps") o.reps = std::max<uint32_t>(1, std::stoul(v));
-    else if (a == "--threads") o.threads = std::clamp<uint32_t>(std::stoul(v), 1, QN_THREADS_MAX);
+    else if (a == "--threads") o.threads = std::clamp<uint32_t>(std::stoul(v), 1, QN_THREADS_LIMIT);
     else if (a == "--layers") o.layers = std::clamp<uint32_t>(std::stoul(v), 1, 28);
     else if (a == "--vocab") o.vocab = v != "0";
     else usage(("unknown option " + a).c_str());
@@ -80,27 +82,29 @@ double load_average() {
   return v;
 }
 
-// Random weights in the stored layout; values only need to be in range.
-void fill_weights(const ModelPlan& plan, BpfPrograms& progs, bool q8) {
+// Random weights in the stored row format (bpf_ops/layout.h); values only need to be in range.
+void fill_weights(const ModelPlan& plan, BpfPrograms& progs, Precision p) {
+  const uint32_t prec = static_cast<uint32_t>(p);
   std::mt19937_64 rng(11);
   for (const MatrixPlan& mp : plan.matrices)
     for (uint32_t r = 0; r < mp.rows; r++) {
       uint8_t* row = progs.weights() + mp.row_offset(r);
       for (uint32_t g = 0; g < mp.m.groups; g++) {
         uint64_t bits = rng();
-        if (q8) {
+        uint8_t* gp = row + qn_group_off(prec, g);
+        if (p == Precision::q8) {
           int32_t scale = 1 << 20;
-          std::memcpy(row + g * (4 + QN_GROUP), &scale, 4);
+          std::memcpy(gp, &scale, QN_Q8_SCALE_BYTES);
           for (int k = 0; k < QN_GROUP; k++, bits = bits * 6364136223846793005ULL + 1)
-            row[g * (4 + QN_GROUP) + 4 + k] = static_cast<uint8_t>(int8_t((bits >> 40) % 255 - 127));
+            gp[QN_Q8_SCALE_BYTES + k] = static_cast<uint8_t>(int8_t((bits >> 40) % 255 - 127));
         } else {
           for (int k = 0; k < QN_GROUP; k++, bits = bits * 6364136223846793005ULL + 1) {
             int32_t w = int32_t((bits >> 40) % (1 << 22)) - (1 << 21);
-            std::memcpy(row + g * 4 * QN_GROUP + 4 * k, &w, 4);
+            std::memcpy(gp + 4 * k, &w, 4);
           }
         }
       }
-      if (q8) std::memset(row + mp.m.groups * (4 + QN_GROUP), 0, 8 * QN_OUT_COLS);
+      if (p == Precision::q8) std::memset(row + qn_q8_tail_off(mp.m.groups), 0, QN_OUT_TAIL_BYTES);
     }
 }
 
@@ -118,10 +122,11 @@ int main(int argc, char** argv) {
     c.intermediate_size = 3072;
     c.vocab_size = 151936;
     c.tie_word_embeddings = true;
-    ModelPlan plan = make_model_plan(c, o.q8, o.arena, o.threads, 256);
+    const bool q8 = o.precision == Precision::q8;
+    ModelPlan plan = make_model_plan(c, o.precision, o.arena, o.threads, 256);
     BpfPrograms progs(plan.layout);
-    fill_weights(plan, progs, o.q8);
-    for (auto& mp : plan.matrices) mp.m.act_bits = o.q8 ? QN_Q8_ACT_BITS : 24;
+    fill_weights(plan, progs, o.precision);
+    for (auto& mp : plan.matrices) mp.m.act_bits = q8 ? QN_Q8_ACT_BITS : 24;
     std::mt19937_64 rng(5);
     std::normal_distribution<double> nd;
     const ProgramLayout& L = plan.layout;
@@ -208,7 +213,7 @@ int main(int argc, char** argv) {
       return v[v.size() / 2];
     };
     std::printf("%s %s, %u layers, %u position(s) per pass, %u threads, %u reps, load average %.1f\n",
-                o.q8 ? "q8" : "q24", o.arena ? "arena" : "map", o.layers, o.npos, o.threads, o.reps, load_average());
+                precision_name(o.precision), o.arena ? "arena" : "map", o.layers, o.npos, o.threads, o.reps, load_average());
     double all_macs = 0, cpu_all = 0;
     for (int k = 0; k < kOps; k++) {
       if (macs[k] == 0) continue;

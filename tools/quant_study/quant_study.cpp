@@ -41,6 +41,7 @@
 
 #include "common/error.h"
 #include "common/mapped_file.h"
+#include "engine/model_plan.h"
 #include "engine/weight_format.h"
 #include "op_args.h"
 #include "model/model_dir.h"
@@ -268,8 +269,8 @@ SetResult process_set(const Variant& v, const MatrixSet& set, std::vector<float>
     double max_abs = 0;
     for (int64_t c = 0; c < cols; c++)
       if (std::find(ocols.begin(), ocols.end(), uint32_t(c)) == ocols.end()) max_abs = std::max(max_abs, double(col_max[c]));
-    const int frac = engine::weight_frac_for(max_abs, true, set.tensors[0].c_str());
-    const size_t row_bytes = size_t((cols + QN_GROUP - 1) / QN_GROUP) * (4 + QN_GROUP) + 8 * QN_OUT_COLS;
+    const int frac = engine::weight_frac_for(max_abs, Precision::q8, set.tensors[0].c_str());
+    const size_t row_bytes = engine::row_bytes_for(uint32_t(cols), Precision::q8);
     std::vector<SetResult> part(pool.size());
     std::atomic<int> next_slot{0};
     pool.parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
@@ -277,9 +278,9 @@ SetResult process_set(const Variant& v, const MatrixSet& set, std::vector<float>
       std::vector<uint8_t> buf(row_bytes);
       for (int64_t r = r0; r < r1; r++) {
         std::span<float> row(&w[r * cols], cols);
-        engine::convert_row(row, true, frac, buf.data(), set.tensors[0].c_str(), ocols);
+        engine::convert_row(row, Precision::q8, frac, buf.data(), set.tensors[0].c_str(), ocols);
         for (int64_t c = 0; c < cols; c++) {
-          const double q = engine::dequant(buf.data(), uint32_t(c), true, frac, uint32_t(cols), ocols);
+          const double q = engine::dequant(buf.data(), uint32_t(c), Precision::q8, frac, uint32_t(cols), ocols);
           if (std::find(ocols.begin(), ocols.end(), uint32_t(c)) == ocols.end()) {
             pr.err2 += (q - row[c]) * (q - row[c]);
             pr.w2 += double(row[c]) * row[c];

@@ -1,0 +1,115 @@
+/* The layout contract across the kernel boundary: the only place that says
+ * how a converted weight row, the q8 outlier tail, the per-worker scratch
+ * (matmul input, attention), a KV cache entry and every map value are laid
+ * out in bytes. Compiles as BPF C (the programs) and as C++ (the loader, the
+ * weight conversion, the bit-exact model, the tools), so both sides compute
+ * every offset with the same expression.
+ */
+#ifndef QWEN3_BPF_LAYOUT_H
+#define QWEN3_BPF_LAYOUT_H
+
+#include "numerics.h"
+
+#define QN_PMAX 16              /* positions per batched pass over a weight matrix */
+#define QN_THREADS_LIMIT 1024   /* worker threads a plan accepts (maps are sized to the real count) */
+#define QN_TOPK_MAX 64          /* top-k kept per position and thread */
+#define QN_MAX_SESSIONS 1024    /* KV caches alive at once (slots of the outer map) */
+#define QN_WENTRY_BYTES (64u << 20) /* one weights-map entry; rows never straddle entries */
+
+/* Which precision the weights were converted to (qn_shape.precision). */
+#define QN_PREC_Q24 0
+#define QN_PREC_Q8 1
+
+QN_INLINE qn_u64 qn_round8(qn_u64 v) { return (v + 7) & ~(qn_u64)7; }
+
+/* ---- weight rows ------------------------------------------------------------
+ * A row is cols_pad = groups * QN_GROUP columns in groups of QN_GROUP:
+ *   q24: 64 int32 (w * 2^wfrac) per group
+ *   q8 : int32 scale, then 64 int8 codes (w = code * scale / 2^wfrac) per
+ *        group; after the last group the outlier tail: QN_OUT_COLS int64
+ *        (w * 2^wfrac) of the matrix's outlier columns (qn_matrix.ocol), whose
+ *        int8 slots are zero. Padding columns are zero. */
+#define QN_OUT_COLS 4                          /* q8: columns per matrix kept exact (int64) */
+#define QN_Q8_SCALE_BYTES 4
+#define QN_Q8_GROUP_BYTES (QN_Q8_SCALE_BYTES + QN_GROUP)
+#define QN_Q24_GROUP_BYTES (4 * QN_GROUP)
+#define QN_OUT_TAIL_BYTES (8 * QN_OUT_COLS)
+
+QN_INLINE qn_u32 qn_groups_for(qn_u32 cols) { return (cols + QN_GROUP - 1) / QN_GROUP; }
+QN_INLINE qn_u32 qn_group_bytes(qn_u32 precision) {
+  return precision == QN_PREC_Q8 ? QN_Q8_GROUP_BYTES : QN_Q24_GROUP_BYTES;
+}
+/* Byte offset of group g in a row. */
+QN_INLINE qn_u32 qn_group_off(qn_u32 precision, qn_u32 g) { return g * qn_group_bytes(precision); }
+/* q8: byte offset of the outlier tail (int64 [QN_OUT_COLS]) in a row of `groups` groups. */
+QN_INLINE qn_u32 qn_q8_tail_off(qn_u32 groups) { return groups * QN_Q8_GROUP_BYTES; }
+QN_INLINE qn_u32 qn_row_bytes(qn_u32 precision, qn_u32 groups) {
+  return precision == QN_PREC_Q8 ? qn_q8_tail_off(groups) + QN_OUT_TAIL_BYTES : groups * QN_Q24_GROUP_BYTES;
+}
+
+/* ---- per-worker matmul input (xq_buf, one entry per worker), int32 units ----
+ * inputs [QN_PMAX][in_pad] s32 | shifts [QN_PMAX] s32 |
+ * q8 prefill position pairs [QN_PMAX/2][in_pad] s64 (x0 + x1 * 2^32) */
+QN_INLINE qn_u32 qn_xq_row_off(qn_u32 in_pad, qn_u32 c) { return c * in_pad; }
+QN_INLINE qn_u32 qn_xq_shift_off(qn_u32 in_pad, qn_u32 c) { return QN_PMAX * in_pad + c; }
+QN_INLINE qn_u32 qn_xq_pairs_off(qn_u32 in_pad) { return QN_PMAX * in_pad + QN_PMAX; } /* even: 8-aligned */
+QN_INLINE qn_u64 qn_xq_bytes(qn_u32 in_pad) {
+  return qn_round8((qn_u64)qn_xq_pairs_off(in_pad) * 4 + (qn_u64)(QN_PMAX / 2) * in_pad * 8);
+}
+
+/* ---- per-worker attention scratch (att_buf), bytes ---------------------------
+ * For the G query heads of one kv head's group:
+ * scores [G][max_ctx] s32 | acc [G][hd] s64 | q [G][hd] s32 | tmp0, tmp1 [hd] s32 | heads [G] */
+struct qn_att_head {
+  qn_s64 smax; /* softmax: largest score */
+  qn_u64 sum;  /* softmax: sum of exp weights */
+  qn_s64 sq;   /* query shift */
+  qn_s64 lb;   /* kv8: log2 of the Hadamard block */
+};
+QN_INLINE qn_u32 qn_att_scores_off(qn_u32 g, qn_u32 ctx, qn_u32 hd, qn_u32 j) { return j * ctx * 4; }
+QN_INLINE qn_u32 qn_att_acc_off(qn_u32 g, qn_u32 ctx, qn_u32 hd, qn_u32 j) { return g * ctx * 4 + j * hd * 8; }
+QN_INLINE qn_u32 qn_att_q_off(qn_u32 g, qn_u32 ctx, qn_u32 hd, qn_u32 j) {
+  return g * (ctx * 4 + hd * 8) + j * hd * 4;
+}
+QN_INLINE qn_u32 qn_att_tmp0_off(qn_u32 g, qn_u32 ctx, qn_u32 hd) { return g * (ctx * 4 + hd * 12); }
+QN_INLINE qn_u32 qn_att_tmp1_off(qn_u32 g, qn_u32 ctx, qn_u32 hd) { return qn_att_tmp0_off(g, ctx, hd) + hd * 4; }
+QN_INLINE qn_u32 qn_att_heads_off(qn_u32 g, qn_u32 ctx, qn_u32 hd) { return qn_att_tmp0_off(g, ctx, hd) + hd * 8; }
+QN_INLINE qn_u64 qn_att_bytes(qn_u32 g, qn_u32 ctx, qn_u32 hd) {
+  return qn_round8((qn_u64)qn_att_heads_off(g, ctx, hd) + (qn_u64)g * sizeof(struct qn_att_head));
+}
+
+/* ---- one position of a session's KV cache (kv_inner_map value), bytes ----------
+ * Per layer: int16 (kv_bytes 2): K [n_kv][hd] s16 | V [n_kv][hd] s16 | kmax [n_kv] s32 | vmax [n_kv] s32;
+ * compact (kv_bytes 1): the K|V words [n_kv][hd] s16 only (scale codes in-band,
+ * numerics.h), so K and V share offsets. docs/kv-cache.md. */
+QN_INLINE qn_u32 qn_kv_vec_bytes(qn_u32 hd) { return hd * 2; }
+QN_INLINE qn_u32 qn_kv_layer_bytes(qn_u32 n_kv, qn_u32 hd, qn_u32 kv_bytes) {
+  return 2 * n_kv * hd * kv_bytes + (kv_bytes == 2 ? 8 * n_kv : 0);
+}
+QN_INLINE qn_u32 qn_kv_k_off(qn_u32 layer_bytes, qn_u32 hd, qn_u32 layer, qn_u32 h) {
+  return layer * layer_bytes + h * qn_kv_vec_bytes(hd);
+}
+QN_INLINE qn_u32 qn_kv_v_off(qn_u32 layer_bytes, qn_u32 n_kv, qn_u32 hd, qn_u32 kv_bytes, qn_u32 layer, qn_u32 h) {
+  if (kv_bytes == 1) return qn_kv_k_off(layer_bytes, hd, layer, h);
+  return layer * layer_bytes + (n_kv + h) * qn_kv_vec_bytes(hd);
+}
+QN_INLINE qn_u32 qn_kv_kmax_off(qn_u32 layer_bytes, qn_u32 n_kv, qn_u32 hd, qn_u32 layer, qn_u32 h) {
+  return layer * layer_bytes + 2 * n_kv * qn_kv_vec_bytes(hd) + h * 4;
+}
+QN_INLINE qn_u32 qn_kv_vmax_off(qn_u32 layer_bytes, qn_u32 n_kv, qn_u32 hd, qn_u32 layer, qn_u32 h) {
+  return qn_kv_kmax_off(layer_bytes, n_kv, hd, layer, h) + n_kv * 4;
+}
+
+/* ---- map value sizes of the shared buffers (one entry unless stated) ------------ */
+/* resid / qkv / attn / mlp: [QN_PMAX][pad] int32 Q16 */
+QN_INLINE qn_u64 qn_act_bytes(qn_u32 pad) { return qn_round8((qn_u64)QN_PMAX * pad * 4); }
+/* logits of the positions that asked for them: [QN_PMAX][vocab] int32 Q16 */
+QN_INLINE qn_u64 qn_logits_bytes(qn_u32 vocab) { return qn_round8((qn_u64)QN_PMAX * vocab * 4); }
+QN_INLINE qn_u64 qn_norms_bytes(qn_u32 norms_len) { return qn_round8((qn_u64)norms_len * 4); }
+/* RoPE table: per position [hd/2] cos then [hd/2] sin, int32 Q30 */
+QN_INLINE qn_u64 qn_rope_bytes(qn_u32 positions, qn_u32 hd) { return qn_round8((qn_u64)positions * hd * 4); }
+/* topk_buf entries: one slot per worker and logit position, then QN_PMAX merged slots */
+QN_INLINE qn_u32 qn_topk_entries(qn_u32 threads) { return (threads + 1) * QN_PMAX; }
+QN_INLINE qn_u32 qn_topk_key(qn_u32 thread, qn_u32 c) { return thread * QN_PMAX + c; }
+
+#endif

@@ -1,0 +1,13 @@
+// The weight precision of the BPF engine, used end to end (options, plan,
+// conversion, the bit-exact model). Its values are the QN_PREC_* codes the
+// programs read from qn_shape.precision (bpf_ops/layout.h; checked in
+// model_plan.cpp).
+#pragma once
+
+#include <cstdint>
+
+namespace qwen3 {
+
+enum class Precision : uint32_t { q24 = 0, q8 = 1 };
+
+}  // namespace qwen3
