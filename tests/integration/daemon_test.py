@@ -204,13 +204,13 @@ class DaemonTest(unittest.TestCase):
         cls.vocab = cls.stub.GetStatus(pb.GetStatusRequest(), timeout=5).model.vocab_size
 
     @classmethod
-    def write_config(cls, log_level, admin_group=""):
+    def write_config(cls, log_level, admin_group="", socket_group="nogroup"):
         with open(cls.config_path, "w") as f:
             f.write(f"""# integration test configuration
 model_dir = {MODEL}
 backend = {BACKEND}
 socket_path = {cls.socket_path}
-socket_group = nogroup   # nobody is a member, daemon is not
+socket_group = {socket_group}   # nogroup: nobody is a member, daemon is not
 admin_group = {admin_group}
 max_sessions = 4
 kv_budget_mib = {KV_BUDGET_MIB}
@@ -744,6 +744,48 @@ for line in sys.stdin:
             self.assertEqual(ask(), "PERMISSION_DENIED")  # the same connection lost the right
             set_admin_group("nogroup")
             self.assertEqual(ask(), granted)  # and got it back
+        finally:
+            child.stdin.close()
+            child.wait(30)
+            self.write_config(log_level="info")
+            self.proc.send_signal(signal.SIGHUP)
+            time.sleep(0.5)
+
+    def test_socket_group_change_drops_open_connections(self):
+        # Issue 14: access was judged only at accept, so a SIGHUP that took a
+        # user out of socket_group left its open connections serving it.
+        os.chmod(self.socket_path, 0o666)
+        script = client_script(os.path.join(self.tmp, "stubs"), self.socket_path, "nobody") + """
+for line in sys.stdin:
+    try:
+        stub.GetStatus(pb.GetStatusRequest(), timeout=30, wait_for_ready=line.strip() == 'wait')
+        print('OK', flush=True)
+    except grpc.RpcError as e:
+        print(e.code().name, flush=True)
+"""
+        def set_socket_group(group):
+            before = self.daemon_log().count("reload: socket_group")
+            self.write_config(log_level="info", socket_group=group)
+            self.proc.send_signal(signal.SIGHUP)
+            self.wait_until(lambda: self.daemon_log().count("reload: socket_group") > before, 10, "the reload")
+
+        child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True)
+
+        def ask(how="now"):
+            child.stdin.write(how + "\n")
+            child.stdin.flush()
+            return child.stdout.readline().strip()
+        try:
+            self.assertEqual(ask(), "OK")  # connected while nobody (in nogroup) may use the socket
+            dropped = self.daemon_log().count("no longer in socket group")
+            set_socket_group("")  # root only
+            self.assertEqual(self.daemon_log().count("no longer in socket group"), dropped + 1)
+            self.assertEqual(ask(), "UNAVAILABLE")  # the open connection is gone and a new one is refused
+            self.assertEqual(self.stub.GetStatus(pb.GetStatusRequest(), timeout=5).load_state,
+                             pb.LOAD_STATE_READY)  # root's connection was kept
+            set_socket_group("nogroup")
+            self.assertEqual(ask("wait"), "OK")  # and nobody may connect again
         finally:
             child.stdin.close()
             child.wait(30)
