@@ -1054,6 +1054,54 @@ class DaemonCrashTest(unittest.TestCase):
             self.assertEqual([e["id"] for e in saved["sessions"]], ["survivor"] if "survivor" in text else [])
 
 
+    # OPEN DEFECT (issue 14, outside daemon/sessions): the model host publishes
+    # the runtime and the daemon answers READY before the saved sessions are
+    # recreated; main.cpp starts SessionPersistence on its next 200 ms tick. In
+    # that window a saved session is NOT_FOUND, and a CreateSession of its id
+    # succeeds and makes the restore drop the saved one. Fix: begin_restore()
+    # before ModelHost publishes the runtime. Marked as an expected failure so
+    # that the fix turns it into an unexpected success, which fails the run
+    # until this marker is removed.
+    @unittest.expectedFailure
+    def test_c_saved_sessions_exist_from_the_first_ready_answer(self):
+        self.start()
+        self.stub().CreateSession(pb.CreateSessionRequest(max_context=64, session_id="early"), timeout=30)
+        self.generate(token_ids=self.tokenize("saved before the kill"), session_id="early")
+        late, unknown = [], []
+        for attempt in range(2):
+            self.kill9()
+            start = len(self.log())
+            log = open(self.log_path, "a")
+            type(self).proc = subprocess.Popen([DAEMON, "--config", self.config_path], stdout=log,
+                                               stderr=subprocess.STDOUT)
+            log.close()
+            channel = grpc.insecure_channel("unix:" + self.socket_path)
+            stub = pb_grpc.Qwen3BpfStub(channel)
+            deadline = time.time() + 120
+            while True:  # no sleep: the first READY answer, as a client polling for it sees it
+                self.assertIsNone(self.proc.poll(), "the daemon exited:\n" + self.log())
+                self.assertLess(time.time(), deadline, "the daemon never became ready:\n" + self.log())
+                try:
+                    if stub.GetStatus(pb.GetStatusRequest(), timeout=5).load_state == pb.LOAD_STATE_READY:
+                        break
+                except grpc.RpcError:
+                    time.sleep(0.005)
+            try:
+                stub.GetSession(pb.GetSessionRequest(session_id="early"), timeout=5)
+            except grpc.RpcError as e:
+                unknown.append(f"attempt {attempt}: {e.code().name} {e.details()}")
+            channel.close()
+            self.wait_restored("early")
+            # What a client sees depends on how fast it asks; the order in the
+            # log does not: the session must exist before READY is announced.
+            lines = self.log()[start:].splitlines()
+            ready = next(i for i, line in enumerate(lines) if " ready: " in line)
+            recreated = next(i for i, line in enumerate(lines) if "session early being restored" in line)
+            if recreated > ready:
+                late.append("\n".join(lines[ready:recreated + 1]))
+        self.kill9()
+        self.assertEqual(late, [], f"the saved session was recreated after READY (clients saw: {unknown})")
+
 class DaemonCommandLineTest(unittest.TestCase):
     """Start-up paths that need no long-running daemon: --check, config errors,
     the missing default model, and socket activation."""
