@@ -55,4 +55,8 @@ nice -n 5 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/scripts/lsan.supp}
-ctest --test-dir "$build" --output-on-failure --timeout 1800 "${fixture[@]}" -R "$regex"
+rm -f "$build/tests/fault/fault-report.txt"
+rc=0
+ctest --test-dir "$build" --output-on-failure --timeout 1800 "${fixture[@]}" -R "$regex" || rc=$?
+if [[ -f $build/tests/fault/fault-report.txt ]]; then cat "$build/tests/fault/fault-report.txt"; fi
+exit $rc
