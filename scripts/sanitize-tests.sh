@@ -6,21 +6,20 @@
 #   scripts/sanitize-tests.sh [ctest -R regex]
 #
 # The tests are chosen, not all of them (the full suite under ASan would more
-# than double CI time for little): everything that parses outside input or
-# runs the daemon's own threads and state, i.e.
+# than double CI time for little): those of the code that parses outside input
+# or runs the daemon's own threads and state, i.e.
 #   - the daemon's parts (sessions, session store, scheduler, stop strings,
 #     config, verify slots) and the sampler;
 #   - model directory, safetensors and config parsing, the model generator;
-#   - the tokenizer, its oracle comparison on the 1 MB corpus and the chat template;
-#   - the float reference on the generated models (the daemon's reference backend);
-#   - the verify parsers (policy scanner, fixtures, dependency lists, calls,
-#     verifier log, source extraction);
-#   - the client: its unit tests, its offline and daemon tests;
-#   - the daemon end to end: the integration test and the fault test
-#     (kill -9, killed clients, 16 streams), with the sanitized daemon.
+#   - the tokenizer's unit tests;
+#   - the float reference on the generated models (the reference backend);
+#   - the daemon end to end: daemon_integration against the sanitized daemon
+#     (which drives the engine's user-space code, sessions, restore and access).
 # Left out: the BPF operator, engine and accuracy tests (their work is in the
-# kernel; the integration and fault tests drive the engine's user-space code),
-# the verify sandbox and corpus tests (clang's work, in a sandbox) and systemd.
+# kernel), the verify sandbox and corpus tests (clang's work, in a sandbox),
+# systemd, and, not yet measured under ASan, the client tests, the tokenizer
+# oracle and the fault test (its RSS bound means nothing with ASan's
+# quarantine holding freed memory).
 #
 # Builds into ${QWEN3_ASAN_BUILD_DIR:-build-asan}. The test models are those of
 # the main build (${QWEN3_BUILD_DIR:-build}, made by its ctest run) when they
@@ -32,16 +31,14 @@ build=${QWEN3_ASAN_BUILD_DIR:-$root/build-asan}
 main_build=${QWEN3_BUILD_DIR:-$root/build}
 units='ReusablePrefix|StopMatcher|SessionManager|SessionStore|Scheduler|VerifySlots|Config|Sampler'
 units+='|DtypeTest|ModelDirTest|DamagedModel|ShardedModel|MkModelTest|SafetensorsFuzz|WeightFormats'
-units+='|Tokenizer|StreamDecoder|PreTokenizer|SyntheticTokenizer|TokenizerOracle|ChatTemplate'
+units+='|Tokenizer|StreamDecoder|PreTokenizer|SyntheticTokenizer'
 units+='|MinusculeModel|GeneratedModelReference|GeneratedModels/ReferenceBackendTest'
-units+='|VerifyPolicy|VerifyFixtures|VerifyDependencyList|VerifyCalls|VerifyLog|VerifyGenerate|cli_unit'
-regex=${1:-"^(${units})\\.|^(daemon_integration|daemon_fault|cli_offline|cli_daemon|tokenizer_oracle_generate|make_test_models)\$"}
+regex=${1:-"^(${units})\\.|^(daemon_integration|make_test_models)\$"}
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
-targets=(qwen3-bpfd qwen3-bpf qwen3-bpf-mkmodel daemon_parts_test sampler_test model_tests tokenizer_unit_tests
-         tokenizer_oracle_tests reference_tests verify_pipeline_test cli_unit_test)
+targets=(qwen3-bpfd qwen3-bpf-mkmodel daemon_parts_test sampler_test model_tests tokenizer_unit_tests reference_tests)
 fixture=()
 if [[ -f $main_build/test-models/tiny/config.json && $main_build != "$build" ]]; then
   rm -rf "$build/test-models"
