@@ -789,6 +789,7 @@ for line in sys.stdin:
         finally:
             child.stdin.close()
             child.wait(30)
+            child.stdout.close()
             self.write_config(log_level="info")
             self.proc.send_signal(signal.SIGHUP)
             time.sleep(0.5)
