@@ -18,6 +18,7 @@ packages=(
   python3-grpcio python3-grpc-tools python3-protobuf
   systemd-container debootstrap iproute2 jq
   libcli11-dev libedit-dev bsdutils
+  libclang-rt-19-dev  # libFuzzer and the sanitizer runtimes of clang-19 (tests/fuzz)
 )
 # Node/npm may come from elsewhere on the image; only ask Debian for them if absent.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)

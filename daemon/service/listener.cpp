@@ -104,7 +104,7 @@ Listener::~Listener() {
     if (fd >= 0) close(fd);
 }
 
-void Listener::set_groups(const std::string& socket_group, const std::string& admin_group) {
+int Listener::set_groups(const std::string& socket_group, const std::string& admin_group) {
   std::lock_guard lock(mu_);
   options_.socket_group = socket_group;
   options_.admin_group = admin_group;
@@ -115,6 +115,28 @@ void Listener::set_groups(const std::string& socket_group, const std::string& ad
                  "`groupadd --system {}` or set socket_group)", socket_group, socket_group);
   if (!admin_group.empty() && !admin_gid_)
     spdlog::warn("admin group '{}' does not exist: VerifyProgram/GenerateVerified are root only", admin_group);
+  // Access is judged at accept; a connection accepted under the old rules
+  // would keep serving its peer. Shut down those the new rules refuse.
+  int dropped = 0;
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    const auto& [fd, c] = *it;
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_ino != c.inode) {
+      it = peers_.erase(it);  // gRPC closed it; the fd number may be something else now
+      continue;
+    }
+    if (c.who.uid == 0 || member_of(c.who.uid, c.who.gid, c.who.groups, socket_gid_)) {
+      ++it;
+      continue;
+    }
+    // gRPC owns the fd and closes it once it sees the end of the stream.
+    ::shutdown(fd, SHUT_RDWR);
+    spdlog::warn("connection of pid {} uid {} ({}) closed: no longer in socket group '{}'", c.who.pid, c.who.uid,
+                 user_name(c.who.uid), socket_group);
+    ++dropped;
+    it = peers_.erase(it);
+  }
+  return dropped;
 }
 
 void Listener::start(grpc::Server* server) {
@@ -188,23 +210,25 @@ void Listener::accept_loop() {
       continue;
     }
     PeerIdentity who{cred.pid, cred.uid, cred.gid, cred.uid == 0 ? std::vector<gid_t>{} : peer_groups(conn)};
+    struct stat st {};
+    fstat(conn, &st);
     bool allowed;
+    std::string group;
     {
+      // Judged and recorded at once: a SIGHUP in between would miss this connection.
       std::lock_guard lock(mu_);
       allowed = cred.uid == 0 || member_of(cred.uid, cred.gid, who.groups, socket_gid_);
+      if (allowed) peers_[conn] = {who, st.st_ino};
+      group = options_.socket_group;
     }
     if (!allowed) {
       spdlog::warn("connection refused: pid {} uid {} ({}) is neither root nor in group '{}'", cred.pid, cred.uid,
-                   user_name(cred.uid), options_.socket_group);
+                   user_name(cred.uid), group);
       close(conn);
       ++rejected_;
       continue;
     }
     spdlog::debug("connection from pid {} uid {} ({}) accepted", cred.pid, cred.uid, user_name(cred.uid));
-    {
-      std::lock_guard lock(mu_);
-      peers_[conn] = who;
-    }
     ++accepted_;
     // gRPC owns the fd from here on (and closes it); its endpoints expect non-blocking fds.
     grpc::AddInsecureChannelFromFd(server_, conn);
@@ -229,7 +253,7 @@ std::optional<PeerIdentity> Listener::peer(const std::string& grpc_peer) const {
   std::lock_guard lock(mu_);
   auto it = peers_.find(fd);
   if (it == peers_.end()) return std::nullopt;
-  return it->second;
+  return it->second.who;
 }
 
 }  // namespace qwen3

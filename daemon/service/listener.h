@@ -2,7 +2,8 @@
 // so the daemon accepts connections itself: each peer is checked with
 // SO_PEERCRED (root, or a member of the socket group including supplementary
 // groups) and only then handed to gRPC with AddInsecureChannelFromFd. Refused
-// peers are logged and their connection closed.
+// peers are logged and their connection closed. A SIGHUP that narrows the
+// socket group shuts down the open connections it no longer admits.
 #pragma once
 
 #include <sys/types.h>
@@ -53,8 +54,10 @@ class Listener {
   bool activated() const { return activated_; }
   uint64_t rejected() const { return rejected_; }
   uint64_t accepted() const { return accepted_; }
-  // Re-reads group membership rules (SIGHUP).
-  void set_groups(const std::string& socket_group, const std::string& admin_group);
+  // Re-reads group membership rules (SIGHUP). Open connections of peers the
+  // new socket group no longer admits are shut down (their calls fail, and a
+  // reconnect is refused at accept). Returns how many were shut down.
+  int set_groups(const std::string& socket_group, const std::string& admin_group);
   // Root, or a member of the admin group in force now (not when it connected).
   bool is_admin(const PeerIdentity& who) const;
   std::string admin_group() const;
@@ -76,7 +79,13 @@ class Listener {
   std::atomic<uint64_t> rejected_{0}, accepted_{0};
   mutable std::mutex mu_;
   std::optional<gid_t> socket_gid_, admin_gid_;
-  std::map<int, PeerIdentity> peers_;  // by connection fd
+  // An accepted connection: who, and its socket's inode, which tells whether
+  // the fd still is that connection (gRPC closes it, and the number is reused).
+  struct Connection {
+    PeerIdentity who;
+    ino_t inode = 0;
+  };
+  std::map<int, Connection> peers_;  // by connection fd
 };
 
 // The gid of a group name, if it exists.

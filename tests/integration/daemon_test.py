@@ -204,13 +204,13 @@ class DaemonTest(unittest.TestCase):
         cls.vocab = cls.stub.GetStatus(pb.GetStatusRequest(), timeout=5).model.vocab_size
 
     @classmethod
-    def write_config(cls, log_level, admin_group=""):
+    def write_config(cls, log_level, admin_group="", socket_group="nogroup"):
         with open(cls.config_path, "w") as f:
             f.write(f"""# integration test configuration
 model_dir = {MODEL}
 backend = {BACKEND}
 socket_path = {cls.socket_path}
-socket_group = nogroup   # nobody is a member, daemon is not
+socket_group = {socket_group}   # nogroup: nobody is a member, daemon is not
 admin_group = {admin_group}
 max_sessions = 4
 kv_budget_mib = {KV_BUDGET_MIB}
@@ -751,6 +751,49 @@ for line in sys.stdin:
             self.proc.send_signal(signal.SIGHUP)
             time.sleep(0.5)
 
+    def test_socket_group_change_drops_open_connections(self):
+        # Issue 14: access was judged only at accept, so a SIGHUP that took a
+        # user out of socket_group left its open connections serving it.
+        os.chmod(self.socket_path, 0o666)
+        script = client_script(os.path.join(self.tmp, "stubs"), self.socket_path, "nobody") + """
+for line in sys.stdin:
+    try:
+        stub.GetStatus(pb.GetStatusRequest(), timeout=30, wait_for_ready=line.strip() == 'wait')
+        print('OK', flush=True)
+    except grpc.RpcError as e:
+        print(e.code().name, flush=True)
+"""
+        def set_socket_group(group):
+            before = self.daemon_log().count("reload: socket_group")
+            self.write_config(log_level="info", socket_group=group)
+            self.proc.send_signal(signal.SIGHUP)
+            self.wait_until(lambda: self.daemon_log().count("reload: socket_group") > before, 10, "the reload")
+
+        child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True)
+
+        def ask(how="now"):
+            child.stdin.write(how + "\n")
+            child.stdin.flush()
+            return child.stdout.readline().strip()
+        try:
+            self.assertEqual(ask(), "OK")  # connected while nobody (in nogroup) may use the socket
+            dropped = self.daemon_log().count("no longer in socket group")
+            set_socket_group("")  # root only
+            self.assertEqual(self.daemon_log().count("no longer in socket group"), dropped + 1)
+            self.assertEqual(ask(), "UNAVAILABLE")  # the open connection is gone and a new one is refused
+            self.assertEqual(self.stub.GetStatus(pb.GetStatusRequest(), timeout=5).load_state,
+                             pb.LOAD_STATE_READY)  # root's connection was kept
+            set_socket_group("nogroup")
+            self.assertEqual(ask("wait"), "OK")  # and nobody may connect again
+        finally:
+            child.stdin.close()
+            child.wait(30)
+            child.stdout.close()
+            self.write_config(log_level="info")
+            self.proc.send_signal(signal.SIGHUP)
+            time.sleep(0.5)
+
     def test_short_request_keeps_its_pace_beside_a_long_prefill(self):
         # Issue 14: an 8,000-token Forward with all positions made a concurrent
         # 32-token Generate take 18.6 s instead of 0.4 s. Compared in one run, in
@@ -1011,6 +1054,54 @@ class DaemonCrashTest(unittest.TestCase):
                 saved = json.load(f)  # what the daemon left is valid
             self.assertEqual([e["id"] for e in saved["sessions"]], ["survivor"] if "survivor" in text else [])
 
+
+    # OPEN DEFECT (issue 14, outside daemon/sessions): the model host publishes
+    # the runtime and the daemon answers READY before the saved sessions are
+    # recreated; main.cpp starts SessionPersistence on its next 200 ms tick. In
+    # that window a saved session is NOT_FOUND, and a CreateSession of its id
+    # succeeds and makes the restore drop the saved one. Fix: begin_restore()
+    # before ModelHost publishes the runtime. Marked as an expected failure so
+    # that the fix turns it into an unexpected success, which fails the run
+    # until this marker is removed.
+    @unittest.expectedFailure
+    def test_c_saved_sessions_exist_from_the_first_ready_answer(self):
+        self.start()
+        self.stub().CreateSession(pb.CreateSessionRequest(max_context=64, session_id="early"), timeout=30)
+        self.generate(token_ids=self.tokenize("saved before the kill"), session_id="early")
+        late, unknown = [], []
+        for attempt in range(2):
+            self.kill9()
+            start = len(self.log())
+            log = open(self.log_path, "a")
+            type(self).proc = subprocess.Popen([DAEMON, "--config", self.config_path], stdout=log,
+                                               stderr=subprocess.STDOUT)
+            log.close()
+            channel = grpc.insecure_channel("unix:" + self.socket_path)
+            stub = pb_grpc.Qwen3BpfStub(channel)
+            deadline = time.time() + 120
+            while True:  # no sleep: the first READY answer, as a client polling for it sees it
+                self.assertIsNone(self.proc.poll(), "the daemon exited:\n" + self.log())
+                self.assertLess(time.time(), deadline, "the daemon never became ready:\n" + self.log())
+                try:
+                    if stub.GetStatus(pb.GetStatusRequest(), timeout=5).load_state == pb.LOAD_STATE_READY:
+                        break
+                except grpc.RpcError:
+                    time.sleep(0.005)
+            try:
+                stub.GetSession(pb.GetSessionRequest(session_id="early"), timeout=5)
+            except grpc.RpcError as e:
+                unknown.append(f"attempt {attempt}: {e.code().name} {e.details()}")
+            channel.close()
+            self.wait_restored("early")
+            # What a client sees depends on how fast it asks; the order in the
+            # log does not: the session must exist before READY is announced.
+            lines = self.log()[start:].splitlines()
+            ready = next(i for i, line in enumerate(lines) if " ready: " in line)
+            recreated = next(i for i, line in enumerate(lines) if "session early being restored" in line)
+            if recreated > ready:
+                late.append("\n".join(lines[ready:recreated + 1]))
+        self.kill9()
+        self.assertEqual(late, [], f"the saved session was recreated after READY (clients saw: {unknown})")
 
 class DaemonCommandLineTest(unittest.TestCase):
     """Start-up paths that need no long-running daemon: --check, config errors,
