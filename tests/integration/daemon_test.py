@@ -247,6 +247,8 @@ state_dir = {cls.tmp}/state
 
     def generate(self, timeout=120, **kw):
         stopping = kw.pop("stopping", None) or pb.StoppingCriteria(max_new_tokens=8, ignore_eos=True)
+        # Greedy, asked for: without sampling the daemon samples as the model's generation_config says.
+        kw.setdefault("sampling", pb.SamplingParams(temperature=0))
         return list(self.stub.Generate(pb.GenerateRequest(stopping=stopping, **kw), timeout=timeout))
 
     def assert_code(self, code, fn, *args, contains=None, **kw):
@@ -926,6 +928,7 @@ class DaemonCrashTest(unittest.TestCase):
 
     def generate(self, **kw):
         stopping = kw.pop("stopping", None) or pb.StoppingCriteria(max_new_tokens=6, ignore_eos=True)
+        kw.setdefault("sampling", pb.SamplingParams(temperature=0))  # greedy, asked for
         return list(self.stub().Generate(pb.GenerateRequest(stopping=stopping, **kw), timeout=120))
 
     def test_a_kill_9_loses_no_finished_request(self):
