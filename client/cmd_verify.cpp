@@ -10,6 +10,8 @@
 #include "cli_error.h"
 #include "command.h"
 #include "json_output.h"
+#include "common/error.h"
+#include "verify/fixtures.h"
 
 namespace qwen3::cli {
 
@@ -26,39 +28,45 @@ std::string read_file_or_stdin(const std::string& path, const char* what) {
   return s.str();
 }
 
-// TESTS.json: [{"name", "packet_hex", "expected_action", "expected_packet_hex"?}]
-// (or {"fixtures": [...]}).
-std::vector<v1::Fixture> load_fixtures(const std::string& path) {
-  nlohmann::json doc;
+void to_proto(const verify::MapEntry& m, v1::MapEntry* out) {
+  out->set_map(m.map);
+  out->set_key_hex(m.key_hex);
+  out->set_value_hex(m.value_hex);
+}
+
+// A fixtures file, parsed by the daemon's own parser (daemon/verify/fixtures.h),
+// so every format the service documents is accepted here unchanged: a bare
+// array, {"fixtures": [...], "maps": [...]}, or the BPF-Guardian tests.json.
+struct FixtureFileRequest {
+  std::vector<v1::Fixture> fixtures;
+  std::vector<v1::MapEntry> initial_maps;
+};
+
+FixtureFileRequest load_fixtures(const std::string& path) {
+  verify::FixtureFile file;
   try {
-    doc = nlohmann::json::parse(read_file_or_stdin(path, "fixtures file"));
+    file = verify::parse_fixture_file(read_file_or_stdin(path, "fixtures file"));
   } catch (const nlohmann::json::exception& e) {
     throw CliError("fixtures file " + path + " is not valid JSON: " + e.what(), kExitFailed);
+  } catch (const Error& e) {
+    throw CliError("fixtures file " + path + ": " + e.what(), kExitFailed);
   }
-  if (doc.is_object() && doc.contains("fixtures")) doc = doc["fixtures"];
-  if (!doc.is_array()) throw CliError("fixtures file " + path + ": want a JSON array of fixtures", kExitFailed);
-  std::vector<v1::Fixture> out;
-  for (size_t i = 0; i < doc.size(); ++i) {
-    const auto& f = doc[i];
-    auto str = [&](const char* key, bool required) -> std::string {
-      if (!f.is_object() || !f.contains(key)) {
-        if (required)
-          throw CliError("fixtures file " + path + ": fixture #" + std::to_string(i) + " has no \"" + key + "\"",
-                         kExitFailed);
-        return "";
-      }
-      if (!f[key].is_string())
-        throw CliError("fixtures file " + path + ": fixture #" + std::to_string(i) + " \"" + key +
-                           "\" must be a string",
-                       kExitFailed);
-      return f[key].get<std::string>();
-    };
+  FixtureFileRequest out;
+  for (size_t i = 0; i < file.fixtures.size(); ++i) {
+    const auto& f = file.fixtures[i];
     v1::Fixture fx;
-    fx.set_name(str("name", false).empty() ? "fixture-" + std::to_string(i) : str("name", false));
-    fx.set_packet_hex(str("packet_hex", true));
-    fx.set_expected_action(str("expected_action", true));
-    fx.set_expected_packet_hex(str("expected_packet_hex", false));
-    out.push_back(std::move(fx));
+    fx.set_name(f.name.empty() ? "fixture-" + std::to_string(i) : f.name);
+    fx.set_packet_hex(f.packet_hex);
+    fx.set_expected_action(f.expected_action);
+    fx.set_expected_packet_hex(f.expected_packet_hex);
+    for (const auto& m : f.expected_maps) to_proto(m, fx.add_expected_maps());
+    fx.set_validator(f.validator);
+    out.fixtures.push_back(std::move(fx));
+  }
+  for (const auto& m : file.maps) {
+    v1::MapEntry e;
+    to_proto(m, &e);
+    out.initial_maps.push_back(std::move(e));
   }
   return out;
 }
@@ -134,15 +142,29 @@ void print_result(const v1::VerifyResult& r, const std::string& name) {
       std::printf("  %5d | %s\n", r.verifier_line(), r.verifier_source_line().c_str());
     if (!r.verifier_log_excerpt().empty()) std::printf("  log:\n%s", indent(r.verifier_log_excerpt(), "    ").c_str());
   }
+  if (!r.error_id().empty()) {
+    std::printf("diagnosis: %s (%s)", r.error_id().c_str(), r.error_class().c_str());
+    if (r.span_line() > 0) std::printf(" at line %d", r.span_line());
+    std::printf("\n");
+    if (!r.next_action().empty()) std::printf("  next: %s\n", r.next_action().c_str());
+  }
   if (r.verified_insns() > 0) std::printf("verified instructions: %u\n", r.verified_insns());
   if (!r.compile_sandbox().empty()) std::printf("compiler sandbox: %s\n", r.compile_sandbox().c_str());
   if (!r.fixtures().empty()) {
     int passed = 0;
     for (const auto& f : r.fixtures()) passed += f.passed();
-    std::printf("fixtures: %d of %d passed\n", passed, r.fixtures_size());
+    std::printf("fixtures: %d of %d passed", passed, r.fixtures_size());
+    if (r.fixtures_not_run() > 0) std::printf(", %d not run", r.fixtures_not_run());
+    if (r.fixtures_not_checked() > 0) std::printf(", %d partly not checked", r.fixtures_not_checked());
+    std::printf("\n");
     for (const auto& f : r.fixtures()) {
+      if (!f.ran()) {
+        std::printf("  skip  %s: %s\n", f.name().c_str(), f.note().c_str());
+        continue;
+      }
       if (f.passed()) {
         std::printf("  ok    %s: %s\n", f.name().c_str(), f.got_action().c_str());
+        if (!f.not_checked().empty()) std::printf("        %s\n", f.not_checked().c_str());
         continue;
       }
       std::printf("  FAIL  %s: expected %s, got %s\n", f.name().c_str(), f.expected_action().c_str(),
@@ -164,8 +186,11 @@ int run_verify(Command& cmd) {
   const std::string path = a.positional()[0];
   v1::VerifyProgramRequest req;
   req.set_source(read_file_or_stdin(path, "program"));
-  if (auto f = a.get("fixtures"))
-    for (auto& fx : load_fixtures(*f)) *req.add_fixtures() = std::move(fx);
+  if (auto f = a.get("fixtures")) {
+    auto file = load_fixtures(*f);
+    for (auto& fx : file.fixtures) *req.add_fixtures() = std::move(fx);
+    for (auto& m : file.initial_maps) *req.add_initial_maps() = std::move(m);
+  }
   v1::VerifyProgramResponse resp;
   grpc::ClientContext ctx;
   cmd.client().check(cmd.client().stub().VerifyProgram(&ctx, req, &resp), "verify");
@@ -181,8 +206,14 @@ int run_xdp_gen(Command& cmd) {
   std::string task;
   for (const auto& w : a.positional()) task += (task.empty() ? "" : " ") + w;
   req.set_task(task);
-  if (auto f = a.get("fixtures"))
-    for (auto& fx : load_fixtures(*f)) *req.add_fixtures() = std::move(fx);
+  if (auto f = a.get("fixtures")) {
+    auto file = load_fixtures(*f);
+    // The repair loop's request has no initial map contents: refuse rather than drop them.
+    if (!file.initial_maps.empty())
+      throw CliError("fixtures file " + *f + ": initial map contents (\"maps\") are only supported by "
+                     "`qwen3-bpf verify`, not by xdp-gen", kExitFailed);
+    for (auto& fx : file.fixtures) *req.add_fixtures() = std::move(fx);
+  }
   req.set_attempts(static_cast<int32_t>(a.get_int("attempts", 1, 10).value_or(2)));
   if (auto n = a.get_int("max-tokens", 1, 1 << 20)) req.set_max_new_tokens(static_cast<int32_t>(*n));
   if (auto t = a.get_double("temperature", 0, 100)) req.mutable_sampling()->set_temperature(static_cast<float>(*t));
@@ -220,7 +251,9 @@ CommandInfo verify_command() {
                      "fixtures through BPF_PROG_TEST_RUN, in the daemon. Prints the decision, the failed stage,\n"
                      "compiler errors with line numbers, the verifier's rejection (class, log excerpt, source\n"
                      "line) and each fixture's expected/got. Exit 0 on pass, 1 otherwise. PROG.c '-' reads stdin.\n"
-                     "TESTS.json: [{\"name\", \"packet_hex\", \"expected_action\", \"expected_packet_hex\"?}]",
+                     "TESTS.json: [{\"name\", \"packet_hex\", \"expected_action\", \"expected_packet_hex\"?,\n"
+                     "\"expected_maps\"?}], {\"fixtures\": [...], \"maps\": [initial map contents]}, or a\n"
+                     "BPF-Guardian tests.json unchanged (see docs/xdp-verify.md).",
                      {{"fixtures", true, false, "TESTS.json  packet fixtures to run"}},
                      run_verify};
 }

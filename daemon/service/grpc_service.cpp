@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "service/grpc_mapping.h"
+#include "service/verify_mapping.h"
 #include "verify/pipeline.h"
 
 namespace qwen3 {
@@ -19,53 +20,6 @@ using Steady = std::chrono::steady_clock;
 
 int64_t unix_ms(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
-
-pb::Decision decision_of(verify::Decision d) {
-  switch (d) {
-    case verify::Decision::pass: return pb::DECISION_PASS;
-    case verify::Decision::fail: return pb::DECISION_FAIL;
-    case verify::Decision::error: return pb::DECISION_ERROR;
-  }
-  return pb::DECISION_UNSPECIFIED;
-}
-
-void fill_verify_result(const verify::VerifyResult& r, pb::VerifyResult* out) {
-  out->set_decision(decision_of(r.decision));
-  out->set_first_failed_stage(static_cast<pb::Stage>(static_cast<int>(r.first_failed_stage)));
-  out->set_summary(r.summary);
-  for (const auto& d : r.compiler_diagnostics) {
-    auto* o = out->add_compiler_diagnostics();
-    o->set_stage_message(d.stage_message);
-    o->set_line(d.line);
-    o->set_column(d.column);
-    o->set_text(d.text);
-  }
-  out->set_verifier_log_excerpt(r.verifier_log_excerpt);
-  out->set_verifier_line(r.verifier_line);
-  out->set_verifier_source_line(r.verifier_source_line);
-  out->set_verifier_class(static_cast<pb::VerifierClass>(static_cast<int>(r.verifier_class)));
-  out->set_verified_insns(r.verified_insns);
-  out->set_compile_sandbox(r.compile_sandbox);
-  for (const auto& f : r.fixtures) {
-    auto* o = out->add_fixtures();
-    o->set_name(f.name);
-    o->set_passed(f.passed);
-    o->set_expected_action(f.expected_action);
-    o->set_got_action(f.got_action);
-    o->set_expected_packet_hex(f.expected_packet_hex);
-    o->set_got_packet_hex(f.got_packet_hex);
-    o->set_note(f.note);
-  }
-  out->set_decision_name(verify::to_string(r.decision));
-  out->set_stage_name(verify::to_string(r.first_failed_stage));
-  out->set_verifier_class_name(verify::to_string(r.verifier_class));
-}
-
-std::vector<verify::Fixture> fixtures_of(const google::protobuf::RepeatedPtrField<pb::Fixture>& in) {
-  std::vector<verify::Fixture> out;
-  for (const auto& f : in) out.push_back({f.name(), f.packet_hex(), f.expected_action(), f.expected_packet_hex()});
-  return out;
 }
 
 }  // namespace
@@ -320,9 +274,9 @@ grpc::Status Qwen3BpfService::VerifyProgram(grpc::ServerContext* ctx, const pb::
     auto slot = verify_slots_.acquire(std::chrono::seconds(60), [ctx] { return ctx->IsCancelled(); });
     if (req->source().empty()) throw invalid_argument("source is empty: give the C source of one XDP program");
     const auto t0 = Steady::now();
-    verify::VerifyRequest vr{req->source(), fixtures_of(req->fixtures())};
+    verify::VerifyRequest vr{req->source(), fixtures_from_proto(req->fixtures()), map_entries_from_proto(req->initial_maps())};
     const auto result = pipeline_->verify(vr);
-    fill_verify_result(result, resp->mutable_result());
+    verify_result_to_proto(result, resp->mutable_result());
     resp->set_elapsed_ms(std::chrono::duration<double, std::milli>(Steady::now() - t0).count());
     return grpc::Status::OK;
   });
@@ -354,7 +308,7 @@ grpc::Status Qwen3BpfService::GenerateVerified(grpc::ServerContext* ctx, const p
       if (r.finish == FinishReason::cancelled) throw unavailable("cancelled");
       return r.text;
     };
-    const auto result = verify::generate_verified(req->task(), fixtures_of(req->fixtures()), attempts, generate, *pipeline_);
+    const auto result = verify::generate_verified(req->task(), fixtures_from_proto(req->fixtures()), attempts, generate, *pipeline_);
     for (const auto& a : result) {
       auto* o = resp->add_attempts();
       for (const auto& m : a.messages) {
@@ -364,7 +318,7 @@ grpc::Status Qwen3BpfService::GenerateVerified(grpc::ServerContext* ctx, const p
       }
       o->set_completion(a.completion);
       o->set_source(a.source);
-      fill_verify_result(a.result, o->mutable_result());
+      verify_result_to_proto(a.result, o->mutable_result());
     }
     resp->set_solved(!result.empty() && result.back().result.decision == verify::Decision::pass);
     resp->set_elapsed_ms(std::chrono::duration<double, std::milli>(Steady::now() - t0).count());

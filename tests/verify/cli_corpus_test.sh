@@ -55,20 +55,15 @@ for json_path in sorted(glob.glob(os.path.join(corpus, "*.json"))):
         # Pipeline options are the daemon's configuration, not part of the request.
         skipped.append(name)
         continue
-    fx = spec["fixtures"]
-    if isinstance(fx, dict) or any("expected_maps" in f for f in fx):
-        # BPF-Guardian files, initial map contents and expected map values:
-        # the CLI (client/) and the gRPC request do not carry them yet; the
-        # pipeline's corpus test covers these.
-        skipped.append(name)
-        continue
     src = open(c_path).read().replace("@SECRET@", secret_path)
     if "pad_to_bytes" in spec:
         src += "/*" + "x" * (spec["pad_to_bytes"] - len(src) - 5) + "*/\n"
     prog = os.path.join(tmp, name + ".c")
     open(prog, "w").write(src)
     fixtures = os.path.join(tmp, name + ".fixtures.json")
-    json.dump({"fixtures": spec["fixtures"]}, open(fixtures, "w"))
+    # The spec's fixtures as a user's file: a bare array, {"fixtures", "maps"} or a
+    # BPF-Guardian tests.json, unchanged.
+    json.dump(spec["fixtures"], open(fixtures, "w"))
     run = subprocess.run([cli, "verify", prog, "--fixtures", fixtures, "--json"], capture_output=True, text=True)
     e = spec["expect"]
     want_exit = 0 if e["decision"] == "pass" else 1
@@ -90,6 +85,16 @@ for json_path in sorted(glob.glob(os.path.join(corpus, "*.json"))):
         failing = sorted(f["name"] for f in r.get("fixtures", []) if not f.get("passed"))
         if failing != sorted(e["failing_fixtures"]):
             problems.append("failing fixtures %s, want %s" % (failing, e["failing_fixtures"]))
+    # Every field of the result crosses the gRPC mapping: the fixture counts (0 on a
+    # pass unless the spec says otherwise), each fixture's ran flag, and the diagnosis.
+    for key in ("fixtures_not_run", "fixtures_not_checked"):
+        if (e["decision"] == "pass" or key in e) and r.get(key, 0) != e.get(key, 0):
+            problems.append("%s %s, want %s" % (key, r.get(key, 0), e.get(key, 0)))
+    not_run = [f["name"] for f in r.get("fixtures", []) if not f.get("ran")]
+    if len(not_run) != r.get("fixtures_not_run", 0):
+        problems.append("fixtures without ran=true %s, but fixtures_not_run %s" % (not_run, r.get("fixtures_not_run", 0)))
+    if e["decision"] != "pass" and not (r.get("error_id", "").startswith("BPFV-") and r.get("next_action")):
+        problems.append("no diagnosis (error_id %r, next_action %r)" % (r.get("error_id"), r.get("next_action")))
     text = run.stdout + run.stderr
     if any(n in text for n in needles):
         problems.append("secret material in the output")
@@ -100,7 +105,7 @@ for json_path in sorted(glob.glob(os.path.join(corpus, "*.json"))):
 leaked = xdp_prog_ids() - before
 if leaked:
     failures.append("XDP programs left loaded: %s" % sorted(leaked))
-print("corpus through the CLI: %d programs checked, %d failures; not sent (pipeline options, or fixture files the CLI cannot send yet): %s"
+print("corpus through the CLI: %d programs checked, %d failures; not sent (they set pipeline options, the daemon's configuration): %s"
       % (checked, len(failures), ", ".join(skipped)))
 for f in failures:
     print("  " + f)
