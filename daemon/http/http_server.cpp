@@ -208,6 +208,10 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
 void HttpServer::refuse(int fd, int status, const std::string& message) {
   ++rejected_;
   FdStream s(fd);
+  // Read what the client sent first (briefly): closing a socket with unread
+  // data resets it, and the client would see a reset instead of the answer.
+  char sink[16 * 1024];
+  if (s.wait_readable(std::chrono::milliseconds(50))) [[maybe_unused]] auto n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
   s.expires_after(std::chrono::milliseconds(200));
   const std::string body = error_json(message, status == 503 ? "server_error" : "invalid_request_error", nullptr);
   const std::string head = "HTTP/1.1 " + std::to_string(status) + (status == 503 ? " Service Unavailable" : " Forbidden") +
@@ -215,6 +219,8 @@ void HttpServer::refuse(int fd, int status, const std::string& message) {
                            std::to_string(body.size()) + "\r\n\r\n";
   error_code ec;
   boost::asio::write(s, boost::asio::buffer(head + body), ec);
+  shutdown(fd, SHUT_WR);
+  if (s.wait_readable(std::chrono::milliseconds(50))) [[maybe_unused]] auto n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
   close(fd);
   if (observer_) observer_("", status);
 }

@@ -181,8 +181,7 @@ persist_sessions = false
 
     def node(self, *args):
         r = subprocess.run(["node", os.path.join(HERE, "openai_client.mjs"), *args], capture_output=True, text=True,
-                           timeout=300, env=dict(os.environ, NODE_PATH=os.path.join(OPENAI_DIR, "node_modules")),
-                           cwd=OPENAI_DIR)
+                           timeout=300, env=dict(os.environ, QWEN3_OPENAI_DIR=OPENAI_DIR))
         self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
         return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -442,11 +441,11 @@ persist_sessions = false
                                capture_output=True, text=True, timeout=30)
         finally:
             os.chmod(self.sock, 0o660)
-        # nogroup is the socket group here: with it as primary group nobody is admitted.
+        # nogroup is the socket group here and nobody's primary group: admitted.
         self.assertTrue(r.stdout.endswith("\n200"), r.stdout + r.stderr)
         os.chmod(self.sock, 0o666)
         try:
-            r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=12345", "--clear-groups", "curl", "-sS",
+            r = subprocess.run(["setpriv", "--reuid=daemon", "--regid=daemon", "--clear-groups", "curl", "-sS",
                                 "-w", "\n%{http_code}", "--unix-socket", self.sock, "http://localhost/v1/models"],
                                capture_output=True, text=True, timeout=30)
         finally:

@@ -6,8 +6,12 @@
 //
 //   node openai_client.mjs unix /path/http.sock
 //   node openai_client.mjs tcp http://127.0.0.1:PORT TOKEN
-import OpenAI from "openai";
-import { Agent, fetch } from "undici";
+import { createRequire } from "node:module";
+
+// The packages setup-deps.sh installed under $QWEN3_OPENAI_DIR (outside the repository).
+const require = createRequire(process.env.QWEN3_OPENAI_DIR + "/");
+const OpenAI = require("openai").default;
+const { Agent, fetch } = require("undici");
 
 const [mode, where, token] = process.argv.slice(2);
 const options = { maxRetries: 0, timeout: 120000 };
