@@ -30,7 +30,7 @@ std::string read_token_file(const std::string& path) {
 
 HttpApi::HttpApi(const DaemonConfig& config, InferenceCore& core, const Listener& grpc_listener, ActivatedSockets activated) {
   HttpServerOptions o;
-  o.unix_path = config.http_socket;
+  o.unix_path = config.effective_http_socket();
   o.activated_unix_fd = activated.unix_fd;
   o.tcp_listen = config.http_listen;
   o.activated_tcp_fd = activated.tcp_fd;
@@ -40,7 +40,7 @@ HttpApi::HttpApi(const DaemonConfig& config, InferenceCore& core, const Listener
     o.token = read_token_file(config.http_token_file);
   }
   if (o.unix_path.empty() && o.activated_unix_fd < 0 && o.tcp_listen.empty() && o.activated_tcp_fd < 0) {
-    spdlog::info("HTTP API off (http_socket and http_listen are empty)");
+    spdlog::info("HTTP API off (http_socket = off and no http_listen)");
     return;
   }
   o.socket_group = config.socket_group;

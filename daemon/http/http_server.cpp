@@ -343,6 +343,10 @@ void HttpServer::serve_connection(int fd, uint32_t uid, bool tcp) {
     const Request req = parser.release();
     Exchange ex(stream, req, uid, write_timeout);
     handler_(ex);
+    if (ex.status() == 0) {  // the client left before an answer: nothing was sent
+      if (observer_) observer_(ex.path(), 499);
+      return;
+    }
     if (observer_) observer_(ex.path(), ex.status());
     if (!ex.keep_alive()) return;
   }

@@ -50,6 +50,13 @@ std::string absolute_path(const std::string& key, const std::string& value, cons
 
 }  // namespace
 
+std::string DaemonConfig::effective_http_socket() const {
+  if (http_socket == "off") return "";
+  if (!http_socket.empty()) return http_socket;
+  const auto slash = socket_path.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : socket_path.substr(0, slash)) + "/http.sock";
+}
+
 std::string DaemonConfig::effective_model_dir() const {
   return model_dir.empty() ? state_dir + "/models/default" : model_dir;
 }
@@ -97,7 +104,7 @@ void set_config_value(DaemonConfig& c, const std::string& key, const std::string
     else if (value == "false" || value == "no" || value == "0") c.persist_sessions = false;
     else throw invalid_argument(where + ": persist_sessions must be true or false (got '" + value + "')");
   } else if (key == "http_socket") {
-    c.http_socket = value.empty() ? "" : absolute_path(key, value, where);
+    c.http_socket = value.empty() || value == "off" ? value : absolute_path(key, value, where);
     if (value.size() >= 108) throw invalid_argument(where + ": http_socket is longer than a Unix socket path may be (107 bytes)");
   } else if (key == "http_listen") {
     c.http_listen = value;
@@ -199,7 +206,7 @@ std::map<std::string, std::string> describe_config(const DaemonConfig& c) {
       {"log_level", c.log_level},
       {"state_dir", c.state_dir},
       {"persist_sessions", c.persist_sessions ? "true" : "false"},
-      {"http_socket", c.http_socket.empty() ? "(off)" : c.http_socket},
+      {"http_socket", c.effective_http_socket().empty() ? "(off)" : c.effective_http_socket()},
       {"http_listen", c.http_listen.empty() ? "(off)" : c.http_listen},
       {"http_token_file", c.http_token_file},
       {"http_max_body_bytes", std::to_string(c.http_max_body_bytes)},

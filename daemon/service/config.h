@@ -29,7 +29,7 @@ struct DaemonConfig {
   std::string state_dir = "/var/lib/qwen3-bpfd";
   bool persist_sessions = true;     // save sessions at shutdown, restore them at start
   // The OpenAI-compatible HTTP API (docs/http-api.md).
-  std::string http_socket = "/run/qwen3-bpfd/http.sock";  // "" : no HTTP Unix socket
+  std::string http_socket;          // "" : http.sock next to socket_path (/run/qwen3-bpfd/http.sock); "off": none
   std::string http_listen;          // "127.0.0.1:PORT" (loopback only); "" : no TCP listener
   std::string http_token_file;      // bearer token the TCP listener requires (needed with http_listen)
   int http_max_body_bytes = 4 << 20;
@@ -42,6 +42,8 @@ struct DaemonConfig {
   // The model directory to serve and whether it is the generated default.
   std::string effective_model_dir() const;
   bool uses_default_model() const { return model_dir.empty(); }
+  // The HTTP API's Unix socket path, or "" for none.
+  std::string effective_http_socket() const;
 };
 
 // Reads `path` over `config` (keys not in the file keep their values).

@@ -54,7 +54,7 @@ Flags parse_flags(int argc, char** argv) {
   static const std::vector<std::array<const char*, 3>> keyed = {
       {"--model", "model_dir", "model directory (default: <state_dir>/models/default)"},
       {"--socket", "socket_path", "Unix socket (default /run/qwen3-bpfd/qwen3-bpfd.sock; ignored when socket-activated)"},
-      {"--http-socket", "http_socket", "HTTP API Unix socket (default /run/qwen3-bpfd/http.sock; \"\" = none)"},
+      {"--http-socket", "http_socket", "HTTP API Unix socket (default: http.sock next to --socket, /run/qwen3-bpfd/http.sock; off = none)"},
       {"--http-listen", "http_listen", "HTTP API on loopback TCP, 127.0.0.1:PORT (needs http_token_file)"},
       {"--backend", "backend", "bpf (in-kernel, default) | reference (float user space, debug only)"},
       {"--weights", "weight_path", "weight path of the bpf backend: map | arena"},

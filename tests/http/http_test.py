@@ -431,28 +431,25 @@ persist_sessions = false
             self.assertLess(time.time(), deadline)
             time.sleep(0.1)
 
+    def models_as(self, user, group):
+        """GET /v1/models as `user` with only `group`, the socket file opened to everyone for the call."""
+        os.chmod(self.sock, 0o666)
+        try:
+            r = subprocess.run(["setpriv", f"--reuid={user}", f"--regid={group}", "--clear-groups", "curl", "-sS",
+                                "-w", "\n%{http_code}", "--unix-socket", self.sock, "http://localhost/v1/models"],
+                               capture_output=True, text=True, timeout=30)
+        finally:
+            os.chmod(self.sock, 0o660)
+        return r.stdout + r.stderr
+
     def test_peer_credentials_are_checked(self):
         # Even with the socket file opened to everyone, SO_PEERCRED refuses a
-        # peer that is neither root nor in the socket group.
-        os.chmod(self.sock, 0o666)
-        try:
-            r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "curl", "-sS",
-                                "-w", "\n%{http_code}", "--unix-socket", self.sock, "http://localhost/v1/models"],
-                               capture_output=True, text=True, timeout=30)
-        finally:
-            os.chmod(self.sock, 0o660)
-        # nogroup is the socket group here and nobody's primary group: admitted.
-        self.assertTrue(r.stdout.endswith("\n200"), r.stdout + r.stderr)
-        os.chmod(self.sock, 0o666)
-        try:
-            r = subprocess.run(["setpriv", "--reuid=daemon", "--regid=daemon", "--clear-groups", "curl", "-sS",
-                                "-w", "\n%{http_code}", "--unix-socket", self.sock, "http://localhost/v1/models"],
-                               capture_output=True, text=True, timeout=30)
-        finally:
-            os.chmod(self.sock, 0o660)
-        self.assertTrue(r.stdout.endswith("\n403"), r.stdout + r.stderr)
-        self.assertIn("socket group", r.stdout)
-
+        # peer that is neither root nor in the socket group. nogroup is the
+        # socket group here and nobody's primary group: admitted.
+        self.assertTrue(self.models_as("nobody", "nogroup").endswith("\n200"))
+        refused = self.models_as("daemon", "daemon")
+        self.assertTrue(refused.endswith("\n403"), refused)
+        self.assertIn("socket group", refused)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
