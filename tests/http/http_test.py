@@ -431,6 +431,52 @@ persist_sessions = false
             self.assertLess(time.time(), deadline)
             time.sleep(0.1)
 
+    def test_socket_activation_passes_both_sockets(self):
+        # systemd's way: the gRPC socket and the HTTP one (FileDescriptorName=http), fds 3 and 4.
+        d = tempfile.mkdtemp(dir=self.tmp)
+        os.chmod(d, 0o755)
+        socks = []
+        for name in ("grpc.sock", "http.sock"):
+            s = socket.socket(socket.AF_UNIX)
+            s.bind(os.path.join(d, name))
+            s.listen(16)
+            socks.append(s)
+        conf = os.path.join(d, "act.conf")
+        with open(conf, "w") as f:
+            f.write(f"model_dir = {MODEL}\nsocket_path = {d}/not-used/grpc.sock\nhttp_socket = {d}/not-used/http.sock\n"
+                    f"kv_budget_mib = 16\nstate_dir = {d}/state\npersist_sessions = false\n")
+        high = [os.dup(s.fileno()) for s in socks]
+
+        def pass_sockets():
+            os.dup2(high[0], 3)
+            os.dup2(high[1], 4)
+        log = open(os.path.join(d, "log"), "w")
+        proc = subprocess.Popen(["/bin/sh", "-c", f'LISTEN_PID=$$ LISTEN_FDS=2 LISTEN_FDNAMES=qwen3-bpfd.socket:http '
+                                 f'exec "{DAEMON}" --config "{conf}"'], preexec_fn=pass_sockets, pass_fds=(3, 4),
+                                stdout=log, stderr=subprocess.STDOUT)
+        try:
+            for fd in high:
+                os.close(fd)
+            deadline = time.time() + 300
+            while True:
+                r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--unix-socket",
+                                    os.path.join(d, "http.sock"), "http://localhost/health"], capture_output=True, text=True)
+                if r.stdout == "200":
+                    break
+                self.assertIsNone(proc.poll(), open(os.path.join(d, "log")).read())
+                self.assertLess(time.time(), deadline)
+                time.sleep(0.2)
+            st = subprocess.run([CLI, "--socket", os.path.join(d, "grpc.sock"), "status"], capture_output=True,
+                                text=True, timeout=30)
+            self.assertEqual(st.returncode, 0, st.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "not-used")))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            log.close()
+            for s in socks:
+                s.close()
+
     def models_as(self, user, group):
         """GET /v1/models as `user` with only `group`, the socket file opened to everyone for the call."""
         os.chmod(self.sock, 0o666)
