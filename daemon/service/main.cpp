@@ -125,6 +125,16 @@ void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener
   note("threads", std::to_string(current.threads), std::to_string(next.threads), false);
   note("socket_path", current.socket_path, next.socket_path, false);
   note("state_dir", current.state_dir, next.state_dir, false);
+  note("http_socket", current.effective_http_socket(), next.effective_http_socket(), false);
+  note("http_listen", current.http_listen, next.http_listen, false);
+  note("http_token_file", current.http_token_file, next.http_token_file, false);
+  note("http_max_body_bytes", std::to_string(current.http_max_body_bytes), std::to_string(next.http_max_body_bytes), false);
+  note("http_header_timeout_seconds", std::to_string(current.http_header_timeout_seconds),
+       std::to_string(next.http_header_timeout_seconds), false);
+  note("http_idle_timeout_seconds", std::to_string(current.http_idle_timeout_seconds),
+       std::to_string(next.http_idle_timeout_seconds), false);
+  note("http_max_connections", std::to_string(current.http_max_connections), std::to_string(next.http_max_connections), false);
+  note("model_name", current.model_name, next.model_name, false);
 
   set_log_level(next.log_level);
   if (Runtime* rt = host.runtime_if_ready()) rt->sessions->set_limits(session_limits_from(next, rt->backend->config()));
@@ -138,6 +148,14 @@ void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener
   next.threads = current.threads;
   next.socket_path = current.socket_path;
   next.state_dir = current.state_dir;
+  next.http_socket = current.http_socket;
+  next.http_listen = current.http_listen;
+  next.http_token_file = current.http_token_file;
+  next.http_max_body_bytes = current.http_max_body_bytes;
+  next.http_header_timeout_seconds = current.http_header_timeout_seconds;
+  next.http_idle_timeout_seconds = current.http_idle_timeout_seconds;
+  next.http_max_connections = current.http_max_connections;
+  next.model_name = current.model_name;
   current = next;
 
   if (changed.empty() && ignored.empty()) spdlog::info("reload: configuration unchanged");
