@@ -18,7 +18,7 @@ namespace v1 = qwen3bpf::v1;
 std::vector<OptionSpec> generation_options() {
   return {
       {"max-tokens", true, false, "N  tokens to generate at most (default: the daemon's, 256)", 'n'},
-      {"temperature", true, false, "T  sampling temperature; 0 = greedy (default 0)", 't'},
+      {"temperature", true, false, "T  sampling temperature; 0 = greedy (default: the model's generation_config)", 't'},
       {"top-k", true, false, "K  sample among the K most likely tokens (0 = off)"},
       {"top-p", true, false, "P  nucleus sampling cut (0 or 1 = off)"},
       {"min-p", true, false, "P  drop tokens below P x the best probability (0 = off)"},
@@ -32,8 +32,13 @@ std::vector<OptionSpec> generation_options() {
 }
 
 void apply_generation_options(const Args& args, v1::GenerateRequest& request) {
-  auto* sampling = request.mutable_sampling();
+  // Sampling fields go out only when the user gave one: without them the
+  // daemon samples with the model's generation_config defaults.
   auto* stopping = request.mutable_stopping();
+  bool sampling_given = false;
+  for (const char* flag : {"temperature", "top-k", "top-p", "min-p", "repetition-penalty", "seed"})
+    sampling_given = sampling_given || args.has(flag);
+  auto* sampling = sampling_given ? request.mutable_sampling() : nullptr;
   if (auto v = args.get_int("max-tokens", 1, 1 << 20)) stopping->set_max_new_tokens(static_cast<int32_t>(*v));
   if (auto v = args.get_double("temperature", 0, 100)) sampling->set_temperature(static_cast<float>(*v));
   if (auto v = args.get_int("top-k", 0, 1 << 24)) sampling->set_top_k(static_cast<int32_t>(*v));

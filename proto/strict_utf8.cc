@@ -5,13 +5,11 @@
 
 namespace qwen3bpf::v1 {
 
-namespace {
-
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
 using google::protobuf::internal::WireFormatLite;
 
-bool valid_utf8(const std::string& s) {
+bool valid_utf8(std::string_view s) {
   const auto* b = reinterpret_cast<const unsigned char*>(s.data());
   size_t i = 0;
   while (i < s.size()) {
@@ -38,8 +36,6 @@ bool valid_utf8(const std::string& s) {
   }
   return true;
 }
-
-}  // namespace
 
 std::string find_invalid_utf8_field(const Descriptor& type, const std::string& wire) {
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(wire.data()),

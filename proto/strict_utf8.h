@@ -9,9 +9,15 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/status.h>
 
+#include <string_view>
+
 #include "qwen3bpf/v1/qwen3bpf.pb.h"
 
 namespace qwen3bpf::v1 {
+
+// Strict UTF-8 (no overlong forms, surrogates or code points past U+10FFFF):
+// the one check every API of the daemon applies to text it is given.
+bool valid_utf8(std::string_view s);
 
 // Parses `buffer` into `msg`; on failure names the first string field holding
 // invalid UTF-8 (INVALID_ARGUMENT) or reports a malformed message (INVALID_ARGUMENT too).

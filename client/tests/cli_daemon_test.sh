@@ -39,8 +39,8 @@ printf '{"text": "a"}\n{"text": "b c"}\n' | "$cli" tokenize --jsonl >"$tmp/jsonl
 [[ $(wc -l <"$tmp/jsonl") -eq 2 ]] || fail "tokenize --jsonl via daemon: $(cat "$tmp/jsonl")"
 pass "tokenize/detokenize/--jsonl through the daemon match the offline tokenizer"
 
-# ---- generate: streaming text equals the JSON stream's deltas (greedy is deterministic)
-expect_exit 0 "generate --json" -- "$cli" generate --json --max-tokens 6 --ignore-eos "The kernel"
+# ---- generate: streaming text equals the JSON stream's deltas (greedy, asked for, is deterministic)
+expect_exit 0 "generate --json" -- "$cli" generate --json --temperature 0 --max-tokens 6 --ignore-eos "The kernel"
 json_stream=$out
 /usr/bin/python3 - "$json_stream" <<'PY' || fail "generate --json stream: $json_stream"
 import json, sys
@@ -53,7 +53,7 @@ assert final["finish_reason"] == "length", final
 assert final["usage"]["completion_tokens"] == 6 and final["usage"]["prompt_tokens"] >= 2, final
 PY
 deltas=$(/usr/bin/python3 -c 'import json,sys; print("".join(json.loads(l)["text"] for l in sys.argv[1].splitlines()), end="")' "$json_stream")
-expect_exit 0 "generate text" -- "$cli" generate --max-tokens 6 --ignore-eos "The kernel"
+expect_exit 0 "generate text" -- "$cli" generate --temperature 0 --max-tokens 6 --ignore-eos "The kernel"
 [[ $out == "$deltas" ]] || fail "text output '$out' differs from the JSON deltas '$deltas'"
 expect_exit 0 "generate --chat --stats" -- "$cli" generate --chat --no-think --max-tokens 3 --ignore-eos --stats "Hi"
 expect_contains "$err" "[finish: length; prompt" "--stats line"
@@ -66,7 +66,7 @@ pyjson 'assert d["usage"]["completion_tokens"] == 3 and d["finish_reason"] == "l
 # Greedy is deterministic: a piece of the text above is met again and stops the stream.
 stop=$(/usr/bin/python3 -c 'import sys; print(sys.argv[1][2:5], end="")' "$deltas")
 [[ -n $stop ]] || fail "the 6-token text '$deltas' is too short to take a stop string from"
-expect_exit 0 "stop sequence" -- "$cli" generate --json -n 40 --ignore-eos --stop "$stop" "The kernel"
+expect_exit 0 "stop sequence" -- "$cli" generate --json --temperature 0 -n 40 --ignore-eos --stop "$stop" "The kernel"
 pyjson 'assert d["finish_reason"] == "stop_sequence" and d["stop_sequence"] == sys.argv[2], d' "$(tail -n1 <<<"$out")" "$stop" ||
   fail "stop '$stop': $(tail -n1 <<<"$out")"
 pass "generate: JSON stream order and usage, text = deltas, --chat, --stats, sampling flags"

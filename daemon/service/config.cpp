@@ -50,6 +50,13 @@ std::string absolute_path(const std::string& key, const std::string& value, cons
 
 }  // namespace
 
+std::string DaemonConfig::effective_http_socket() const {
+  if (http_socket == "off") return "";
+  if (!http_socket.empty()) return http_socket;
+  const auto slash = socket_path.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : socket_path.substr(0, slash)) + "/http.sock";
+}
+
 std::string DaemonConfig::effective_model_dir() const {
   return model_dir.empty() ? state_dir + "/models/default" : model_dir;
 }
@@ -96,11 +103,31 @@ void set_config_value(DaemonConfig& c, const std::string& key, const std::string
     if (value == "true" || value == "yes" || value == "1") c.persist_sessions = true;
     else if (value == "false" || value == "no" || value == "0") c.persist_sessions = false;
     else throw invalid_argument(where + ": persist_sessions must be true or false (got '" + value + "')");
+  } else if (key == "http_socket") {
+    c.http_socket = value.empty() || value == "off" ? value : absolute_path(key, value, where);
+    if (value.size() >= 108) throw invalid_argument(where + ": http_socket is longer than a Unix socket path may be (107 bytes)");
+  } else if (key == "http_listen") {
+    c.http_listen = value;
+    if (!value.empty()) parse_loopback_address(value, where);
+  } else if (key == "http_token_file") {
+    c.http_token_file = value.empty() ? "" : absolute_path(key, value, where);
+  } else if (key == "http_max_body_bytes") {
+    c.http_max_body_bytes = parse_int(key, value, where, 1024, 1 << 30);
+  } else if (key == "http_header_timeout_seconds") {
+    c.http_header_timeout_seconds = parse_int(key, value, where, 1, 3600);
+  } else if (key == "http_idle_timeout_seconds") {
+    c.http_idle_timeout_seconds = parse_int(key, value, where, 1, 86400);
+  } else if (key == "http_max_connections") {
+    c.http_max_connections = parse_int(key, value, where, 1, 10000);
+  } else if (key == "model_name") {
+    c.model_name = value;
   } else {
     throw invalid_argument(where + ": unknown key '" + key +
                            "' (known: model_dir, backend, weight_path, precision, kv_bits, threads, socket_path, socket_group, "
                            "admin_group, max_sessions, kv_budget_mib, session_ttl_seconds, default_context, max_context, "
-                           "default_max_new_tokens, prefill_chunk, log_level, state_dir, persist_sessions)");
+                           "default_max_new_tokens, prefill_chunk, log_level, state_dir, persist_sessions, http_socket, http_listen, "
+                           "http_token_file, http_max_body_bytes, http_header_timeout_seconds, http_idle_timeout_seconds, "
+                           "http_max_connections, model_name)");
   }
 }
 
@@ -140,6 +167,22 @@ void validate_config(const DaemonConfig& c) {
     // Harmless, but say so: these options only shape the in-kernel engine.
   }
   if (c.state_dir.empty()) throw invalid_argument(where + ": state_dir must not be empty");
+  if (!c.http_listen.empty() && c.http_token_file.empty())
+    throw invalid_argument(where + ": http_listen needs http_token_file (the bearer token TCP clients must send)");
+}
+
+LoopbackAddress parse_loopback_address(const std::string& value, const std::string& where) {
+  const auto colon = value.rfind(':');
+  std::string host = colon == std::string::npos ? "" : value.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const std::string port = colon == std::string::npos ? "" : value.substr(colon + 1);
+  if (host != "127.0.0.1" && host != "::1" && host != "localhost")
+    throw invalid_argument(where + ": http_listen must be a loopback address, 127.0.0.1:PORT or [::1]:PORT (got '" +
+                           value + "'); put a proxy in front of it to serve other hosts");
+  LoopbackAddress a;
+  a.host = host == "localhost" ? "127.0.0.1" : host;
+  a.port = parse_int("http_listen port", port, where, 1, 65535);
+  return a;
 }
 
 std::map<std::string, std::string> describe_config(const DaemonConfig& c) {
@@ -163,6 +206,14 @@ std::map<std::string, std::string> describe_config(const DaemonConfig& c) {
       {"log_level", c.log_level},
       {"state_dir", c.state_dir},
       {"persist_sessions", c.persist_sessions ? "true" : "false"},
+      {"http_socket", c.effective_http_socket().empty() ? "(off)" : c.effective_http_socket()},
+      {"http_listen", c.http_listen.empty() ? "(off)" : c.http_listen},
+      {"http_token_file", c.http_token_file},
+      {"http_max_body_bytes", std::to_string(c.http_max_body_bytes)},
+      {"http_header_timeout_seconds", std::to_string(c.http_header_timeout_seconds)},
+      {"http_idle_timeout_seconds", std::to_string(c.http_idle_timeout_seconds)},
+      {"http_max_connections", std::to_string(c.http_max_connections)},
+      {"model_name", c.model_name},
   };
 }
 

@@ -28,11 +28,22 @@ struct DaemonConfig {
   std::string log_level = "info";   // trace|debug|info|warn|error|critical|off
   std::string state_dir = "/var/lib/qwen3-bpfd";
   bool persist_sessions = true;     // save sessions at shutdown, restore them at start
+  // The OpenAI-compatible HTTP API (docs/http-api.md).
+  std::string http_socket;          // "" : http.sock next to socket_path (/run/qwen3-bpfd/http.sock); "off": none
+  std::string http_listen;          // "127.0.0.1:PORT" (loopback only); "" : no TCP listener
+  std::string http_token_file;      // bearer token the TCP listener requires (needed with http_listen)
+  int http_max_body_bytes = 4 << 20;
+  int http_header_timeout_seconds = 10;  // a request's head and body must arrive within this
+  int http_idle_timeout_seconds = 60;    // an idle keep-alive connection is closed after this
+  int http_max_connections = 64;
+  std::string model_name;           // the model's id in /v1/models ("" : the model directory's name)
   std::string config_file;          // where it was read from ("" = built-in defaults)
 
   // The model directory to serve and whether it is the generated default.
   std::string effective_model_dir() const;
   bool uses_default_model() const { return model_dir.empty(); }
+  // The HTTP API's Unix socket path, or "" for none.
+  std::string effective_http_socket() const;
 };
 
 // Reads `path` over `config` (keys not in the file keep their values).
@@ -43,6 +54,12 @@ void set_config_value(DaemonConfig& config, const std::string& key, const std::s
                       const std::string& where);
 // Checks the combination (ranges, known names). Throws qwen3::Error.
 void validate_config(const DaemonConfig& config);
+struct LoopbackAddress {
+  std::string host;  // "127.0.0.1" | "::1"
+  int port = 0;
+};
+// "127.0.0.1:PORT", "[::1]:PORT" or "localhost:PORT"; anything else is an error at `where`.
+LoopbackAddress parse_loopback_address(const std::string& value, const std::string& where);
 // The keys and values, for logs and --check.
 std::map<std::string, std::string> describe_config(const DaemonConfig& config);
 

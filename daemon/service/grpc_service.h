@@ -1,5 +1,6 @@
-// The qwen3bpf.v1.Qwen3Bpf gRPC service: validates requests, runs them on the
-// loaded runtime, maps qwen3::Error kinds to status codes.
+// The qwen3bpf.v1.Qwen3Bpf gRPC service: a thin adapter over the inference
+// core (grpc_mapping.h maps the messages); every handler runs in one shell
+// that maps errors to statuses and counts the call.
 #pragma once
 
 #include <atomic>
@@ -8,6 +9,7 @@
 
 #include "qwen3bpf/v1/qwen3bpf.grpc.pb.h"
 #include "service/counters.h"
+#include "service/inference.h"
 #include "service/listener.h"
 #include "service/model_host.h"
 #include "service/verify_slots.h"
@@ -20,14 +22,8 @@ class Pipeline;
 
 class Qwen3BpfService final : public qwen3bpf::v1::Qwen3Bpf::Service {
  public:
-  Qwen3BpfService(ModelHost& host, const Listener* listener);
+  Qwen3BpfService(InferenceCore& core, const Listener* listener);
   ~Qwen3BpfService() override;
-
-  // SIGTERM: running generations finish with CANCELLED, new ones get UNAVAILABLE.
-  void begin_shutdown() { shutting_down_ = true; }
-  bool shutting_down() const { return shutting_down_; }
-  RequestCounters& counters() { return counters_; }
-  void set_default_max_new_tokens(int n) { default_max_new_tokens_ = n; }
 
   grpc::Status Tokenize(grpc::ServerContext*, const qwen3bpf::v1::TokenizeRequest*,
                         qwen3bpf::v1::TokenizeResponse*) override;
@@ -57,13 +53,14 @@ class Qwen3BpfService final : public qwen3bpf::v1::Qwen3Bpf::Service {
   // The uid of the peer behind the call (0 in-process); sessions belong to it.
   uint32_t caller_uid(grpc::ServerContext* ctx) const;
   grpc::Status fail(const std::exception& e);
+  template <class Body>
+  grpc::Status handle(const char* method, grpc::ServerContext* ctx, Body&& body);
+  grpc::Status status(qwen3bpf::v1::GetStatusResponse* resp);
 
+  InferenceCore& core_;
   ModelHost& host_;
   const Listener* listener_;
-  std::atomic<bool> shutting_down_{false};
-  std::atomic<int> default_max_new_tokens_{256};
-  RequestCounters counters_;
-  std::chrono::steady_clock::time_point started_;
+  RequestCounters& counters_;
   int64_t started_unix_ms_ = 0;
   std::unique_ptr<verify::Pipeline> pipeline_;
   VerifySlots verify_slots_{2};

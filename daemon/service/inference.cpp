@@ -5,10 +5,12 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <spdlog/spdlog.h>
 
 #include "common/error.h"
 #include "service/stop_matcher.h"
 #include "sessions/session.h"
+#include "strict_utf8.h"
 
 namespace qwen3 {
 
@@ -20,6 +22,51 @@ double ms_since(Steady::time_point t) {
   return std::chrono::duration<double, std::milli>(Steady::now() - t).count();
 }
 
+// A prompt-cache session of `caller` able to hold `want` positions: the one
+// whose cached history shares the longest prefix with `sequence`, else a new
+// one while the caller has fewer than kPromptCacheSlots, else the least
+// recently used idle one. Empty when none can be had (the request then runs on
+// an ephemeral cache, as without cache_prompt).
+SessionLease prompt_cache_lease(Runtime& rt, uint32_t caller, std::span<const int32_t> sequence, int want) {
+  SessionManager& sm = *rt.sessions;
+  std::vector<SessionSnapshot> mine;
+  for (auto& s : sm.list(caller))
+    if (s.owner_uid == caller && s.id.rfind(kPromptCachePrefix, 0) == 0) mine.push_back(s);
+  std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.last_used < b.last_used; });
+  SessionLease best;
+  int best_keep = -1;
+  for (const auto& s : mine) {
+    if (s.busy || s.max_context < static_cast<int>(sequence.size())) continue;
+    SessionLease lease;
+    try {
+      lease = sm.acquire(s.id, caller);
+    } catch (const Error&) {
+      continue;  // taken or evicted meanwhile
+    }
+    const int keep = reusable_prefix(lease->history, lease->kv->positions(), sequence);
+    if (keep > best_keep) {  // ties keep the least recently used
+      best = std::move(lease);
+      best_keep = keep;
+    }
+  }
+  if (best && best_keep > 0) return best;
+  if (static_cast<int>(mine.size()) < kPromptCacheSlots) {
+    const SessionLimits limits = sm.limits();
+    const int ctx = std::min(std::max(want, limits.default_context), limits.max_context);
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      const std::string id = std::string(kPromptCachePrefix) + std::to_string(caller) + "-" +
+                             std::to_string(std::random_device{}() % 1000000);
+      try {
+        sm.create(ctx, id, caller);
+        return sm.acquire(id, caller);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::failed_precondition) break;  // limits reached: use what there is
+      }
+    }
+  }
+  return best;
+}
+
 // The session (or an ephemeral KV cache) a request runs on, with the KV
 // truncated to what the request can reuse.
 struct Prepared {
@@ -28,7 +75,7 @@ struct Prepared {
   int keep = 0;                   // positions reused from the cache
 };
 
-Prepared prepare(Runtime& rt, const std::string& session_id, uint32_t caller, bool append,
+Prepared prepare(Runtime& rt, const std::string& session_id, uint32_t caller, bool append, bool cache_prompt,
                  std::span<const int32_t> tokens, int extra_positions) {
   Prepared p;
   if (!session_id.empty()) {
@@ -51,8 +98,9 @@ Prepared prepare(Runtime& rt, const std::string& session_id, uint32_t caller, bo
     if (static_cast<int>(p.sequence.size()) > cap)
       throw invalid_argument("prompt longer than the context: " + std::to_string(p.sequence.size()) +
                              " tokens, the context holds " + std::to_string(cap) + " positions");
-    const long want = static_cast<long>(p.sequence.size()) + std::max(extra_positions, 0);
-    p.lease = rt.sessions->create_ephemeral(static_cast<int>(std::min<long>(want, cap)));
+    const long want = std::min<long>(static_cast<long>(p.sequence.size()) + std::max(extra_positions, 0), cap);
+    if (cache_prompt) p.lease = prompt_cache_lease(rt, caller, p.sequence, static_cast<int>(want));
+    if (!p.lease) p.lease = rt.sessions->create_ephemeral(static_cast<int>(want));
   }
   p.keep = reusable_prefix(p.lease->history, p.lease->kv->positions(), p.sequence);
   p.lease->kv->truncate(p.keep);
@@ -118,7 +166,7 @@ ForwardOutcome run_forward(Runtime& rt, const ForwardOptions& o) {
   if (o.tokens.empty() && !o.append) throw invalid_argument("empty input: give token_ids or a non-empty text");
   validate_token_ids(o.tokens, rt.backend->config().vocab_size, "token_ids");
   if (o.top_k < 0) throw invalid_argument("top_k must be >= 0");
-  Prepared p = prepare(rt, o.session_id, o.caller_uid, o.append, o.tokens, 0);
+  Prepared p = prepare(rt, o.session_id, o.caller_uid, o.append, false, o.tokens, 0);
   if (p.sequence.empty()) throw invalid_argument("empty input: nothing to forward");
 
   ForwardWants wants;
@@ -155,9 +203,11 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   if (o.max_new_tokens < 1) throw invalid_argument("max_new_tokens must be >= 1");
   if (o.logprobs < 0 || o.logprobs > 20) throw invalid_argument("logprobs must be in [0, 20]");
 
+  for (const auto& stop : o.stop) require_utf8(stop, "stop");
   GenerateOutcome out;
-  SamplingParams sp = o.sampling;
-  if (o.random_seed) sp.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
+  const ResolvedSampling resolved = resolve_sampling(o.sampling, mc);
+  SamplingParams sp = resolved.params;
+  if (resolved.random_seed) sp.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
   out.seed = sp.seed;
   Sampler sampler(sp);  // validates the parameters before any work
   ForwardWants wants = sampler.wants();
@@ -166,7 +216,7 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
     wants.top_k = std::max(wants.top_k, o.logprobs);
   }
 
-  Prepared p = prepare(rt, o.session_id, o.caller_uid, o.append, o.tokens, o.max_new_tokens);
+  Prepared p = prepare(rt, o.session_id, o.caller_uid, o.append, o.cache_prompt, o.tokens, o.max_new_tokens);
   if (p.sequence.empty()) throw invalid_argument("empty input: nothing to generate from");
   Session& s = *p.lease;
   out.prompt_tokens = static_cast<int>(p.sequence.size());
@@ -193,6 +243,7 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   const int ctx = s.kv->max_context();
   bool stopped_by_string = false;
   std::optional<FinishReason> finish;
+  Steady::time_point last_token = t_decode;
   for (int index = 0;; ++index) {
     if (r.positions.empty()) throw Error("the backend reported no logits for the decode step");
     const PositionLogits& scores = r.positions.back();
@@ -228,6 +279,12 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
     if (!finish && out.completion_tokens >= o.max_new_tokens) finish = FinishReason::length;
     if (!finish && s.kv->positions() >= ctx) finish = FinishReason::length;  // no room to feed it
     out.text += tok.text;
+    if (o.metrics) {
+      const auto now = Steady::now();
+      if (index == 0) o.metrics->observe_time_to_first_token(std::chrono::duration<double>(now - t0).count());
+      else o.metrics->observe_time_per_output_token(std::chrono::duration<double>(now - last_token).count());
+      last_token = now;
+    }
     if (!emit(tok)) {
       finish = FinishReason::cancelled;
       break;
@@ -260,6 +317,119 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   }
   out.decode_ms = ms_since(t_decode);
   return out;
+}
+
+void require_utf8(const std::string& text, const std::string& field) {
+  if (!qwen3bpf::v1::valid_utf8(text)) throw invalid_argument(field + " is not valid UTF-8");
+}
+
+std::vector<int32_t> encode_text(const Tokenizer& tok, const std::string& text, const std::string& field,
+                                 bool parse_special) {
+  require_utf8(text, field);
+  return tok.encode(text, parse_special);
+}
+
+std::vector<int32_t> encode_chat(const Tokenizer& tok, const std::vector<ChatMessage>& messages, bool enable_thinking) {
+  if (messages.empty()) throw invalid_argument("messages is empty: give at least one message");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    if (m.role != "system" && m.role != "user" && m.role != "assistant" && m.role != "tool")
+      throw invalid_argument("messages[" + std::to_string(i) + "].role must be system, user, assistant or tool (got '" +
+                             printable(m.role) + "')");
+    require_utf8(m.content, "messages[" + std::to_string(i) + "].content");
+  }
+  return tok.encode(tok.apply_chat_template(messages, true, enable_thinking), true);
+}
+
+ResolvedSampling resolve_sampling(const SamplingRequest& r, const ModelConfig& model) {
+  ResolvedSampling out;
+  SamplingParams& p = out.params;
+  p.temperature = r.temperature ? *r.temperature : static_cast<float>(model.default_temperature);
+  p.top_k = r.top_k ? *r.top_k : model.default_top_k;
+  p.top_p = r.top_p ? *r.top_p : (model.default_top_p > 0 ? static_cast<float>(model.default_top_p) : 1.0f);
+  if (p.top_p == 0.0f) p.top_p = 1.0f;  // 0: no cut, as the gRPC API documents
+  p.min_p = r.min_p.value_or(0.0f);
+  p.repetition_penalty = r.repetition_penalty.value_or(1.0f);
+  if (p.repetition_penalty == 0.0f) p.repetition_penalty = 1.0f;
+  p.seed = r.seed.value_or(0);
+  out.random_seed = p.seed == 0 && p.temperature >= kMinSamplingTemperature;
+  return out;
+}
+
+InferenceCore::InferenceCore(ModelHost& host) : host_(host), started_(std::chrono::steady_clock::now()) {
+  default_max_new_tokens_ = host.config().default_max_new_tokens;
+}
+
+Runtime& InferenceCore::runtime_for_work() {
+  if (shutting_down_) throw unavailable("the daemon is stopping");
+  return host_.runtime();
+}
+
+int InferenceCore::max_new_tokens(int requested) const {
+  if (requested < 0) throw invalid_argument("max_new_tokens must be >= 0 (0 = default), got " + std::to_string(requested));
+  return requested == 0 ? default_max_new_tokens_.load() : requested;
+}
+
+std::function<bool()> InferenceCore::cancellation(std::function<bool()> transport_cancelled) const {
+  return [this, t = std::move(transport_cancelled)] { return shutting_down_.load() || (t && t()); };
+}
+
+ForwardOutcome InferenceCore::forward(ForwardOptions o) {
+  ++counters_.forward;
+  Runtime& rt = runtime_for_work();
+  o.cancelled = cancellation(std::move(o.cancelled));
+  ForwardOutcome r = run_forward(rt, o);
+  counters_.prompt_tokens += r.prompt_tokens - r.cached_tokens;
+  counters_.cached_tokens += r.cached_tokens;
+  metrics_.count_tokens(r.prompt_tokens - r.cached_tokens, r.cached_tokens, 0);
+  return r;
+}
+
+GenerateOutcome InferenceCore::generate(GenerateOptions o, const std::function<bool(const GeneratedToken&)>& emit) {
+  ++counters_.generate;
+  struct StreamCount {
+    std::atomic<int>& n;
+    explicit StreamCount(std::atomic<int>& c) : n(c) { ++n; }
+    ~StreamCount() { --n; }
+  } count(counters_.active_streams);
+  Runtime& rt = runtime_for_work();
+  o.cancelled = cancellation(std::move(o.cancelled));
+  o.metrics = &metrics_;
+  GenerateOutcome r = run_generate(rt, o, emit);
+  counters_.prompt_tokens += r.prompt_tokens - r.cached_tokens;
+  counters_.cached_tokens += r.cached_tokens;
+  counters_.completion_tokens += r.completion_tokens;
+  metrics_.count_tokens(r.prompt_tokens - r.cached_tokens, r.cached_tokens, r.completion_tokens);
+  if (r.finish == FinishReason::cancelled) {
+    ++counters_.cancelled;
+    spdlog::info("generation cancelled after {} tokens ({})", r.completion_tokens,
+                 shutting_down_ ? "daemon stopping" : "client cancelled or disconnected");
+  }
+  return r;
+}
+
+MetricsGauges InferenceCore::gauges() const {
+  MetricsGauges g;
+  g.kv_budget_bytes = static_cast<uint64_t>(host_.config().kv_budget_mib) * 1024 * 1024;
+  g.max_sessions = host_.config().max_sessions;
+  g.active_streams = counters_.active_streams;
+  if (Runtime* rt = host_.runtime_if_ready()) {
+    g.loaded = true;
+    const SessionTotals t = rt->sessions->totals();
+    const SessionLimits l = rt->sessions->limits();
+    g.kv_bytes = t.kv_bytes;
+    g.kv_budget_bytes = l.kv_budget_bytes;
+    g.sessions = t.sessions;
+    g.ephemeral_sessions = t.ephemeral;
+    g.busy_sessions = t.busy;
+    g.max_sessions = l.max_sessions;
+    g.evicted_sessions = t.evicted;
+    g.queue_depth = rt->scheduler->stats().queued;
+    const BackendInfo info = rt->backend->info();
+    g.bpf_programs = info.bpf_programs;
+    g.bpf_maps = info.bpf_maps;
+  }
+  return g;
 }
 
 }  // namespace qwen3

@@ -1,21 +1,51 @@
-// Forward and generate on a loaded runtime, independent of gRPC (the service
-// and `qwen3-bpfd --check` both use it): session continuation, ephemeral KV,
-// sampling, streaming text with stop strings, cancellation.
+// The inference core that the gRPC and HTTP adapters share: input rules
+// (UTF-8, chat roles, token ids), sampling defaults from the model's
+// generation_config, sessions and automatic prompt-prefix reuse, scheduling,
+// stop logic, streaming text, cancellation, counters and metrics. The
+// adapters only map their wire formats onto it. `qwen3-bpfd --check` uses the
+// free functions run_forward / run_generate directly.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "sampling/sampler.h"
+#include "service/counters.h"
+#include "service/metrics.h"
 #include "service/model_host.h"
 
 namespace qwen3 {
 
 // Throws invalid_argument naming the first id that is out of range.
 void validate_token_ids(std::span<const int32_t> ids, int vocab_size, const std::string& field);
+// Throws invalid_argument naming `field` unless `text` is strict UTF-8.
+void require_utf8(const std::string& text, const std::string& field);
+// Text to ids (special tokens parsed unless told otherwise), after the UTF-8 check.
+std::vector<int32_t> encode_text(const Tokenizer& tok, const std::string& text, const std::string& field,
+                                 bool parse_special = true);
+// Messages through the model's chat template, with the generation prompt.
+// Roles must be system, user, assistant or tool; contents strict UTF-8.
+std::vector<int32_t> encode_chat(const Tokenizer& tok, const std::vector<ChatMessage>& messages, bool enable_thinking);
+
+// Sampling as a request states it. A field left unset takes the model's
+// generation_config.json default (temperature, top_k, top_p) or the neutral
+// value (no cut, no penalty); temperature 0 asks for greedy decoding.
+struct SamplingRequest {
+  std::optional<float> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int> top_k;
+  std::optional<uint64_t> seed;  // unset or 0: a random seed (reported back)
+};
+struct ResolvedSampling {
+  SamplingParams params;
+  bool random_seed = false;
+};
+ResolvedSampling resolve_sampling(const SamplingRequest& request, const ModelConfig& model);
 
 struct ScoredToken {
   int32_t id = 0;
@@ -51,15 +81,18 @@ struct GenerateOptions {
   std::vector<int32_t> tokens;
   std::string session_id;
   bool append = false;
+  // Without a session_id: reuse the longest cached prefix of this caller's
+  // recent requests (llama.cpp's cache_prompt), keeping the KV afterwards.
+  bool cache_prompt = false;
   uint32_t caller_uid = 0;         // whose sessions the request may use (0: root, any)
-  SamplingParams sampling;
-  bool random_seed = false;        // choose a seed (sampling.seed is then ignored)
+  SamplingRequest sampling;
   int max_new_tokens = 256;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int logprobs = 0;
   std::function<bool()> cancelled;
+  ServiceMetrics* metrics = nullptr;  // time to first token, time per output token
 };
 
 struct GeneratedToken {
@@ -90,5 +123,49 @@ struct GenerateOutcome {
 // receiver is gone (finish = cancelled).
 GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& options,
                              const std::function<bool(const GeneratedToken&)>& emit);
+
+// The sessions the prompt cache keeps are named with this prefix (listed like
+// any other session of their owner, evicted first-come under memory pressure).
+inline constexpr const char* kPromptCachePrefix = "prompt-cache-";
+inline constexpr int kPromptCacheSlots = 4;  // per caller
+
+// What both adapters call: the rules above plus the daemon-wide state (stop
+// flag, default max tokens, counters, metrics).
+class InferenceCore {
+ public:
+  explicit InferenceCore(ModelHost& host);
+
+  // Throws unavailable while loading, after a failure, or once stopping.
+  Runtime& runtime_for_work();
+  Runtime& runtime() { return host_.runtime(); }
+  ModelHost& host() { return host_; }
+
+  // SIGTERM: running generations finish with cancelled, new ones are refused.
+  void begin_shutdown() { shutting_down_ = true; }
+  bool shutting_down() const { return shutting_down_; }
+  void set_default_max_new_tokens(int n) { default_max_new_tokens_ = n; }
+  // 0 (or absent): the configured default; must be >= 0.
+  int max_new_tokens(int requested) const;
+
+  // The stop flag joined with the transport's own cancellation.
+  std::function<bool()> cancellation(std::function<bool()> transport_cancelled) const;
+
+  ForwardOutcome forward(ForwardOptions options);
+  GenerateOutcome generate(GenerateOptions options, const std::function<bool(const GeneratedToken&)>& emit);
+
+  RequestCounters& counters() { return counters_; }
+  ServiceMetrics& metrics() { return metrics_; }
+  // Gauges of the loaded runtime (zeros while loading) and the counters above.
+  MetricsGauges gauges() const;
+  std::chrono::steady_clock::time_point started() const { return started_; }
+
+ private:
+  ModelHost& host_;
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<int> default_max_new_tokens_{256};
+  RequestCounters counters_;
+  ServiceMetrics metrics_;
+  std::chrono::steady_clock::time_point started_;
+};
 
 }  // namespace qwen3

@@ -256,4 +256,65 @@ std::optional<PeerIdentity> Listener::peer(const std::string& grpc_peer) const {
   return it->second.who;
 }
 
+// Added for the HTTP socket; the constructor and accept_loop above still do
+// the same steps inline.
+bool Listener::admits(const PeerIdentity& who) const {
+  if (who.uid == 0) return true;
+  std::lock_guard lock(mu_);
+  return member_of(who.uid, who.gid, who.groups, socket_gid_);
+}
+
+std::optional<PeerIdentity> peer_identity_of(int conn) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return std::nullopt;
+  return PeerIdentity{cred.pid, cred.uid, cred.gid, cred.uid == 0 ? std::vector<gid_t>{} : peer_groups(conn)};
+}
+
+int listen_unix_socket(const std::string& path, std::optional<gid_t> gid, const std::string& flag_hint) {
+  std::error_code ec;
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw Error("cannot create the socket directory " + dir.string() + ": " + ec.message());
+    chmod(dir.c_str(), 0755);
+  }
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) throw invalid_argument("socket path too long: " + path);
+  std::strcpy(addr.sun_path, path.c_str());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error("socket(AF_UNIX): " + errno_text());
+  if (std::filesystem::exists(path, ec)) {
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const bool alive = connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    close(probe);
+    if (alive) {
+      close(fd);
+      throw Error("another process is already listening on " + path + " (stop it or use " + flag_hint + ")");
+    }
+    unlink(path.c_str());
+  }
+  const mode_t old = umask(0117);  // 0660 from the start: no window where others can connect
+  const int r = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  umask(old);
+  if (r != 0) {
+    const std::string why = errno_text();
+    close(fd);
+    throw Error("cannot bind " + path + ": " + why);
+  }
+  if (gid) {
+    if (chown(path.c_str(), 0, *gid) != 0) spdlog::warn("cannot give {} to gid {}: {}", path, *gid, errno_text());
+  } else {
+    chmod(path.c_str(), 0600);
+  }
+  if (listen(fd, 128) != 0) {
+    const std::string why = errno_text();
+    close(fd);
+    unlink(path.c_str());
+    throw Error("listen on " + path + ": " + why);
+  }
+  return fd;
+}
+
 }  // namespace qwen3

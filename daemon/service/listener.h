@@ -61,6 +61,9 @@ class Listener {
   // Root, or a member of the admin group in force now (not when it connected).
   bool is_admin(const PeerIdentity& who) const;
   std::string admin_group() const;
+  // Root, or a member of the socket group in force now: who may use the
+  // daemon's sockets (the HTTP socket applies it too).
+  bool admits(const PeerIdentity& who) const;
 
  private:
   void accept_loop();
@@ -90,5 +93,13 @@ class Listener {
 
 // The gid of a group name, if it exists.
 std::optional<gid_t> group_id(const std::string& name);
+
+// The process behind a connected Unix socket (SO_PEERCRED, and SO_PEERGROUPS
+// unless it is root); nullopt when the kernel does not say.
+std::optional<PeerIdentity> peer_identity_of(int conn);
+// `path` as a listening Unix stream socket, created with mode 0660 and group
+// `gid` (0600, root only, without one); refuses when another process still
+// answers there, replaces a stale socket file. Throws qwen3::Error.
+int listen_unix_socket(const std::string& path, std::optional<gid_t> gid, const std::string& flag_hint);
 
 }  // namespace qwen3

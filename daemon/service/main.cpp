@@ -19,6 +19,7 @@
 
 #include "cli_parse.h"
 #include "common/error.h"
+#include "http/http_api.h"
 #include "service/config.h"
 #include "service/grpc_service.h"
 #include "service/listener.h"
@@ -53,6 +54,8 @@ Flags parse_flags(int argc, char** argv) {
   static const std::vector<std::array<const char*, 3>> keyed = {
       {"--model", "model_dir", "model directory (default: <state_dir>/models/default)"},
       {"--socket", "socket_path", "Unix socket (default /run/qwen3-bpfd/qwen3-bpfd.sock; ignored when socket-activated)"},
+      {"--http-socket", "http_socket", "HTTP API Unix socket (default: http.sock next to --socket, /run/qwen3-bpfd/http.sock; off = none)"},
+      {"--http-listen", "http_listen", "HTTP API on loopback TCP, 127.0.0.1:PORT (needs http_token_file)"},
       {"--backend", "backend", "bpf (in-kernel, default) | reference (float user space, debug only)"},
       {"--weights", "weight_path", "weight path of the bpf backend: map | arena"},
       {"--precision", "precision", "q24 | q8"},
@@ -88,7 +91,7 @@ std::string percent(float f) {
 }
 
 // SIGHUP: apply what can change while running and say what changed.
-void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener& listener, Qwen3BpfService& service) {
+void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener& listener, InferenceCore& core) {
   // RELOADING=1 must be followed by READY=1: only once loaded (before that,
   // READY=1 would tell systemd the model is loaded when it is not).
   const bool loaded = host.progress().state == LoadState::ready;
@@ -122,11 +125,21 @@ void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener
   note("threads", std::to_string(current.threads), std::to_string(next.threads), false);
   note("socket_path", current.socket_path, next.socket_path, false);
   note("state_dir", current.state_dir, next.state_dir, false);
+  note("http_socket", current.effective_http_socket(), next.effective_http_socket(), false);
+  note("http_listen", current.http_listen, next.http_listen, false);
+  note("http_token_file", current.http_token_file, next.http_token_file, false);
+  note("http_max_body_bytes", std::to_string(current.http_max_body_bytes), std::to_string(next.http_max_body_bytes), false);
+  note("http_header_timeout_seconds", std::to_string(current.http_header_timeout_seconds),
+       std::to_string(next.http_header_timeout_seconds), false);
+  note("http_idle_timeout_seconds", std::to_string(current.http_idle_timeout_seconds),
+       std::to_string(next.http_idle_timeout_seconds), false);
+  note("http_max_connections", std::to_string(current.http_max_connections), std::to_string(next.http_max_connections), false);
+  note("model_name", current.model_name, next.model_name, false);
 
   set_log_level(next.log_level);
   if (Runtime* rt = host.runtime_if_ready()) rt->sessions->set_limits(session_limits_from(next, rt->backend->config()));
   listener.set_groups(next.socket_group, next.admin_group);
-  service.set_default_max_new_tokens(next.default_max_new_tokens);
+  core.set_default_max_new_tokens(next.default_max_new_tokens);
   // Keys that need a restart keep their running values.
   next.model_dir = current.model_dir;
   next.backend = current.backend;
@@ -135,6 +148,14 @@ void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener
   next.threads = current.threads;
   next.socket_path = current.socket_path;
   next.state_dir = current.state_dir;
+  next.http_socket = current.http_socket;
+  next.http_listen = current.http_listen;
+  next.http_token_file = current.http_token_file;
+  next.http_max_body_bytes = current.http_max_body_bytes;
+  next.http_header_timeout_seconds = current.http_header_timeout_seconds;
+  next.http_idle_timeout_seconds = current.http_idle_timeout_seconds;
+  next.http_max_connections = current.http_max_connections;
+  next.model_name = current.model_name;
   current = next;
 
   if (changed.empty() && ignored.empty()) spdlog::info("reload: configuration unchanged");
@@ -160,8 +181,12 @@ int serve(const Flags& flags, DaemonConfig config) {
   check_model_dir_exists(config);
 
   ModelHost host(config);
+  // Before the gRPC listener looks at what systemd passed.
+  const http::ActivatedSockets http_sockets = http::take_activated_http_sockets();
   Listener listener({config.socket_path, config.socket_group, config.admin_group});
-  Qwen3BpfService service(host, &listener);
+  InferenceCore core(host);
+  Qwen3BpfService service(core, &listener);
+  http::HttpApi http_api(config, core, listener, http_sockets);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -174,6 +199,7 @@ int serve(const Flags& flags, DaemonConfig config) {
   auto* health = server->GetHealthCheckService();
   health->SetServingStatus(false);
   listener.start(server.get());
+  http_api.start();
 
   WatchdogPinger watchdog;
   notify_status("loading " + config.effective_model_dir());
@@ -197,14 +223,14 @@ int serve(const Flags& flags, DaemonConfig config) {
         // Recompute saved sessions in the background (the daemon serves meanwhile),
         // then save every change of a named session as it happens.
         persistence.start(*rt->sessions, *rt->scheduler, rt->backend->config().vocab_size,
-                          [&service] { return service.shutting_down(); });
+                          [&core] { return core.shutting_down(); });
       }
     }
     timespec timeout{0, 200 * 1000 * 1000};
     const int sig = sigtimedwait(&signals, nullptr, &timeout);
     if (sig == SIGHUP) {
       spdlog::info("SIGHUP: re-reading {}", flags.config_file);
-      reload(flags, config, host, listener, service);
+      reload(flags, config, host, listener, core);
       continue;
     }
     if (sig == SIGTERM || sig == SIGINT) {
@@ -224,18 +250,19 @@ int serve(const Flags& flags, DaemonConfig config) {
 
   notify_stopping();
   health->SetServingStatus(false);
-  service.begin_shutdown();
+  core.begin_shutdown();
   listener.stop();
-  const int streams = service.counters().active_streams;
+  const int streams = core.counters().active_streams;
   if (streams > 0) {
     spdlog::info("finishing {} running stream(s) with finish_reason CANCELLED", streams);
     // Each stream ends within one engine step; give the clients a moment to read
     // their final message before the connections close under them.
     const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (service.counters().active_streams > 0 && std::chrono::steady_clock::now() < limit)
+    while (core.counters().active_streams > 0 && std::chrono::steady_clock::now() < limit)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
+  http_api.stop(std::chrono::seconds(2));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
   if (host.progress().state == LoadState::loading) {

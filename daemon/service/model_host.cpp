@@ -10,14 +10,8 @@
 
 #include "common/error.h"
 
-#if __has_include("reference/reference_backend.h") && defined(QWEN3_HAVE_REFERENCE)
-#include "reference/reference_backend.h"
-#define QWEN3_REFERENCE_AVAILABLE 1
-#endif
-#if __has_include("engine/bpf_backend.h") && defined(QWEN3_HAVE_BPF_ENGINE)
 #include "engine/bpf_backend.h"
-#define QWEN3_BPF_AVAILABLE 1
-#endif
+#include "reference/reference_backend.h"
 
 namespace qwen3 {
 
@@ -151,16 +145,11 @@ void ModelHost::load_impl() {
   rt->threads = config_.threads > 0 ? config_.threads : static_cast<int>(std::max(1L, cpus));
 
   if (config_.backend == "reference") {
-#ifdef QWEN3_REFERENCE_AVAILABLE
     spdlog::warn("backend = reference: the float user-space forward pass (a debugging aid); the product runs it "
                  "in the kernel with backend = bpf");
     set_progress(LoadState::loading, 0.1f, "preparing the reference (float, user space) backend");
     rt->backend = make_reference_backend(rt->model, rt->threads);
-#else
-    throw Error("this build has no reference backend (daemon/reference was not built)");
-#endif
   } else {
-#ifdef QWEN3_BPF_AVAILABLE
     BpfEngineOptions opts;
     opts.weight_path = parse_weight_path(config_.weight_path);
     opts.precision = parse_precision(config_.precision);
@@ -173,9 +162,6 @@ void ModelHost::load_impl() {
     set_progress(LoadState::loading, 0.1f,
                  "loading BPF programs and converting weights (" + config_.weight_path + ", " + config_.precision + ")");
     rt->backend = make_bpf_backend(rt->model, opts);
-#else
-    throw Error("this build has no in-kernel (bpf) backend yet; set backend = reference to debug with the float backend");
-#endif
   }
 
   const ModelConfig& mc = rt->backend->config();

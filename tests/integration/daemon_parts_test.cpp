@@ -14,6 +14,8 @@
 #include "common/error.h"
 #include "scheduler/scheduler.h"
 #include "service/config.h"
+#include "service/inference.h"
+#include "service/metrics.h"
 #include "service/session_store.h"
 #include "service/stop_matcher.h"
 #include "service/verify_slots.h"
@@ -110,6 +112,63 @@ TEST(ReusablePrefix, KeepsCommonCachedPrefixAndFeedsAtLeastOneToken) {
 }
 
 // ------------------------------------------------------------- stop strings
+
+// Issue 12: generation_config.json defaults were parsed and never applied.
+TEST(ResolveSampling, UnsetFieldsTakeTheModelsGenerationConfig) {
+  ModelConfig qwen;
+  qwen.default_temperature = 0.6;
+  qwen.default_top_k = 20;
+  qwen.default_top_p = 0.95;
+  const ResolvedSampling none = resolve_sampling({}, qwen);
+  EXPECT_FLOAT_EQ(none.params.temperature, 0.6f);
+  EXPECT_EQ(none.params.top_k, 20);
+  EXPECT_FLOAT_EQ(none.params.top_p, 0.95f);
+  EXPECT_FLOAT_EQ(none.params.min_p, 0.0f);
+  EXPECT_FLOAT_EQ(none.params.repetition_penalty, 1.0f);
+  EXPECT_TRUE(none.random_seed);
+
+  SamplingRequest greedy;
+  greedy.temperature = 0.0f;
+  const ResolvedSampling g = resolve_sampling(greedy, qwen);
+  EXPECT_FLOAT_EQ(g.params.temperature, 0.0f);
+  EXPECT_FALSE(g.random_seed);
+
+  SamplingRequest some;
+  some.temperature = 1.2f;
+  some.seed = 7;
+  some.top_p = 0.0f;  // 0 = no cut, as the gRPC API documents
+  const ResolvedSampling s = resolve_sampling(some, qwen);
+  EXPECT_FLOAT_EQ(s.params.temperature, 1.2f);
+  EXPECT_EQ(s.params.top_k, 20);  // still the model's
+  EXPECT_FLOAT_EQ(s.params.top_p, 1.0f);
+  EXPECT_EQ(s.params.seed, 7u);
+  EXPECT_FALSE(s.random_seed);
+
+  // A model without generation_config decodes greedily.
+  const ResolvedSampling plain = resolve_sampling({}, ModelConfig{});
+  EXPECT_FLOAT_EQ(plain.params.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(plain.params.top_p, 1.0f);
+  EXPECT_FALSE(plain.random_seed);
+}
+
+TEST(Metrics, HistogramBucketsAreCumulativeAndLabelsEscaped) {
+  Histogram h({0.1, 1.0});
+  h.observe(0.05);
+  h.observe(0.1);  // le is inclusive
+  h.observe(0.5);
+  h.observe(7);
+  const auto snap = h.snapshot();
+  EXPECT_EQ(snap.cumulative, (std::vector<uint64_t>{2, 3, 4}));
+  EXPECT_EQ(snap.count, 4u);
+  EXPECT_DOUBLE_EQ(snap.sum, 7.65);
+  EXPECT_EQ(escape_label_value("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+  ServiceMetrics m;
+  m.count_request("http", "/v1/x\"y", "200");
+  const std::string text = m.render({});
+  EXPECT_NE(text.find("qwen3_bpfd_requests_total{api=\"http\",endpoint=\"/v1/x\\\"y\",status=\"200\"} 1\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("qwen3_bpfd_time_to_first_token_seconds_bucket{le=\"+Inf\"} 0\n"), std::string::npos);
+}
 
 TEST(StopMatcher, HoldsBackPossibleStartsAndCutsAtTheMatch) {
   StopMatcher m({"STOP", "\n\n"});

@@ -247,6 +247,8 @@ state_dir = {cls.tmp}/state
 
     def generate(self, timeout=120, **kw):
         stopping = kw.pop("stopping", None) or pb.StoppingCriteria(max_new_tokens=8, ignore_eos=True)
+        # Greedy, asked for: without sampling the daemon samples as the model's generation_config says.
+        kw.setdefault("sampling", pb.SamplingParams(temperature=0))
         return list(self.stub.Generate(pb.GenerateRequest(stopping=stopping, **kw), timeout=timeout))
 
     def assert_code(self, code, fn, *args, contains=None, **kw):
@@ -371,6 +373,24 @@ state_dir = {cls.tmp}/state
         self.assertEqual(msgs[-1].finish_reason, pb.FINISH_REASON_STOP_SEQUENCE)
         self.assertEqual(msgs[-1].stop_sequence, stop)
         self.assertEqual(out, text[:text.find(stop)])
+
+    def test_no_sampling_options_sample_as_generation_config_says(self):
+        # Issue 12: the tiny model's generation_config.json says temperature 0.6;
+        # a request without sampling options used to decode greedily anyway.
+        with open(os.path.join(MODEL, "generation_config.json")) as f:
+            self.assertGreater(json.load(f).get("temperature", 0), 0)
+        stopping = pb.StoppingCriteria(max_new_tokens=8, ignore_eos=True)
+        sampled = list(self.stub.Generate(pb.GenerateRequest(prompt="Count: 1 2 3", stopping=stopping), timeout=120))
+        self.assertNotEqual(sampled[-1].seed, 0)  # a seed was drawn: it sampled
+        greedy = self.generate(prompt="Count: 1 2 3", stopping=stopping)  # asks for temperature 0
+        self.assertEqual(greedy[-1].seed, 0)
+        # The drawn seed reproduces the sampled tokens with the model's defaults made explicit.
+        with open(os.path.join(MODEL, "generation_config.json")) as f:
+            gc = json.load(f)
+        again = self.generate(prompt="Count: 1 2 3", stopping=stopping, sampling=pb.SamplingParams(
+            temperature=gc.get("temperature", 0), top_k=gc.get("top_k", 0), top_p=gc.get("top_p", 0),
+            seed=sampled[-1].seed))
+        self.assertEqual([m.token_id for m in again], [m.token_id for m in sampled])
 
     def test_chat_messages(self):
         msgs = self.generate(messages=[pb.ChatMessage(role="user", content="Say hi")])
@@ -969,6 +989,7 @@ class DaemonCrashTest(unittest.TestCase):
 
     def generate(self, **kw):
         stopping = kw.pop("stopping", None) or pb.StoppingCriteria(max_new_tokens=6, ignore_eos=True)
+        kw.setdefault("sampling", pb.SamplingParams(temperature=0))  # greedy, asked for
         return list(self.stub().Generate(pb.GenerateRequest(stopping=stopping, **kw), timeout=120))
 
     def test_a_kill_9_loses_no_finished_request(self):
