@@ -203,6 +203,16 @@ int serve(const Flags& flags, DaemonConfig config) {
 
   WatchdogPinger watchdog;
   notify_status("loading " + config.effective_model_dir());
+  SessionPersistence persistence(config.state_dir + "/sessions.json");
+  if (config.persist_sessions) {
+    // The saved sessions are recreated (as restoring) before READY, so no request can find one
+    // missing or take its id; their KV is recomputed in the background while the daemon serves,
+    // then every change of a named session is saved as it happens.
+    host.set_before_ready([&persistence, &core](Runtime& rt) {
+      persistence.start(*rt.sessions, *rt.scheduler, rt.backend->config().vocab_size,
+                        [&core] { return core.shutting_down(); });
+    });
+  }
   host.start_loading([&](const LoadProgress& p) {
     if (p.state == LoadState::ready) {
       health->SetServingStatus(true);
@@ -216,16 +226,7 @@ int serve(const Flags& flags, DaemonConfig config) {
 
   int exit_code = 0;
   auto last_sweep = std::chrono::steady_clock::now();
-  SessionPersistence persistence(config.state_dir + "/sessions.json");
   for (;;) {
-    if (!persistence.started() && config.persist_sessions) {
-      if (Runtime* rt = host.runtime_if_ready()) {
-        // Recompute saved sessions in the background (the daemon serves meanwhile),
-        // then save every change of a named session as it happens.
-        persistence.start(*rt->sessions, *rt->scheduler, rt->backend->config().vocab_size,
-                          [&core] { return core.shutting_down(); });
-      }
-    }
     timespec timeout{0, 200 * 1000 * 1000};
     const int sig = sigtimedwait(&signals, nullptr, &timeout);
     if (sig == SIGHUP) {

@@ -183,6 +183,7 @@ void ModelHost::load_impl() {
   char t[32];
   snprintf(t, sizeof t, ", loaded in %.1f s", secs);
   text += t;
+  if (before_ready_) before_ready_(*rt);
   {
     std::lock_guard lock(mu_);
     runtime_ = std::move(rt);

@@ -46,6 +46,10 @@ class ModelHost {
   explicit ModelHost(DaemonConfig config);
   ~ModelHost();
 
+  // Called on the loading thread with the finished runtime just before it is published (and READY
+  // sent), so what it sets up (the saved sessions) exists from the first request on. Set before
+  // loading starts.
+  void set_before_ready(std::function<void(Runtime&)> hook) { before_ready_ = std::move(hook); }
   // Loads on a background thread; `on_change` is called with every progress update.
   void start_loading(std::function<void(const LoadProgress&)> on_change);
   // Loads on this thread. Throws qwen3::Error.
@@ -67,6 +71,7 @@ class ModelHost {
   mutable std::mutex mu_;
   LoadProgress progress_;
   std::function<void(const LoadProgress&)> on_change_;
+  std::function<void(Runtime&)> before_ready_;
   std::unique_ptr<Runtime> runtime_;
   std::atomic<Runtime*> ready_{nullptr};
   std::thread loader_;

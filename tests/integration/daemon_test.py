@@ -1076,15 +1076,9 @@ class DaemonCrashTest(unittest.TestCase):
             self.assertEqual([e["id"] for e in saved["sessions"]], ["survivor"] if "survivor" in text else [])
 
 
-    # OPEN DEFECT (issue 14, outside daemon/sessions): the model host publishes
-    # the runtime and the daemon answers READY before the saved sessions are
-    # recreated; main.cpp starts SessionPersistence on its next 200 ms tick. In
-    # that window a saved session is NOT_FOUND, and a CreateSession of its id
-    # succeeds and makes the restore drop the saved one. Fix: begin_restore()
-    # before ModelHost publishes the runtime. Marked as an expected failure so
-    # that the fix turns it into an unexpected success, which fails the run
-    # until this marker is removed.
-    @unittest.expectedFailure
+    # The saved sessions exist from the first answer after READY (main.cpp recreates them in the
+    # model host's before-ready hook); before that fix they came back up to 200 ms later, and a
+    # CreateSession of a saved id in that window made the restore drop the saved session.
     def test_c_saved_sessions_exist_from_the_first_ready_answer(self):
         self.start()
         self.stub().CreateSession(pb.CreateSessionRequest(max_context=64, session_id="early"), timeout=30)
