@@ -33,7 +33,10 @@ units='ReusablePrefix|StopMatcher|SessionManager|SessionStore|Scheduler|VerifySl
 units+='|DtypeTest|ModelDirTest|DamagedModel|ShardedModel|MkModelTest|SafetensorsFuzz|WeightFormats'
 units+='|Tokenizer|StreamDecoder|PreTokenizer|SyntheticTokenizer'
 units+='|MinusculeModel|GeneratedModelReference|GeneratedModels/ReferenceBackendTest'
-regex=${1:-"^(${units})\\.|^(daemon_integration|make_test_models)\$"}
+# (make_test_models is not named: ctest adds it as the fixture's setup when it must run, and -FS
+# below skips it when the main build's models are reused; named, it ran anyway and needed
+# qwen3-bpf-quant-study, which this build does not make then.)
+regex=${1:-"^(${units})\\.|^daemon_integration\$"}
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
