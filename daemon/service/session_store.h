@@ -80,7 +80,6 @@ class SessionPersistence {
   ~SessionPersistence() { stop(); }
   // Starts restoring on a background thread and saving on every change.
   void start(SessionManager& sessions, Scheduler& scheduler, int vocab_size, std::function<bool()> stopping);
-  bool started() const { return sessions_ != nullptr; }
   // Waits for the restorer, saves a last time and stops saving (before the sessions are freed).
   void stop();
 

@@ -39,6 +39,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 
 DEFAULT_CLIENT = "/work/main/build/client/qwen3-bpf"
@@ -156,7 +157,6 @@ def cause_of_failure(res):
 def kernel_accepts(prog, include_tree, tag):
     """True / False when the kernel's own loader accepts / refuses the program compiled
     outside the service; None when it does not compile there (no verdict)."""
-    import tempfile
     with tempfile.TemporaryDirectory() as d:
         obj = os.path.join(d, "prog.o")
         cc = subprocess.run(["clang-19", "-O2", "-g", "-target", "bpf", "-nostdinc", "-isystem",
