@@ -82,9 +82,23 @@ ForwardWants Sampler::wants() const {
   return w;
 }
 
+double TokenDistribution::prob_of(int32_t id) const {
+  for (const auto& [t, p] : tokens)
+    if (t == id) return p;
+  return 0.0;
+}
+
 int32_t Sampler::sample(const PositionLogits& scores, std::span<const int32_t> history) {
+  return draw(distribution(scores, history));
+}
+
+TokenDistribution Sampler::distribution(const PositionLogits& scores, std::span<const int32_t> history) const {
   const bool penalty = params_.repetition_penalty != 1.0f;
-  if (greedy() && !penalty && scores.argmax >= 0) return scores.argmax;  // the backend's own argmax
+  TokenDistribution dist;
+  if (greedy() && !penalty && scores.argmax >= 0) {  // the backend's own argmax
+    dist.tokens = {{scores.argmax, 1.0}};
+    return dist;
+  }
   auto cand = candidates_of(scores);
   if (cand.empty()) throw Error("sampler: the backend reported no scores for this position");
 
@@ -97,7 +111,10 @@ int32_t Sampler::sample(const PositionLogits& scores, std::span<const int32_t> h
   }
   const std::pair<int32_t, float> top = *std::min_element(cand.begin(), cand.end(), better);
   // Greedy, or nothing finite to weigh: an +inf logit wins, all -inf is a tie (lowest id).
-  if (greedy() || !std::isfinite(top.second)) return top.first;
+  if (greedy() || !std::isfinite(top.second)) {
+    dist.tokens = {{top.first, 1.0}};
+    return dist;
+  }
 
   if (params_.top_k > 0 && cand.size() > static_cast<size_t>(params_.top_k)) {
     std::partial_sort(cand.begin(), cand.begin() + params_.top_k, cand.end(), better);
@@ -112,9 +129,15 @@ int32_t Sampler::sample(const PositionLogits& scores, std::span<const int32_t> h
   auto weight = [&](float logit) { return std::exp((double(logit) - best) * inv_t); };
   double total = 0;
   for (const auto& c : cand) total += weight(c.second);
+
+  if (params_.min_p <= 0.0f && params_.top_p >= 1.0f) {
+    // Nothing is cut: every candidate in its own order (see TokenDistribution).
+    dist.tokens.reserve(cand.size());
+    for (const auto& c : cand) dist.tokens.emplace_back(c.first, weight(c.second) / total);
+    return dist;
+  }
   SortedPrefix sorted(cand);
   auto prob = [&](size_t i) { return weight(sorted[i].second) / total; };
-
   size_t keep = cand.size();
   if (params_.min_p > 0.0f) {
     const double floor = params_.min_p * prob(0);
@@ -131,20 +154,24 @@ int32_t Sampler::sample(const PositionLogits& scores, std::span<const int32_t> h
     keep = std::max<size_t>(n, 1);
   }
   double kept = 0;
-  if (keep == cand.size()) {
-    kept = 1.0;  // every candidate: no need to sum (or sort) the tail
-  } else {
-    for (size_t i = 0; i < keep; ++i) kept += prob(i);
-  }
-  std::uniform_real_distribution<double> uni(0.0, kept);
-  double r = uni(rng_);
-  for (size_t i = 0; i < keep; ++i) {
-    const double pi = prob(i);
-    if (r < pi) return sorted[i].first;
-    r -= pi;
-  }
-  return sorted[keep - 1].first;
+  for (size_t i = 0; i < keep; ++i) kept += prob(i);
+  dist.tokens.reserve(keep);
+  for (size_t i = 0; i < keep; ++i) dist.tokens.emplace_back(sorted[i].first, prob(i) / kept);
+  return dist;
 }
+
+int32_t Sampler::draw(const TokenDistribution& dist) {
+  if (dist.tokens.empty()) throw Error("sampler: an empty distribution to draw from");
+  if (dist.tokens.size() == 1) return dist.tokens.front().first;
+  double r = uniform();
+  for (const auto& [id, p] : dist.tokens) {
+    if (r < p) return id;
+    r -= p;
+  }
+  return dist.tokens.back().first;  // rounding left r just above the sum
+}
+
+double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
 
 std::vector<std::pair<int32_t, float>> Sampler::top_logprobs(const PositionLogits& scores, int n) {
   auto cand = candidates_of(scores);

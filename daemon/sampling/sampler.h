@@ -27,6 +27,17 @@ struct SamplingParams {
   uint64_t seed = 0;
 };
 
+// What one position's sampling may pick: the kept candidates with their
+// probabilities (summing to 1 up to rounding). Best first when a cut was
+// applied; when nothing is cut (every token of the full logits kept), in
+// candidate order, since a draw needs no order and sorting ~150k ids per token
+// would cost more than the draw. Greedy: one token with probability 1.
+struct TokenDistribution {
+  std::vector<std::pair<int32_t, double>> tokens;
+  // The probability of `id` (0 when it was cut).
+  double prob_of(int32_t id) const;
+};
+
 class Sampler {
  public:
   // Throws qwen3::Error(invalid_argument) naming the parameter out of range.
@@ -38,6 +49,13 @@ class Sampler {
   // Never fails on the scores' values: NaN logits count as -inf, an +inf logit
   // wins outright, and the result is always one of the candidates.
   int32_t sample(const PositionLogits& scores, std::span<const int32_t> history);
+  // The same choice in two steps, for callers that need the probabilities
+  // (speculative decoding's accept/reject rule): sample() == draw(distribution()).
+  // distribution() reads no random state.
+  TokenDistribution distribution(const PositionLogits& scores, std::span<const int32_t> history) const;
+  int32_t draw(const TokenDistribution& dist);
+  // A uniform draw in [0, 1) from the same seeded generator.
+  double uniform();
   bool greedy() const { return params_.temperature < kMinSamplingTemperature; }
 
   // log-softmax over what the position reports (full logits when present,

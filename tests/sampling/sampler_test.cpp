@@ -103,6 +103,31 @@ TEST(Sampler, TopPKeepsTheSmallestNucleus) {
   EXPECT_GT(counts[1], 500);
 }
 
+TEST(Sampler, DistributionIsTheKeptSetRenormalised) {
+  // p = {0.6, 0.3, 0.1}: top_p 0.8 keeps {0, 1}, renormalised to 2/3 and 1/3.
+  Sampler cut({.temperature = 1.0f, .top_p = 0.8f, .seed = 5});
+  auto scores = full_scores({std::log(0.6f), std::log(0.3f), std::log(0.1f)});
+  const TokenDistribution d = cut.distribution(scores, {});
+  ASSERT_EQ(d.tokens.size(), 2u);
+  EXPECT_EQ(d.tokens[0].first, 0);
+  EXPECT_NEAR(d.prob_of(0), 2.0 / 3.0, 1e-6);
+  EXPECT_NEAR(d.prob_of(1), 1.0 / 3.0, 1e-6);
+  EXPECT_EQ(d.prob_of(2), 0.0);
+  // Nothing cut: every token, summing to 1; greedy: one token with probability 1.
+  Sampler all({.temperature = 1.0f, .seed = 5});
+  const TokenDistribution e = all.distribution(scores, {});
+  ASSERT_EQ(e.tokens.size(), 3u);
+  double sum = 0;
+  for (const auto& t : e.tokens) sum += t.second;
+  EXPECT_NEAR(sum, 1.0, 1e-12);
+  EXPECT_NEAR(e.prob_of(2), 0.1, 1e-6);
+  Sampler greedy({});
+  const TokenDistribution g = greedy.distribution(scores, {});
+  ASSERT_EQ(g.tokens.size(), 1u);
+  EXPECT_EQ(g.tokens[0].first, 0);
+  EXPECT_EQ(g.tokens[0].second, 1.0);
+}
+
 TEST(Sampler, MinPDropsUnlikelyTokens) {
   // p = {0.6, 0.3, 0.1}: min_p 0.2 drops token 2 (0.1 < 0.2 * 0.6).
   Sampler s({.temperature = 1.0f, .min_p = 0.2f, .seed = 9});
