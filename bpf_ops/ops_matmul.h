@@ -202,6 +202,29 @@ static long mm_gsum_cb(u64 i, void *ctx) {
   return 0;
 }
 
+/* One group of a block (bpf_loop over the groups): the verifier checks the
+ * kernel body once per program, not once per group, so its budget no longer
+ * grows with the matrix width (the kernel is ~1,300 instructions a group). */
+struct q8_group_ctx {
+  const QN_WQ u8 *w;
+  const s32 *x, *xs;
+  struct qn_dot8 *d;
+};
+
+static long mm_q8_group_cb(u64 i, void *ctx) {
+  struct q8_group_ctx *gc = ctx;
+  u32 g = (u32)i;
+  QN_BARRIER(g);
+  if (g >= IN_PAD / QN_GROUP) return 1; /* bounds x, xs and the block (max_row_bytes) */
+  u64 t0, t1, t2, t3;
+  q8_group_asm((const QN_WQ u64 *)(gc->w + qn_q8_bcol_off(g, 0)), gc->x + g * QN_GROUP, &t0, &t1, &t2, &t3);
+  /* everything else is read after the asm (its memory clobber forces the
+   * reloads), so only gc and g are spilled across it: three nested frames
+   * share BPF's 512-byte stack */
+  dot8_q8_lanes(gc->w, gc->xs, g, t0, t1, t2, t3, gc->d);
+  return 0;
+}
+
 /* q8 step: the block of rows [r, r + 8) (gate/up: the pairs [r, r + 4),
  * rows 2r .. 2r + 7) against compact position c; rows at or beyond row_end
  * (the padding of the last block, or the next worker's) are not stored.
@@ -226,7 +249,10 @@ static __always_inline u32 mm_block_pos(const struct mm_state *st, u32 r, u32 c,
    * the spills around the kernel's asm) would exceed BPF's 512 bytes */
   struct qn_dot8 *d = xq_ysum(st->thread);
   if (!d) return __LINE__;
-  dot8_q8(w, x, xs, groups, d);
+#pragma unroll
+  for (int j = 0; j < QN_Q8_BLOCK_ROWS; j++) d->y[j] = 0;
+  struct q8_group_ctx gc = {w, x, xs, d};
+  bpf_loop(groups, mm_q8_group_cb, &gc, 0);
 #pragma unroll
   for (int k = 0; k < QN_OUT_COLS; k++) {
     u32 oc = st->mat.ocol[k];

@@ -228,8 +228,12 @@ static __always_inline void q8_lanes(u64 t, s64 bias, s64 *lo, s64 *hi) {
  * updates inside). t0..t3: the lane-pair sums mod 2^64. */
 static __always_inline void q8_group_asm(const QN_WQ u64 *pv, const s32 *px, u64 *s0, u64 *s1, u64 *s2,
                                          u64 *s3) {
-  u64 t0 = 0, t1 = 0, t2 = 0, t3 = 0, v, x, u, m;
+  u64 t0, t1, t2, t3, v, x, u, m;
   asm volatile("%[m] = 0xff000000ff ll\n\t"
+               "%[t0] = 0\n\t"
+               "%[t1] = 0\n\t"
+               "%[t2] = 0\n\t"
+               "%[t3] = 0\n\t"
   QN_Q8_ASM_COL("0", "0")
   QN_Q8_ASM_COL("8", "4")
   QN_Q8_ASM_COL("16", "8")
@@ -294,7 +298,7 @@ static __always_inline void q8_group_asm(const QN_WQ u64 *pv, const s32 *px, u64
   QN_Q8_ASM_COL("488", "244")
   QN_Q8_ASM_COL("496", "248")
   QN_Q8_ASM_COL("504", "252")
-               : [t0] "+r"(t0), [t1] "+r"(t1), [t2] "+r"(t2), [t3] "+r"(t3), [v] "=&r"(v), [x] "=&r"(x),
+               : [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [v] "=&r"(v), [x] "=&r"(x),
                  [u] "=&r"(u), [m] "=&r"(m)
                : [pv] "r"((const u64 *)pv), [px] "r"(px) /* arena: the cast makes it a kernel address */
                : "memory");
@@ -304,31 +308,25 @@ static __always_inline void q8_group_asm(const QN_WQ u64 *pv, const s32 *px, u64
   *s3 = t3;
 }
 
-static __always_inline void dot8_q8(const QN_WQ u8 *blk, const s32 *x, const s32 *xsum, u32 groups,
-                                    struct qn_dot8 *out) {
-#pragma unroll
-  for (int j = 0; j < QN_Q8_BLOCK_ROWS; j++) out->y[j] = 0;
-  for (u32 g = 0; g < groups; g++) {
-    const QN_WQ u64 *pv = (const QN_WQ u64 *)(blk + qn_q8_bcol_off(g, 0));
-    const s32 *px = x + g * QN_GROUP;
-    u64 t0, t1, t2, t3;
-    q8_group_asm(pv, px, &t0, &t1, &t2, &t3);
-    const QN_WQ s32 *sc = (const QN_WQ s32 *)(blk + qn_q8_bscale_off(g, 0));
-    s64 bias = (s64)xsum[g] * QN_Q8_CODE_BIAS;
-    s64 lo, hi;
-    q8_lanes(t0, bias, &lo, &hi);
-    out->y[0] += lo * sc[0];
-    out->y[4] += hi * sc[4];
-    q8_lanes(t1, bias, &lo, &hi);
-    out->y[1] += lo * sc[1];
-    out->y[5] += hi * sc[5];
-    q8_lanes(t2, bias, &lo, &hi);
-    out->y[2] += lo * sc[2];
-    out->y[6] += hi * sc[6];
-    q8_lanes(t3, bias, &lo, &hi);
-    out->y[3] += lo * sc[3];
-    out->y[7] += hi * sc[7];
-  }
+/* The lane-pair sums t0..t3 of group g (q8_group_asm) into the 8 row sums
+ * (out: the worker's map scratch). */
+static __always_inline void dot8_q8_lanes(const QN_WQ u8 *blk, const s32 *xsum, u32 g, u64 t0, u64 t1, u64 t2,
+                                          u64 t3, struct qn_dot8 *out) {
+  const QN_WQ s32 *sc = (const QN_WQ s32 *)(blk + qn_q8_bscale_off(g, 0));
+  s64 bias = (s64)xsum[g] * QN_Q8_CODE_BIAS;
+  s64 lo, hi;
+  q8_lanes(t0, bias, &lo, &hi);
+  out->y[0] += lo * sc[0];
+  out->y[4] += hi * sc[4];
+  q8_lanes(t1, bias, &lo, &hi);
+  out->y[1] += lo * sc[1];
+  out->y[5] += hi * sc[5];
+  q8_lanes(t2, bias, &lo, &hi);
+  out->y[2] += lo * sc[2];
+  out->y[6] += hi * sc[6];
+  q8_lanes(t3, bias, &lo, &hi);
+  out->y[3] += lo * sc[3];
+  out->y[7] += hi * sc[7];
 }
 
 /* The outlier columns of a block: exact int64 weights, per row. */
