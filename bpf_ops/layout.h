@@ -79,17 +79,15 @@ QN_INLINE qn_u32 qn_units_for(qn_u32 precision, qn_u32 rows) {
 
 /* ---- per-worker matmul input (xq_buf, one entry per worker), int32 units ----
  * inputs [QN_PMAX][in_pad] s32 | shifts [QN_PMAX] s32 |
- * position pairs [QN_PMAX/2][in_pad] s64 (x0 + x1 * 2^32; unused by the q8
- * block kernel) | q8 group sums [QN_PMAX][in_pad / QN_GROUP] s32 (sum of a
- * group's inputs: the offset-binary correction of dot8_q8) | q8 block sums */
+ * q8 group sums [QN_PMAX][in_pad / QN_GROUP] s32 (sum of a group's inputs:
+ * the offset-binary correction of dot8_q8) | q8 block sums s64 [8] (the
+ * block being computed: scratch in the map, not on the 512-byte BPF stack) */
 QN_INLINE qn_u32 qn_xq_row_off(qn_u32 in_pad, qn_u32 c) { return c * in_pad; }
 QN_INLINE qn_u32 qn_xq_shift_off(qn_u32 in_pad, qn_u32 c) { return QN_PMAX * in_pad + c; }
-QN_INLINE qn_u32 qn_xq_pairs_off(qn_u32 in_pad) { return QN_PMAX * in_pad + QN_PMAX; } /* even: 8-aligned */
 QN_INLINE qn_u32 qn_xq_gsum_off(qn_u32 in_pad, qn_u32 c) {
-  return qn_xq_pairs_off(in_pad) + QN_PMAX * in_pad + c * (in_pad / QN_GROUP);
+  return QN_PMAX * in_pad + QN_PMAX + c * (in_pad / QN_GROUP);
 }
-/* q8: the sums of the block being computed, s64 [QN_Q8_BLOCK_ROWS] (scratch
- * in the map, not on the 512-byte BPF stack); even, so 8-aligned */
+/* even, so 8-aligned */
 QN_INLINE qn_u32 qn_xq_ysum_off(qn_u32 in_pad) { return (qn_xq_gsum_off(in_pad, QN_PMAX) + 1) & ~1u; }
 QN_INLINE qn_u64 qn_xq_bytes(qn_u32 in_pad) {
   return qn_round8((qn_u64)qn_xq_ysum_off(in_pad) * 4 + 8 * QN_Q8_BLOCK_ROWS);

@@ -7,11 +7,13 @@
  *   QN_OP_VOCAB   rmsnorm(resid, final) @ Wlm      -> logits, argmax, top-k
  * compiled into separate programs so each stays within the verifier's budget:
  * qn_matmul (QKV, GATEUP, VOCAB) and qn_matmul_proj (O, DOWN), plus for q8
- * their prefill variants *_pre. A step of the row loop covers two rows (a
- * gate/up pair, or rows r and r+1) so every input load serves both; the q8
- * kernels put two products in one 64-bit multiply (ops_weights.h). Each
- * step's rows are dotted with every position of the pass while they are hot
- * in L1 (batched prefill).
+ * the prefill variants *_pre (since the block layout the same code as the
+ * decode programs; user space still picks them by position count). A q24
+ * step of the row loop covers two rows (a gate/up pair, or rows r and r+1)
+ * so every input load serves both; a q8 step covers a block of 8 rows
+ * (4 gate/up pairs), one 64-bit load per column for all 8 and two products
+ * per multiply (ops_weights.h dot8_q8). Each step's rows are dotted with
+ * every position of the pass while they are hot in L1 (batched prefill).
  */
 #ifndef QWEN3_BPF_OPS_MATMUL_H
 #define QWEN3_BPF_OPS_MATMUL_H
@@ -140,12 +142,6 @@ static __always_inline u32 mm_rows_pos(const struct mm_state *st, u32 r, u32 c, 
   u32 p = st->comp_pos[c & (QN_PMAX - 1)];
   if (p >= QN_PMAX) return __LINE__;
   u32 groups = cls == QN_MM_NORMED ? HID_PAD / QN_GROUP : op == QN_OP_O ? QD_PAD / QN_GROUP : INTER_PAD / QN_GROUP;
-  u32 ocol[QN_OUT_COLS];
-#pragma unroll
-  for (int k = 0; k < QN_OUT_COLS; k++) {
-    ocol[k] = st->mat.ocol[k];
-    if (ocol[k] >= IN_PAD) return __LINE__;
-  }
   /* gate/up: the row pair (2r, 2r+1); otherwise rows r and r+1 */
   u32 ra = r, rb = r + 1 < st->row_end ? r + 1 : r;
   if (cls == QN_MM_NORMED && op == QN_OP_GATEUP) {
@@ -156,7 +152,7 @@ static __always_inline u32 mm_rows_pos(const struct mm_state *st, u32 r, u32 c, 
   const QN_WQ u8 *wb = weight_row(&st->mat, rb);
   if (!wa || !wb) return __LINE__;
   struct qn_dot2 d = {};
-  weight_dot2(wa, wb, x, groups, ocol, &d);
+  dot2_q24(wa, wb, x, groups, &d);
   /* op is read again rather than kept live across the kernel: the verifier
    * can then merge the ops that share an input length and walk the kernel
    * once per length */
@@ -324,7 +320,7 @@ static __always_inline long mm_prep(u64 i, void *ctx, int cls) {
 static long mm_prep_cb_normed(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_NORMED); }
 static long mm_prep_cb_proj(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_PROJ); }
 
-static __always_inline int mm_main(struct qn_args *a, int cls, int pre) {
+static __always_inline int mm_main(struct qn_args *a, int cls) {
   struct mm_state st = {};
   st.mat = a->mat;
   st.op = a->op;
@@ -396,10 +392,10 @@ static __always_inline int mm_main(struct qn_args *a, int cls, int pre) {
 }
 
 SEC("syscall")
-int qn_matmul(struct qn_args *a) { return mm_main(a, QN_MM_NORMED, 0); }
+int qn_matmul(struct qn_args *a) { return mm_main(a, QN_MM_NORMED); }
 
 SEC("syscall")
-int qn_matmul_proj(struct qn_args *a) { return mm_main(a, QN_MM_PROJ, 0); }
+int qn_matmul_proj(struct qn_args *a) { return mm_main(a, QN_MM_PROJ); }
 
 /* q8 only (user space loads them for q8): several positions per pass. */
 SEC("syscall")
@@ -408,7 +404,7 @@ int qn_matmul_pre(struct qn_args *a) {
     a->status = __LINE__;
     return a->status;
   }
-  return mm_main(a, QN_MM_NORMED, 1);
+  return mm_main(a, QN_MM_NORMED);
 }
 
 SEC("syscall")
@@ -417,7 +413,7 @@ int qn_matmul_proj_pre(struct qn_args *a) {
     a->status = __LINE__;
     return a->status;
   }
-  return mm_main(a, QN_MM_PROJ, 1);
+  return mm_main(a, QN_MM_PROJ);
 }
 
 #endif

@@ -747,7 +747,9 @@ TEST_P(Q8BlockTest, SameIntegersAsTheRowFormula) {
       a.thread = t;
       a.row_begin = rr.begin;
       a.row_end = rr.end;
-      if (rr.begin < rr.end) ASSERT_NO_THROW(progs.matmul(a)) << "op " << a.op << " worker " << t;
+      if (rr.begin < rr.end) {
+        ASSERT_NO_THROW(progs.matmul(a)) << "op " << a.op << " worker " << t;
+      }
     }
   };
   auto image = [&](const MatrixPlan& mp, uint32_t r) {
@@ -771,7 +773,9 @@ TEST_P(Q8BlockTest, SameIntegersAsTheRowFormula) {
       for (uint32_t p = 0; p < npos; p++) {
         std::vector<int32_t> x(src + p * stride, src + (p + 1) * stride);
         const int s = fm::requant(x, mp.m.act_bits);
-        if (p < 2) ASSERT_EQ(std::abs(x[0]), 1 << QN_Q8_ACT_BITS);
+        if (p < 2) {
+          ASSERT_EQ(std::abs(x[0]), 1 << QN_Q8_ACT_BITS);  // the lanes' bound, reached
+        }
         for (uint32_t r = 0; r < mp.rows; r++)
           ASSERT_EQ(progs.resid()[p * hp + r], fm::matmul_row(image(mp, r).data(), x, s, mp.m, Precision::q8))
               << "T " << T << " kind " << int(kind) << " p " << p << " row " << r;
