@@ -817,6 +817,30 @@ TEST_P(Q8BlockTest, SameIntegersAsTheRowFormula) {
 INSTANTIATE_TEST_SUITE_P(Paths, Q8BlockTest, testing::Values(false, true),
                          [](const testing::TestParamInfo<bool>& i) { return i.param ? "arena" : "map"; });
 
+// Worker row ranges: q8 splits at whole blocks (8 rows, 4 gate/up pairs) so no
+// block is shared, and together the ranges cover every row once; q24 keeps
+// the plain proportional split.
+TEST(WorkerRows, BlocksAreNeverShared) {
+  for (uint32_t rows : {1u, 7u, 8u, 203u, 331u, 1001u, 151936u})
+    for (bool pairs : {false, true})
+      for (uint32_t T : {1u, 2u, 3u, 16u, 64u}) {
+        const uint32_t unit = pairs ? 4 : 8;
+        uint32_t next = 0;
+        for (uint32_t t = 0; t < T; t++) {
+          const RowRange r = worker_rows(rows, pairs, Precision::q8, t, T);
+          ASSERT_EQ(r.begin, next) << rows << " " << T << " " << t;
+          ASSERT_LE(r.begin, r.end);
+          ASSERT_EQ(r.begin % unit, 0u);
+          if (r.end != rows) ASSERT_EQ(r.end % unit, 0u);
+          next = r.end;
+          const RowRange q = worker_rows(rows, pairs, Precision::q24, t, T);
+          EXPECT_EQ(q.begin, uint32_t(uint64_t(rows) * t / T));
+          EXPECT_EQ(q.end, uint32_t(uint64_t(rows) * (t + 1) / T));
+        }
+        ASSERT_EQ(next, rows);
+      }
+}
+
 TEST(ProgramsVerify, AtThe06bShape) {
   ModelConfig c;
   c.hidden_size = 1024;
