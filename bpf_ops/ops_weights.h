@@ -73,15 +73,15 @@ static __always_inline void dot2_q24(const QN_WQ u8 *ra, const QN_WQ u8 *rb, con
  * a prefill pass). Column k of a group is one u64 V whose byte j is row j's
  * code + 128 (layout.h); T_j = (V >> 8j) & 0x000000FF000000FF holds rows j
  * and j+4 in two 32-bit lanes, so T_j * x makes two products with one
- * multiply: 20 instructions per column for 8 products (q8_group_asm;
- * dot2_q8: 28). Each lane sums 64 terms
- * (code + 128) * x with |x| <= 2^QN_Q8_ACT_BITS, which can exceed 32 bits,
- * so the sums are taken mod 2^64 and recovered exactly with the group's
- * input sum X (xsum, from mm_gsum): row j's true sum S_j = sum code * x has
- * |S_j| <= 127 * 64 * 2^18 < 2^31, so S_j = (s32)(lane - 128 X) mod 2^32,
- * and once the low lane is known exactly the high one follows. S_j then
- * meets row j's scale as in dot2_q8: the same integer as the C++ model's
- * one product at a time (tests/bpf/fixed_model.h: dot). */
+ * multiply: 20 instructions per column for 8 products (q8_group_asm; the
+ * two-row kernel it replaced took 9 per column for 2). Each lane sums 64
+ * terms (code + 128) * x with |x| <= 2^QN_Q8_ACT_BITS, which can exceed 32
+ * bits, so the sums are taken mod 2^64 and recovered exactly with the
+ * group's input sum X (xsum, from mm_gsum_cb): row j's true sum S_j =
+ * sum code * x has |S_j| <= 127 * 64 * 2^18 < 2^31, so S_j = (s32)(lane -
+ * 128 X) mod 2^32, and once the low lane is known exactly the high one
+ * follows. S_j then meets row j's group scale: the same integer as the C++
+ * model's one product at a time (tests/bpf/fixed_model.h: dot). */
 #define QN_Q8_LANES 0x000000FF000000FFULL
 
 struct qn_dot8 {
