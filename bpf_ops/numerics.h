@@ -502,4 +502,78 @@ QN_INLINE qn_s64 qn_kv8_out_rot(qn_s64 acc) { return qn_div_round(acc, QN_KV8_V_
 /* Output element (Q16) from the back-rotated sum H * out_rot. */
 QN_INLINE qn_s32 qn_kv8_out(qn_s64 z, int lb) { return qn_sat32(qn_round_shift(z, QN_VW_EXTRA + lb)); }
 
+/* ---- sampling probabilities (the qn_sample program, ops_sample.h) -----------
+ * Candidates carry Q16 logits l (the kernel's logits, exactly). Parameters
+ * come as the float's own mantissa and exponent, so they enter exactly:
+ *   repetition penalty pen = pm * 2^-pe (pm in [2^23, 2^24), pe in [0, 32]);
+ *   temperature T = tm * 2^-te (tm in [2^31, 2^32), te in [-16, 46]).
+ * Penalty (CTRL rule, on ids seen): l > 0: l / pen, else l * pen, rounded to Q16.
+ * Weight relative to the best logit M: w = 2^-t in Q44 (the best weighs 2^44
+ * exactly), t = (M - l) * cm >> csh in Q32 octaves, cm * 2^-csh = log2(e) *
+ * 2^16 / T; 2^-t: the top 16 fraction bits by the factor table of
+ * qn_exp2_neg_q30, the low 16 by 1 - x ln 2 (x < 2^-16: error < 2^-33).
+ * Probabilities of the kept set: floor(w * 2^40 / Wk) (Q40). Error bounds
+ * against double: docs/numerics.md, "Sampling probabilities". */
+#define QN_LOG2E_Q63 13306513097844322491ULL /* log2(e) * 2^63 */
+#define QN_LN2_Q30 744261118LL                /* ln 2 * 2^30 */
+#define QN_SAMPLE_WFRAC 44                    /* weights: Q44, the best candidate 2^44 */
+#define QN_SAMPLE_PFRAC 40                    /* probabilities out: Q40 */
+#define QN_SAMPLE_W_ZERO 46                   /* t >= 46 octaves: the weight rounds to 0 */
+
+QN_INLINE qn_s32 qn_rep_penalty(qn_s32 l, qn_u32 pm, qn_u32 pe) {
+  if (l > 0) return qn_sat32(qn_div_round((qn_s64)l << pe, (qn_s64)pm)); /* l * 2^pe < 2^63 */
+  return qn_sat32(qn_round_shift((qn_s64)l * (qn_s64)pm, (int)pe));     /* |l * pm| < 2^55 */
+}
+
+/* cm (in [2^31, 2^32)) and csh (returned, in [0, 63]) of log2(e) * 2^16 / T. */
+QN_INLINE qn_u64 qn_temp_factor(qn_u32 tm, qn_s32 te, int *csh) {
+  qn_u64 cm = QN_LOG2E_Q63 / (qn_u64)tm; /* log2(e) * 2^63 / tm, in [2^31.5, 2^32.6) */
+  int sh = 47 - te;                      /* c = cm * 2^(te - 47) */
+  if (cm >> 32) {
+    cm >>= 1;
+    sh -= 1;
+  }
+  *csh = sh;
+  return cm;
+}
+
+/* Octaves below the best (Q32) of a candidate d = M - l Q16 units below it. */
+QN_INLINE qn_u64 qn_sample_octaves(qn_u64 d, qn_u64 cm, int csh) { return (d * cm) >> csh; }
+
+/* 2^-t in Q44 for t in Q32 (0 from 46 octaves on). */
+QN_INLINE qn_u64 qn_exp2_neg_q44(qn_u64 t_q32) {
+  qn_u64 n = t_q32 >> 32;
+  if (n >= QN_SAMPLE_W_ZERO) return 0;
+  qn_s64 r = QN_ONE_Q30;
+#ifndef __cplusplus
+#pragma unroll
+#endif
+  for (int k = 1; k <= 16; k++) {
+    qn_s64 bit = (qn_s64)((t_q32 >> (32 - k)) & 1);
+    QN_OPAQUE(bit);
+    qn_s64 f = QN_ONE_Q30 + (qn_exp2_frac_factor(k) - QN_ONE_Q30) * bit;
+    r = (r * f + (1LL << 29)) >> 30;
+  }
+  qn_u64 x = ((t_q32 & 0xffff) * (qn_u64)QN_LN2_Q30) >> 16; /* low bits * ln 2, Q46 (< 2^30) */
+  r -= (qn_s64)(((qn_u64)r * x + (1ULL << 45)) >> 46);
+  return (qn_u64)qn_round_shift(r << (QN_SAMPLE_WFRAC - 30), (int)n);
+}
+
+/* The top-p mass target: ceil(W * tp / 2^32), tp = top_p * 2^32 (<= 2^32), W < 2^62. */
+QN_INLINE qn_u64 qn_top_p_target(qn_u64 W, qn_u64 tp_q32) {
+  qn_u64 hi = (W >> 32) * tp_q32;
+  qn_u64 lo = (W & 0xffffffffULL) * tp_q32;
+  return hi + (lo >> 32) + ((lo & 0xffffffffULL) != 0);
+}
+
+/* The divisor of the kept set's total Wk (>= 2^44): Wk = ~d * 2^s, d in [2^31, 2^32). */
+QN_INLINE int qn_prob_shift(qn_u64 Wk) { return (int)qn_max64(qn_bits_u64(Wk) - 32, 8); }
+/* floor(w * 2^(40 - s) / d): w's probability in Q40 (a 96-by-32-bit long division). */
+QN_INLINE qn_u64 qn_sample_prob_q40(qn_u64 w, qn_u64 d, int s) {
+  qn_u64 nh = w >> (s - 8);
+  qn_u64 nl = (w << (QN_SAMPLE_PFRAC - s)) & 0xffffffffULL;
+  qn_u64 qh = nh / d, rh = nh - qh * d;
+  return (qh << 32) + ((rh << 32) | nl) / d;
+}
+
 #endif

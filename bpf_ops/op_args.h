@@ -84,4 +84,8 @@ struct qn_topk_slot {
   struct qn_topk_entry e[QN_TOPK_MAX]; /* sorted, best first */
 };
 
+/* The sampling probabilities of one position (qn_sample, ops_sample.h): its
+ * input, output and state are the sample_buf map (layout.h: qn_sample_*). */
+#define QN_OP_SAMPLE 8
+
 #endif
