@@ -149,7 +149,7 @@ struct qn_sample_hdr {
   qn_u64 k_key, k_acc, k_target; /* top-k threshold key, count below it, k */
   qn_u32 k_on, p_on;
   qn_u64 p_key, p_acc, p_target; /* top-p threshold key, mass below it, target */
-  qn_u64 d;         /* divisor of Wk (qn_prob_shift) */
+  qn_u64 d;         /* reciprocal of Wk's top 32 bits (qn_prob_recip) */
   qn_s32 s;
   qn_u32 pad1;
 };

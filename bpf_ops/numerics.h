@@ -566,14 +566,16 @@ QN_INLINE qn_u64 qn_top_p_target(qn_u64 W, qn_u64 tp_q32) {
   return hi + (lo >> 32) + ((lo & 0xffffffffULL) != 0);
 }
 
-/* The divisor of the kept set's total Wk (>= 2^44): Wk = ~d * 2^s, d in [2^31, 2^32). */
-QN_INLINE int qn_prob_shift(qn_u64 Wk) { return (int)qn_max64(qn_bits_u64(Wk) - 32, 8); }
-/* floor(w * 2^(40 - s) / d): w's probability in Q40 (a 96-by-32-bit long division). */
-QN_INLINE qn_u64 qn_sample_prob_q40(qn_u64 w, qn_u64 d, int s) {
-  qn_u64 nh = w >> (s - 8);
-  qn_u64 nl = (w << (QN_SAMPLE_PFRAC - s)) & 0xffffffffULL;
-  qn_u64 qh = nh / d, rh = nh - qh * d;
-  return (qh << 32) + ((rh << 32) | nl) / d;
+/* The kept set's total Wk (>= 2^44) as ~d * 2^s, d in [2^31, 2^32) (the
+ * truncation scales every probability alike, by less than 2^-31), and
+ * R = floor(2^94 / d), once per call; then each probability is one 64x64-bit
+ * product: floor(w * R / 2^(54 + s)) = w * 2^40 / Wk in Q40, within one unit
+ * of that scaled quotient. */
+QN_INLINE int qn_prob_shift(qn_u64 Wk) { return (int)qn_max64(qn_bits_u64(Wk) - 32, 13); }
+QN_INLINE qn_u64 qn_prob_recip(qn_u64 d) {
+  qn_u64 q1 = (1ULL << 62) / d, r1 = (1ULL << 62) - q1 * d;
+  return (q1 << 32) + (r1 << 32) / d;
 }
+QN_INLINE qn_u64 qn_sample_prob_q40(qn_u64 w, qn_u64 R, int s) { return qn_mulhi_u64(w, R) >> (s - 10); }
 
 #endif

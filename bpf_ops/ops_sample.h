@@ -12,7 +12,7 @@
  *      keeps w >= min_p * 2^44 (the best weighs 2^44); w = 0 is dropped;
  *   4. top-p: in the same order, a candidate is kept while the mass before
  *      it is below ceil(top_p * W): the same radix select, summing weights;
- *   5. the kept weights normalised to Q40.
+ *   5. the kept weights normalised to Q40 (one reciprocal, then a product each).
  * Every loop is a bpf_loop over at most QN_SAMPLE_MAX candidates or 256
  * digits; the state lives in the map header, so each callback is verified once.
  * The C++ model is tests/bpf/fixed_sample.h (by sorting, not radix select).
@@ -26,7 +26,7 @@
 #define SMP_WEIGHT 1 /* radix select over out, mass w (top-p) */
 
 struct smp_loop {
-  u32 level, mode;
+  u32 level, mode, n;
 };
 
 static __always_inline u8 *smp_buf(void) { return buf_lookup(&sample_buf, 0); }
@@ -49,12 +49,16 @@ static __always_inline long smp_fail(struct qn_sample_hdr *h, s32 line) {
   return 1;
 }
 
+/* Each bpf_loop iteration takes a strip of SMP_STRIP consecutive items: a
+ * callback costs an indirect call, more than most items' work. */
+#define SMP_STRIP 16
+#define SMP_STRIPS(n) (((n) + SMP_STRIP - 1) / SMP_STRIP)
+#define SMP_FOR_STRIP(it, n, i)                      \
+  for (u32 _u = 0, i = (u32)(it) * SMP_STRIP; _u < SMP_STRIP && i < (n); _u++, i++)
+
 /* 1. penalty and the best candidate */
-static long smp_penalty_cb(u64 i, void *ctx) {
-  u8 *b = smp_buf();
-  if (!b) return 1;
-  struct qn_sample_hdr *h = (void *)b;
-  struct qn_topk_entry *c = smp_cand(b, (u32)i);
+static __always_inline long smp_penalty_one(u8 *b, struct qn_sample_hdr *h, u32 i) {
+  struct qn_topk_entry *c = smp_cand(b, i);
   if (!c) return smp_fail(h, __LINE__);
   s32 id = c->id, l = c->logit;
   if (id < 0 || (u32)id >= SHAPE.vocab) return smp_fail(h, __LINE__);
@@ -70,31 +74,35 @@ static long smp_penalty_cb(u64 i, void *ctx) {
   }
   if (i == 0 || l > h->best_l) {
     h->best_l = l;
-    h->best_i = (u32)i;
+    h->best_i = i;
   }
   return 0;
 }
-
-/* 2. and 4. one radix-select level: histogram of the next 8 key bits */
-static long smp_clear_cb(u64 g, void *ctx) {
-  u8 *b = smp_buf();
-  if (!b) return 1;
-  *smp_hist(b, (u32)g) = 0;
-  return 0;
-}
-static long smp_radix_cb(u64 i, void *ctx) {
+static long smp_penalty_cb(u64 it, void *ctx) {
   const struct smp_loop *lp = ctx;
   u8 *b = smp_buf();
   if (!b) return 1;
   struct qn_sample_hdr *h = (void *)b;
+  SMP_FOR_STRIP(it, lp->n, i) if (smp_penalty_one(b, h, i)) return 1;
+  return 0;
+}
+
+/* 2. and 4. one radix-select level: histogram of the next 8 key bits */
+static long smp_clear_cb(u64 it, void *ctx) {
+  u8 *b = smp_buf();
+  if (!b) return 1;
+  SMP_FOR_STRIP(it, 256, g) *smp_hist(b, g) = 0;
+  return 0;
+}
+static __always_inline long smp_radix_one(u8 *b, struct qn_sample_hdr *h, const struct smp_loop *lp, u32 i) {
   u64 key, mass;
   if (lp->mode == SMP_COUNT) {
-    struct qn_topk_entry *c = smp_cand(b, (u32)i);
+    struct qn_topk_entry *c = smp_cand(b, i);
     if (!c) return smp_fail(h, __LINE__);
     key = qn_sample_key(c->logit);
     mass = 1;
   } else {
-    struct qn_sample_entry *e = smp_out(b, (u32)i);
+    struct qn_sample_entry *e = smp_out(b, i);
     if (!e) return smp_fail(h, __LINE__);
     key = qn_sample_key(e->logit);
     mass = e->w;
@@ -104,18 +112,28 @@ static long smp_radix_cb(u64 i, void *ctx) {
   *smp_hist(b, (u32)(key >> (24 - 8 * level))) += mass;
   return 0;
 }
-/* the first digit whose cumulative mass (with all below it) reaches target */
-static long smp_scan_cb(u64 g, void *ctx) {
+static long smp_radix_cb(u64 it, void *ctx) {
+  const struct smp_loop *lp = ctx;
   u8 *b = smp_buf();
   if (!b) return 1;
   struct qn_sample_hdr *h = (void *)b;
-  u64 m = *smp_hist(b, (u32)g);
-  if (h->acc + m >= h->target) {
-    h->prefix = (h->prefix << 8) | g;
-    h->found = 1;
-    return 1;
+  SMP_FOR_STRIP(it, lp->n, i) if (smp_radix_one(b, h, lp, i)) return 1;
+  return 0;
+}
+/* the first digit whose cumulative mass (with all below it) reaches target */
+static long smp_scan_cb(u64 it, void *ctx) {
+  u8 *b = smp_buf();
+  if (!b) return 1;
+  struct qn_sample_hdr *h = (void *)b;
+  SMP_FOR_STRIP(it, 256, g) {
+    u64 m = *smp_hist(b, g);
+    if (h->acc + m >= h->target) {
+      h->prefix = (h->prefix << 8) | g;
+      h->found = 1;
+      return 1;
+    }
+    h->acc += m;
   }
-  h->acc += m;
   return 0;
 }
 /* The smallest key K with mass(key <= K) >= target: h->prefix = K,
@@ -126,11 +144,11 @@ static __always_inline int smp_select(struct qn_sample_hdr *h, u32 mode, u32 n, 
   h->target = target;
 #pragma unroll
   for (u32 level = 0; level < 4; level++) {
-    struct smp_loop lp = {level, mode};
-    bpf_loop(256, smp_clear_cb, &lp, 0);
-    bpf_loop(n, smp_radix_cb, &lp, 0);
+    struct smp_loop lp = {level, mode, n};
+    bpf_loop(SMP_STRIPS(256), smp_clear_cb, &lp, 0);
+    bpf_loop(SMP_STRIPS(n), smp_radix_cb, &lp, 0);
     h->found = 0;
-    bpf_loop(256, smp_scan_cb, &lp, 0);
+    bpf_loop(SMP_STRIPS(256), smp_scan_cb, &lp, 0);
     if (h->err) return -1;
     if (!h->found) return 0; /* only at level 0: every deeper level holds the mass */
   }
@@ -138,11 +156,8 @@ static __always_inline int smp_select(struct qn_sample_hdr *h, u32 mode, u32 n, 
 }
 
 /* 3. weights of the top-k set, min-p, compaction into out (candidate order) */
-static long smp_weight_cb(u64 i, void *ctx) {
-  u8 *b = smp_buf();
-  if (!b) return 1;
-  struct qn_sample_hdr *h = (void *)b;
-  struct qn_topk_entry *c = smp_cand(b, (u32)i);
+static __always_inline long smp_weight_one(u8 *b, struct qn_sample_hdr *h, u32 i) {
+  struct qn_topk_entry *c = smp_cand(b, i);
   if (!c) return smp_fail(h, __LINE__);
   s32 l = c->logit;
   u64 key = qn_sample_key(l);
@@ -155,7 +170,9 @@ static long smp_weight_cb(u64 i, void *ctx) {
     }
   }
   u64 d = (u64)((s64)h->best_l - (s64)l);
-  u64 w = qn_exp2_neg_q44(qn_sample_octaves(d, h->cm, h->csh));
+  u64 t = qn_sample_octaves(d, h->cm, h->csh);
+  if ((t >> 32) >= QN_SAMPLE_W_ZERO) return 0; /* weighs 0: skip the exponential */
+  u64 w = qn_exp2_neg_q44(t);
   h->W += w;
   if (w == 0 || w < h->min_p_q44) return 0;
   struct qn_sample_entry *e = smp_out(b, h->m);
@@ -166,13 +183,18 @@ static long smp_weight_cb(u64 i, void *ctx) {
   h->m += 1;
   return 0;
 }
-
-/* 4. the top-p cut, compacting out in place (kept <= j) */
-static long smp_keep_cb(u64 j, void *ctx) {
+static long smp_weight_cb(u64 it, void *ctx) {
+  const struct smp_loop *lp = ctx;
   u8 *b = smp_buf();
   if (!b) return 1;
   struct qn_sample_hdr *h = (void *)b;
-  struct qn_sample_entry *e = smp_out(b, (u32)j);
+  SMP_FOR_STRIP(it, lp->n, i) if (smp_weight_one(b, h, i)) return 1;
+  return 0;
+}
+
+/* 4. the top-p cut, compacting out in place (kept <= j) */
+static __always_inline long smp_keep_one(u8 *b, struct qn_sample_hdr *h, u32 j) {
+  struct qn_sample_entry *e = smp_out(b, j);
   if (!e) return smp_fail(h, __LINE__);
   struct qn_sample_entry v = *e;
   if (h->p_on) {
@@ -191,18 +213,29 @@ static long smp_keep_cb(u64 j, void *ctx) {
   h->kept += 1;
   return 0;
 }
-
-/* 5. weights -> Q40 probabilities */
-static long smp_norm_cb(u64 j, void *ctx) {
+static long smp_keep_cb(u64 it, void *ctx) {
+  const struct smp_loop *lp = ctx;
   u8 *b = smp_buf();
   if (!b) return 1;
   struct qn_sample_hdr *h = (void *)b;
-  struct qn_sample_entry *e = smp_out(b, (u32)j);
-  if (!e) return smp_fail(h, __LINE__);
+  SMP_FOR_STRIP(it, lp->n, j) if (smp_keep_one(b, h, j)) return 1;
+  return 0;
+}
+
+/* 5. weights -> Q40 probabilities */
+static long smp_norm_cb(u64 it, void *ctx) {
+  const struct smp_loop *lp = ctx;
+  u8 *b = smp_buf();
+  if (!b) return 1;
+  struct qn_sample_hdr *h = (void *)b;
   s32 s = h->s;
   u64 d = h->d;
-  if (s < 8 || s > 40 || d == 0) return smp_fail(h, __LINE__);
-  e->w = qn_sample_prob_q40(e->w, d, s);
+  if (s < 13 || s > 40) return smp_fail(h, __LINE__);
+  SMP_FOR_STRIP(it, lp->n, j) {
+    struct qn_sample_entry *e = smp_out(b, j);
+    if (!e) return smp_fail(h, __LINE__);
+    e->w = qn_sample_prob_q40(e->w, d, s);
+  }
   return 0;
 }
 
@@ -219,7 +252,8 @@ static __always_inline s32 smp_run(struct qn_sample_hdr *h, u8 *b) {
   h->kept = 0;
   h->best_l = 0;
   h->best_i = 0;
-  bpf_loop(n, smp_penalty_cb, 0, 0);
+  struct smp_loop lp = {0, 0, n};
+  bpf_loop(SMP_STRIPS(n), smp_penalty_cb, &lp, 0);
   if (h->err) return h->err;
   if (greedy) {
     struct qn_topk_entry *c = smp_cand(b, h->best_i);
@@ -247,7 +281,7 @@ static __always_inline s32 smp_run(struct qn_sample_hdr *h, u8 *b) {
   h->W = 0;
   h->m = 0;
   h->tie_run = 0;
-  bpf_loop(n, smp_weight_cb, 0, 0);
+  bpf_loop(SMP_STRIPS(n), smp_weight_cb, &lp, 0);
   if (h->err) return h->err;
   const u32 m = h->m;
   if (m == 0 || m > n) return __LINE__; /* the best always weighs 2^44 */
@@ -264,13 +298,15 @@ static __always_inline s32 smp_run(struct qn_sample_hdr *h, u8 *b) {
   }
   h->Wk = 0;
   h->tie_run = 0;
-  bpf_loop(m, smp_keep_cb, 0, 0);
+  lp.n = m;
+  bpf_loop(SMP_STRIPS(m), smp_keep_cb, &lp, 0);
   if (h->err) return h->err;
   const u32 kept = h->kept;
   if (kept == 0 || kept > m || h->Wk < (1ULL << QN_SAMPLE_WFRAC)) return __LINE__;
   h->s = qn_prob_shift(h->Wk);
-  h->d = h->Wk >> h->s;
-  bpf_loop(kept, smp_norm_cb, 0, 0);
+  h->d = qn_prob_recip(h->Wk >> h->s);
+  lp.n = kept;
+  bpf_loop(SMP_STRIPS(kept), smp_norm_cb, &lp, 0);
   return h->err;
 }
 

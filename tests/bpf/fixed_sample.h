@@ -75,7 +75,7 @@ inline SampleOut sample_model(const qn_sample_hdr& p, std::vector<qn_topk_entry>
   for (size_t i = 0; i < n; i++)
     if (in[i]) Wk += w[i];
   const int s = qn_prob_shift(Wk);
-  const uint64_t d = Wk >> s;
+  const uint64_t d = qn_prob_recip(Wk >> s);
   for (size_t i = 0; i < n; i++)
     if (in[i]) out.kept.push_back({cand[i].id, cand[i].logit, qn_sample_prob_q40(w[i], d, s)});
   return out;

@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
 
   PositionLogits topk;
   {
-    std::normal_distribution<double> g(0, 3);
+    std::normal_distribution<double> g(0, 1);
     std::vector<float> l(20);
     for (auto& v : l) v = float(std::lround(g(rng) * 65536.0) / 65536.0);
     std::sort(l.begin(), l.end(), std::greater<float>());

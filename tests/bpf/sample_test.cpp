@@ -356,9 +356,13 @@ TEST(SampleProgram, WithinTheDerivedBoundOfTheFloatSampler) {
     // and a penalised logit rounded to Q16 may tie (or not) where the float's does not.
     const bool cut = (p.top_k > 0 && uint32_t(p.top_k) < n) || p.top_p < 1 || p.min_p > 0;
     if (kd->tokens.size() == fd.tokens.size() && cut)
-      for (size_t i = 0; i < fd.tokens.size(); i++)
-        if (!pen) ASSERT_EQ(kd->tokens[i].first, fd.tokens[i].first) << iter << " rank " << i;
-        else if (i > 0) ASSERT_LE(kd->tokens[i].second, kd->tokens[i - 1].second * (1 + 2 * delta)) << iter;
+      for (size_t i = 0; i < fd.tokens.size(); i++) {
+        if (!pen) {
+          ASSERT_EQ(kd->tokens[i].first, fd.tokens[i].first) << iter << " rank " << i;
+        } else if (i > 0) {
+          ASSERT_LE(kd->tokens[i].second, kd->tokens[i - 1].second * (1 + 2 * delta)) << iter;
+        }
+      }
     worst = std::max(worst, tv);
     if (!pen) worst_plain = std::max(worst_plain, tv);
     worst_ratio = std::max(worst_ratio, tv / bound);
