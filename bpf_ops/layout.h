@@ -114,7 +114,8 @@ QN_INLINE qn_u32 qn_topk_key(qn_u32 thread, qn_u32 c) { return thread * QN_PMAX 
 
 /* ---- the sampling buffer (sample_buf, one entry; the qn_sample program), bytes ----
  * hdr (struct qn_sample_hdr: parameters in, results out, the program's state) |
- * hist [256] u64 (radix-select histogram) | cand [vocab] (id, Q16 logit) in |
+ * hist [256] u64 (radix-select histogram) | topk (struct qn_topk_slot: the
+ * top-k list of k <= QN_TOPK_MAX, ids = candidate indices) | cand [vocab] (id, Q16 logit) in |
  * seen [ceil(vocab / 32)] u32 bitmap of the history's ids | out [vocab]
  * struct qn_sample_entry (kept ids, Q40 probabilities). */
 #define QN_SAMPLE_MAX (1u << 18)      /* candidates: keeps the weight sums below 2^62 */
@@ -148,6 +149,8 @@ struct qn_sample_hdr {
   qn_u64 tie_run;   /* mass of equal keys already taken */
   qn_u64 k_key, k_acc, k_target; /* top-k threshold key, count below it, k */
   qn_u32 k_on, p_on;
+  qn_u32 k_list;    /* top-k by the insertion list (k <= QN_TOPK_MAX) */
+  qn_u32 pad3;
   qn_u64 p_key, p_acc, p_target; /* top-p threshold key, mass below it, target */
   qn_u64 d;         /* reciprocal of Wk's top 32 bits (qn_prob_recip) */
   qn_s32 s;
@@ -161,7 +164,9 @@ struct qn_sample_entry {
 /* The order every cut follows: logit descending; equal logits in candidate order. */
 QN_INLINE qn_u32 qn_sample_key(qn_s32 l) { return (qn_u32)(2147483647LL - (qn_s64)l); }
 QN_INLINE qn_u32 qn_sample_hist_off(void) { return qn_round8(sizeof(struct qn_sample_hdr)); }
-QN_INLINE qn_u32 qn_sample_cand_off(void) { return qn_sample_hist_off() + 256 * 8; }
+#define QN_TOPK_SLOT_BYTES (16 + 8 * QN_TOPK_MAX) /* sizeof(struct qn_topk_slot), op_args.h */
+QN_INLINE qn_u32 qn_sample_topk_off(void) { return qn_sample_hist_off() + 256 * 8; }
+QN_INLINE qn_u32 qn_sample_cand_off(void) { return qn_sample_topk_off() + QN_TOPK_SLOT_BYTES; }
 QN_INLINE qn_u32 qn_sample_seen_off(qn_u32 vocab) { return qn_sample_cand_off() + vocab * 8; }
 QN_INLINE qn_u32 qn_sample_seen_words(qn_u32 vocab) { return (vocab + 31) / 32; }
 QN_INLINE qn_u32 qn_sample_out_off(qn_u32 vocab) {

@@ -6,8 +6,10 @@
  *   1. repetition penalty on seen ids, the best logit (first among equals);
  *      greedy stops here with that one id;
  *   2. top-k (k < n): the first k in the order of qn_sample_key (logit
- *      descending, candidate order among equals), by a radix select of the
- *      key (4 passes of 8 bits, each summing counts per digit): no sort;
+ *      descending, candidate order among equals): for k <= QN_TOPK_MAX the
+ *      workers' insertion list (qn_topk_update) in the same pass as 1,
+ *      beyond it a radix select of the key (4 passes of 8 bits, each summing
+ *      counts per digit); no sort either way;
  *   3. weights 2^-t (Q44) of the top-k set and their sum W; the min-p cut
  *      keeps w >= min_p * 2^44 (the best weighs 2^44); w = 0 is dropped;
  *   4. top-p: in the same order, a candidate is kept while the mass before
@@ -20,7 +22,7 @@
 #ifndef QWEN3_BPF_OPS_SAMPLE_H
 #define QWEN3_BPF_OPS_SAMPLE_H
 
-#include "maps.h"
+#include "ops_matmul.h" /* qn_topk_update */
 
 #define SMP_COUNT 0  /* radix select over cand, mass 1 each (top-k) */
 #define SMP_WEIGHT 1 /* radix select over out, mass w (top-p) */
@@ -76,6 +78,7 @@ static __always_inline long smp_penalty_one(u8 *b, struct qn_sample_hdr *h, u32 
     h->best_l = l;
     h->best_i = i;
   }
+  if (h->k_list) qn_topk_update((struct qn_topk_slot *)(b + qn_sample_topk_off()), (s32)i, l, h->top_k);
   return 0;
 }
 static long smp_penalty_cb(u64 it, void *ctx) {
@@ -252,6 +255,13 @@ static __always_inline s32 smp_run(struct qn_sample_hdr *h, u8 *b) {
   h->kept = 0;
   h->best_l = 0;
   h->best_i = 0;
+  h->k_on = 0;
+  h->k_list = !greedy && h->top_k > 0 && h->top_k < n && h->top_k <= QN_TOPK_MAX;
+  if (h->k_list) {
+    struct qn_topk_slot *t = (struct qn_topk_slot *)(b + qn_sample_topk_off());
+    t->argmax_id = -1;
+    t->count = 0;
+  }
   struct smp_loop lp = {0, 0, n};
   bpf_loop(SMP_STRIPS(n), smp_penalty_cb, &lp, 0);
   if (h->err) return h->err;
@@ -269,8 +279,21 @@ static __always_inline s32 smp_run(struct qn_sample_hdr *h, u8 *b) {
   h->cm = qn_temp_factor(h->tm, h->te, &csh);
   h->csh = csh;
 
-  h->k_on = 0;
-  if (h->top_k > 0 && h->top_k < n) {
+  if (h->k_list) { /* the k-th of the list and how many are strictly above it */
+    struct qn_topk_slot *t = (struct qn_topk_slot *)(b + qn_sample_topk_off());
+    u32 k = h->top_k;
+    if (k == 0 || k > QN_TOPK_MAX || t->count != (s32)k) return __LINE__;
+    s32 kth = t->e[(k - 1) & (QN_TOPK_MAX - 1)].logit;
+    u64 above = 0;
+    for (u32 j = 0; j < QN_TOPK_MAX; j++) {
+      if (j >= k) break;
+      above += t->e[j].logit > kth;
+    }
+    h->k_on = 1;
+    h->k_key = qn_sample_key(kth);
+    h->k_acc = above;
+    h->k_target = k;
+  } else if (h->top_k > 0 && h->top_k < n) {
     int r = smp_select(h, SMP_COUNT, n, h->top_k);
     if (r < 0) return h->err;
     h->k_on = r > 0; /* always: n > k */
