@@ -79,17 +79,21 @@ std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const P
   progs.sample();
   const uint32_t kept = progs.sample_hdr()->kept;
   const auto* out = reinterpret_cast<const qn_sample_entry*>(buf + qn_sample_out_off(vocab));
-  std::vector<qn_sample_entry> e(out, out + kept);
+  TokenDistribution d;
+  d.tokens.reserve(kept);
+  auto put = [&](const qn_sample_entry& x) { d.tokens.emplace_back(x.id, std::ldexp(double(x.w), -QN_SAMPLE_PFRAC)); };
   // Best first when a cut was applied, as the float path orders them: the
   // kernel keeps candidate order, which already breaks ties by it.
   const bool cut = (h.top_k > 0 && h.top_k < n) || params.min_p > 0.0f || params.top_p < 1.0f;
-  if (cut && !(h.flags & QN_SAMPLE_GREEDY))
+  if (cut && !(h.flags & QN_SAMPLE_GREEDY)) {
+    std::vector<qn_sample_entry> e(out, out + kept);
     std::stable_sort(e.begin(), e.end(), [](const qn_sample_entry& a, const qn_sample_entry& b) {
       return a.logit > b.logit;
     });
-  TokenDistribution d;
-  d.tokens.reserve(e.size());
-  for (const auto& x : e) d.tokens.emplace_back(x.id, std::ldexp(double(x.w), -QN_SAMPLE_PFRAC));
+    for (const auto& x : e) put(x);
+  } else {
+    for (uint32_t i = 0; i < kept; i++) put(out[i]);
+  }
   return d;
 }
 

@@ -248,13 +248,13 @@ TEST(SampleProgram, RejectsParametersOutsideItsRanges) {
 // ---- against float ------------------------------------------------------------
 
 // The bound on the relative error of one fixed-point weight against
-// exp((l - M) / T) in double (docs/numerics.md): 16 factor multiplications and
-// the 16 factors rounded to Q30 (r >= 2^29, so 2^-30 and 2^-30.5 each), the
-// temperature factor's 32-bit mantissa over up to 46 octaves, t floored to
-// 2^-32 octaves, the linear low-bit step, its rounding.
-const double kWeightRel =
-    16 * (std::ldexp(1, -30) + std::ldexp(1, -30.5)) + 46 * std::log(2.0) * std::ldexp(1, -31) +
-    std::ldexp(1, -32) + std::ldexp(1, -33) + std::ldexp(1, -30);
+// exp((l - M) / T) in double (docs/numerics.md): the two table entries
+// rounded to Q30 (values >= 2^29 and >= 2^29.99: 2^-30, 2^-31), their product
+// and the linear step rounded (2^-30 each), the linear step's own error
+// (2^-33), the temperature factor's 32-bit mantissa over up to 46 octaves,
+// t floored to 2^-32 octaves.
+const double kWeightRel = 3 * std::ldexp(1, -30) + std::ldexp(1, -31) + std::ldexp(1, -33) +
+                          46 * std::log(2.0) * std::ldexp(1, -31) + std::log(2.0) * std::ldexp(1, -32);
 
 struct FloatView {
   double margin = 1e300;  // how close the float's cut decisions came to their thresholds
