@@ -153,7 +153,11 @@ static __always_inline int smp_select(struct qn_sample_hdr *h, u32 mode, u32 n, 
     h->found = 0;
     bpf_loop(SMP_STRIPS(256), smp_scan_cb, &lp, 0);
     if (h->err) return -1;
-    if (!h->found) return 0; /* only at level 0: every deeper level holds the mass */
+    if (!h->found) { /* at level 0: the whole mass is below target; deeper, the chosen digit holds it */
+      if (level == 0) return 0;
+      smp_fail(h, __LINE__);
+      return -1;
+    }
   }
   return 1;
 }
