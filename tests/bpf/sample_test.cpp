@@ -256,6 +256,37 @@ TEST(SampleProgram, RejectsParametersOutsideItsRanges) {
 const double kWeightRel = 3 * std::ldexp(1, -30) + std::ldexp(1, -31) + std::ldexp(1, -33) +
                           46 * std::log(2.0) * std::ldexp(1, -31) + std::log(2.0) * std::ldexp(1, -32);
 
+// The two parts of that bound on their own, against double: 2^-t over
+// every table entry and random low bits (relative 3.4e-9, plus the Q44
+// rounding), and the temperature factor over the whole temperature range.
+TEST(SampleFormulas, ExponentialAndTemperatureFactorWithinTheirBounds) {
+  std::mt19937_64 rng(7);
+  const double exp_rel = 3 * std::ldexp(1, -30) + std::ldexp(1, -31) + std::ldexp(1, -33);
+  double worst = 0, rel = 0;
+  for (int i = 0; i < 200000; i++) {
+    const uint64_t t = i < 65536 ? (uint64_t(i) << 16) | (rng() & 0xffff) : rng() % (uint64_t(46) << 32);
+    const double want = std::ldexp(std::exp2(-std::ldexp(double(t), -32)), 44);
+    const double got = double(qn_exp2_neg_q44(t));
+    const double err = std::fabs(got - want) / (want * exp_rel + 0.5);
+    worst = std::max(worst, err);
+    if (want > std::ldexp(1, 34)) rel = std::max(rel, std::fabs(got - want) / want);
+    ASSERT_LE(err, 1.0) << "t " << t;
+  }
+  EXPECT_EQ(qn_exp2_neg_q44(0), uint64_t(1) << 44);
+  EXPECT_EQ(qn_exp2_neg_q44(uint64_t(46) << 32), 0u);
+  std::printf("2^-t: worst error %.3g of its bound; relative %.3g above 2^-10 (bound %.3g)\n", worst, rel, exp_rel);
+  for (int i = 0; i < 20000; i++) {
+    const float T = float(std::exp(std::uniform_real_distribution<double>(std::log(1e-3), std::log(1e12))(rng)));
+    const qn_sample_hdr h = sample_params_fixed({.temperature = T}, 1);
+    int csh = 0;
+    const uint64_t cm = qn_temp_factor(h.tm, h.te, &csh);
+    ASSERT_GE(cm, uint64_t(1) << 31);
+    ASSERT_LT(cm, uint64_t(1) << 32);
+    const double c = std::ldexp(double(cm), -csh), want = 65536.0 / std::log(2.0) / double(T);
+    ASSERT_LE(std::fabs(c - want) / want, std::ldexp(1, -31)) << "T " << T;
+  }
+}
+
 struct FloatView {
   double margin = 1e300;  // how close the float's cut decisions came to their thresholds
 };
