@@ -47,14 +47,50 @@ QN_INLINE qn_u32 qn_row_bytes(qn_u32 precision, qn_u32 groups) {
   return precision == QN_PREC_Q8 ? qn_q8_tail_off(groups) + QN_OUT_TAIL_BYTES : groups * QN_Q24_GROUP_BYTES;
 }
 
+/* ---- stored weights: units of rows ------------------------------------------
+ * q24 stores each row as above (a unit is one row). q8 stores the rows above
+ * (the "row image": what the conversion produces and the C++ model reads)
+ * interleaved in blocks of QN_Q8_BLOCK_ROWS, so that one 64-bit load per
+ * column feeds eight rows (ops_weights.h dot8_q8). Block b holds rows
+ * 8b .. 8b+7; a matrix's last block is padded with rows of code 0, scale 0:
+ *   per group g: int32 scale [8] (row j), then per column k one u64 whose
+ *                byte j is row j's code + 128 (offset binary, 1 .. 255, so
+ *                masking out a byte never borrows from its neighbour);
+ *   after the last group the outlier tails: int64 [8][QN_OUT_COLS].
+ * A block is exactly 8 row images long. qn_matrix.row_bytes, rows_per_entry
+ * and row_skip count units; a unit never straddles a weights-map entry. */
+#define QN_Q8_BLOCK_ROWS 8
+#define QN_Q8_CODE_BIAS 128
+#define QN_Q8_BSCALES_BYTES (QN_Q8_SCALE_BYTES * QN_Q8_BLOCK_ROWS)
+#define QN_Q8_BGROUP_BYTES (QN_Q8_BSCALES_BYTES + QN_GROUP * QN_Q8_BLOCK_ROWS)
+QN_INLINE qn_u32 qn_q8_bscale_off(qn_u32 g, qn_u32 j) { return g * QN_Q8_BGROUP_BYTES + QN_Q8_SCALE_BYTES * j; }
+/* the u64 of column k of group g; row j is its byte j */
+QN_INLINE qn_u32 qn_q8_bcol_off(qn_u32 g, qn_u32 k) {
+  return g * QN_Q8_BGROUP_BYTES + QN_Q8_BSCALES_BYTES + k * QN_Q8_BLOCK_ROWS;
+}
+QN_INLINE qn_u32 qn_q8_btail_off(qn_u32 groups, qn_u32 j) { return groups * QN_Q8_BGROUP_BYTES + j * QN_OUT_TAIL_BYTES; }
+QN_INLINE qn_u32 qn_unit_rows(qn_u32 precision) { return precision == QN_PREC_Q8 ? QN_Q8_BLOCK_ROWS : 1; }
+QN_INLINE qn_u32 qn_unit_bytes(qn_u32 precision, qn_u32 groups) {
+  return qn_row_bytes(precision, groups) * qn_unit_rows(precision);
+}
+QN_INLINE qn_u32 qn_units_for(qn_u32 precision, qn_u32 rows) {
+  return (rows + qn_unit_rows(precision) - 1) / qn_unit_rows(precision);
+}
+
 /* ---- per-worker matmul input (xq_buf, one entry per worker), int32 units ----
  * inputs [QN_PMAX][in_pad] s32 | shifts [QN_PMAX] s32 |
- * q8 prefill position pairs [QN_PMAX/2][in_pad] s64 (x0 + x1 * 2^32) */
+ * q8 group sums [QN_PMAX][in_pad / QN_GROUP] s32 (sum of a group's inputs:
+ * the offset-binary correction of dot8_q8) | q8 block sums s64 [8] (the
+ * block being computed: scratch in the map, not on the 512-byte BPF stack) */
 QN_INLINE qn_u32 qn_xq_row_off(qn_u32 in_pad, qn_u32 c) { return c * in_pad; }
 QN_INLINE qn_u32 qn_xq_shift_off(qn_u32 in_pad, qn_u32 c) { return QN_PMAX * in_pad + c; }
-QN_INLINE qn_u32 qn_xq_pairs_off(qn_u32 in_pad) { return QN_PMAX * in_pad + QN_PMAX; } /* even: 8-aligned */
+QN_INLINE qn_u32 qn_xq_gsum_off(qn_u32 in_pad, qn_u32 c) {
+  return QN_PMAX * in_pad + QN_PMAX + c * (in_pad / QN_GROUP);
+}
+/* even, so 8-aligned */
+QN_INLINE qn_u32 qn_xq_ysum_off(qn_u32 in_pad) { return (qn_xq_gsum_off(in_pad, QN_PMAX) + 1) & ~1u; }
 QN_INLINE qn_u64 qn_xq_bytes(qn_u32 in_pad) {
-  return qn_round8((qn_u64)qn_xq_pairs_off(in_pad) * 4 + (qn_u64)(QN_PMAX / 2) * in_pad * 8);
+  return qn_round8((qn_u64)qn_xq_ysum_off(in_pad) * 4 + 8 * QN_Q8_BLOCK_ROWS);
 }
 
 /* ---- per-worker attention scratch (att_buf), bytes ---------------------------

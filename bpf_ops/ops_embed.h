@@ -17,20 +17,21 @@ static long emb_pos_cb(u64 p, void *ctx) {
   if (!out || p >= QN_PMAX) return qn_fail(st->thread, __LINE__);
   s32 tok = st->tokens[p & (QN_PMAX - 1)];
   if (tok < 0 || (u32)tok >= st->mat.rows) return qn_fail(st->thread, __LINE__);
-  const QN_WQ u8 *row = weight_row(&st->mat, (u32)tok);
+  u32 j = 0;
+  const QN_WQ u8 *row = weight_unit_of(&st->mat, (u32)tok, &j);
   if (!row) return qn_fail(st->thread, __LINE__);
   out += p * HID_PAD;
   int wf = weight_frac(&st->mat);
   for (u32 g = 0; g < SHAPE.max_groups; g++) {
     if (g >= st->mat.groups || g * QN_GROUP + QN_GROUP > HID_PAD) break;
 #pragma unroll
-    for (int k = 0; k < QN_GROUP; k++) out[g * QN_GROUP + k] = weight_q16(row, g, k, wf);
+    for (int k = 0; k < QN_GROUP; k++) out[g * QN_GROUP + k] = weight_q16(row, j, g, k, wf);
   }
   if (SHAPE.precision == QN_PREC_Q8) {
     /* outlier columns: their int8 slots are zero; add the exact int64 weights */
     u32 groups = st->mat.groups;
     if (groups > SHAPE.max_groups) return qn_fail(0, __LINE__);
-    const QN_WQ s64 *wo = (const QN_WQ s64 *)(row + qn_q8_tail_off(groups));
+    const QN_WQ s64 *wo = weight_q8_tail(row, groups, j);
 #pragma unroll
     for (int k = 0; k < QN_OUT_COLS; k++) {
       u32 c = st->mat.ocol[k];

@@ -7,11 +7,13 @@
  *   QN_OP_VOCAB   rmsnorm(resid, final) @ Wlm      -> logits, argmax, top-k
  * compiled into separate programs so each stays within the verifier's budget:
  * qn_matmul (QKV, GATEUP, VOCAB) and qn_matmul_proj (O, DOWN), plus for q8
- * their prefill variants *_pre. A step of the row loop covers two rows (a
- * gate/up pair, or rows r and r+1) so every input load serves both; the q8
- * kernels put two products in one 64-bit multiply (ops_weights.h). Each
- * step's rows are dotted with every position of the pass while they are hot
- * in L1 (batched prefill).
+ * the prefill variants *_pre (since the block layout the same code as the
+ * decode programs; user space still picks them by position count). A q24
+ * step of the row loop covers two rows (a gate/up pair, or rows r and r+1)
+ * so every input load serves both; a q8 step covers a block of 8 rows
+ * (4 gate/up pairs), one 64-bit load per column for all 8 and two products
+ * per multiply (ops_weights.h dot8_q8). Each step's rows are dotted with
+ * every position of the pass while they are hot in L1 (batched prefill).
  */
 #ifndef QWEN3_BPF_OPS_MATMUL_H
 #define QWEN3_BPF_OPS_MATMUL_H
@@ -140,12 +142,6 @@ static __always_inline u32 mm_rows_pos(const struct mm_state *st, u32 r, u32 c, 
   u32 p = st->comp_pos[c & (QN_PMAX - 1)];
   if (p >= QN_PMAX) return __LINE__;
   u32 groups = cls == QN_MM_NORMED ? HID_PAD / QN_GROUP : op == QN_OP_O ? QD_PAD / QN_GROUP : INTER_PAD / QN_GROUP;
-  u32 ocol[QN_OUT_COLS];
-#pragma unroll
-  for (int k = 0; k < QN_OUT_COLS; k++) {
-    ocol[k] = st->mat.ocol[k];
-    if (ocol[k] >= IN_PAD) return __LINE__;
-  }
   /* gate/up: the row pair (2r, 2r+1); otherwise rows r and r+1 */
   u32 ra = r, rb = r + 1 < st->row_end ? r + 1 : r;
   if (cls == QN_MM_NORMED && op == QN_OP_GATEUP) {
@@ -156,7 +152,7 @@ static __always_inline u32 mm_rows_pos(const struct mm_state *st, u32 r, u32 c, 
   const QN_WQ u8 *wb = weight_row(&st->mat, rb);
   if (!wa || !wb) return __LINE__;
   struct qn_dot2 d = {};
-  weight_dot2(wa, wb, x, groups, ocol, &d);
+  dot2_q24(wa, wb, x, groups, &d);
   /* op is read again rather than kept live across the kernel: the verifier
    * can then merge the ops that share an input length and walk the kernel
    * once per length */
@@ -165,64 +161,142 @@ static __always_inline u32 mm_rows_pos(const struct mm_state *st, u32 r, u32 c, 
   return mm_emit(st, op, cls, r, ra, rb, c, p, qn_matmul_out(d.a, wf, s), qn_matmul_out(d.b, wf, s));
 }
 
-/* Prefill (q8): step r against the compact positions 2j and 2j+1 (the
- * second only when it exists) with the packed kernel dot4_q8. */
-static __always_inline u32 mm_rows_pair(const struct mm_state *st, u32 r, u32 j, int cls) {
-  u32 op = st->op;
-  QN_BARRIER(op);
-  u32 c0 = 2 * j, c1 = 2 * j + 1;
-  s64 *xp = xq_pair_row(st->thread, j);
-  s32 *x0 = xq_row(st->thread, c0), *x1 = xq_row(st->thread, c1);
-  s32 *sh0 = xq_shift_slot(st->thread, c0), *sh1 = xq_shift_slot(st->thread, c1);
-  if (!xp || !x0 || !x1 || !sh0 || !sh1) return __LINE__;
-  int s0 = *sh0, s1 = *sh1;
-  int wf = st->wf;
-  if (s0 < -16 || s0 > wf || s1 < -16 || s1 > wf || wf > 31) return __LINE__;
-  u32 groups = cls == QN_MM_NORMED ? HID_PAD / QN_GROUP : op == QN_OP_O ? QD_PAD / QN_GROUP : INTER_PAD / QN_GROUP;
-  u32 ocol[QN_OUT_COLS];
-#pragma unroll
-  for (int k = 0; k < QN_OUT_COLS; k++) {
-    ocol[k] = st->mat.ocol[k];
-    if (ocol[k] >= IN_PAD) return __LINE__;
-  }
-  u32 ra = r, rb = r + 1 < st->row_end ? r + 1 : r;
-  if (cls == QN_MM_NORMED && op == QN_OP_GATEUP) {
-    ra = 2 * r;
-    rb = 2 * r + 1;
-  }
-  const QN_WQ u8 *wa = weight_row(&st->mat, ra);
-  const QN_WQ u8 *wb = weight_row(&st->mat, rb);
-  if (!wa || !wb) return __LINE__;
-  struct qn_dot4 d = {};
-  dot4_q8(wa, wb, xp, x0, x1, groups, ocol, &d);
-  op = st->op;
-  QN_BARRIER(op);
-  u32 p0 = st->comp_pos[c0 & (QN_PMAX - 1)];
-  if (p0 >= QN_PMAX) return __LINE__;
-  u32 e = mm_emit(st, op, cls, r, ra, rb, c0, p0, qn_matmul_out(d.a0, wf, s0), qn_matmul_out(d.b0, wf, s0));
-  if (e || c1 >= st->ncomp) return e;
-  u32 p1 = st->comp_pos[c1 & (QN_PMAX - 1)];
-  if (p1 >= QN_PMAX) return __LINE__;
-  return mm_emit(st, op, cls, r, ra, rb, c1, p1, qn_matmul_out(d.a1, wf, s1), qn_matmul_out(d.b1, wf, s1));
+/* q8: the group sums of position c's input ([IN_PAD / QN_GROUP] s32, layout.h). */
+static __always_inline s32 *xq_gsum_row(u32 thread, u32 c) {
+  s32 *b = buf_lookup(&xq_buf, thread);
+  if (!b || c >= QN_PMAX) return 0;
+  return b + qn_xq_gsum_off(IN_PAD, c);
 }
 
-/* pre: the q8 prefill programs, whose inner index runs over position pairs. */
-static __always_inline long mm_row_step(u64 i, void *ctx, int cls, int pre) {
+static __always_inline struct qn_dot8 *xq_ysum(u32 thread) {
+  s32 *b = buf_lookup(&xq_buf, thread);
+  if (!b) return 0;
+  return (struct qn_dot8 *)(b + qn_xq_ysum_off(IN_PAD));
+}
+
+struct gsum_state {
+  u32 thread, groups;
+};
+
+/* Iteration i = (compact position, group): the sum of the group's inputs,
+ * once per input vector, shared by every block (dot8_q8's correction). */
+static long mm_gsum_cb(u64 i, void *ctx) {
+  struct gsum_state *st = ctx;
+  u32 groups = st->groups;
+  if (groups == 0 || groups > IN_PAD / QN_GROUP) return qn_fail(st->thread, __LINE__);
+  u32 c = (u32)i / groups;
+  u32 g = (u32)i - c * groups;
+  s32 *x = xq_row(st->thread, c);
+  s32 *xs = xq_gsum_row(st->thread, c);
+  QN_BARRIER(g);
+  if (!x || !xs || g >= IN_PAD / QN_GROUP) return qn_fail(st->thread, __LINE__);
+  const s32 *px = x + g * QN_GROUP;
+  s64 sum = 0;
+#pragma unroll
+  for (int k = 0; k < QN_GROUP; k++) sum += px[k];
+  xs[g] = (s32)sum; /* |sum| <= 64 * 2^QN_Q8_ACT_BITS */
+  return 0;
+}
+
+/* One group of a block (bpf_loop over the groups): the verifier checks the
+ * kernel body once per program, not once per group, so its budget no longer
+ * grows with the matrix width (the kernel is ~1,300 instructions a group). */
+struct q8_group_ctx {
+  const QN_WQ u8 *w;
+  const s32 *x, *xs;
+  struct qn_dot8 *d;
+};
+
+static long mm_q8_group_cb(u64 i, void *ctx) {
+  struct q8_group_ctx *gc = ctx;
+  u32 g = (u32)i;
+  QN_BARRIER(g);
+  if (g >= IN_PAD / QN_GROUP) return 1; /* bounds x, xs and the block (max_row_bytes) */
+  u64 t0, t1, t2, t3;
+  q8_group_asm((const QN_WQ u64 *)(gc->w + qn_q8_bcol_off(g, 0)), gc->x + g * QN_GROUP, &t0, &t1, &t2, &t3);
+  /* everything else is read after the asm (its memory clobber forces the
+   * reloads), so only gc and g are spilled across it: three nested frames
+   * share BPF's 512-byte stack */
+  dot8_q8_lanes(gc->w, gc->xs, g, t0, t1, t2, t3, gc->d);
+  return 0;
+}
+
+/* q8 step: the block of rows [r, r + 8) (gate/up: the pairs [r, r + 4),
+ * rows 2r .. 2r + 7) against compact position c; rows at or beyond row_end
+ * (the padding of the last block, or the next worker's) are not stored.
+ * r is a multiple of the block (mm_main checks row_begin). */
+static __always_inline u32 mm_block_pos(const struct mm_state *st, u32 r, u32 c, int cls) {
+  u32 op = st->op;
+  QN_BARRIER(op);
+  s32 *x = xq_row(st->thread, c);
+  s32 *shp = xq_shift_slot(st->thread, c);
+  s32 *xs = xq_gsum_row(st->thread, c);
+  if (!x || !shp || !xs) return __LINE__;
+  int s = *shp;
+  int wf = st->wf;
+  if (s < -16 || s > wf || wf > 31) return __LINE__;
+  u32 p = st->comp_pos[c & (QN_PMAX - 1)];
+  if (p >= QN_PMAX) return __LINE__;
+  u32 groups = cls == QN_MM_NORMED ? HID_PAD / QN_GROUP : op == QN_OP_O ? QD_PAD / QN_GROUP : INTER_PAD / QN_GROUP;
+  int pairs = cls == QN_MM_NORMED && op == QN_OP_GATEUP;
+  const QN_WQ u8 *w = weight_row(&st->mat, pairs ? r / (QN_Q8_BLOCK_ROWS / 2) : r / QN_Q8_BLOCK_ROWS);
+  if (!w) return __LINE__;
+  /* the sums live in the worker's map scratch: the callback's stack (with
+   * the spills around the kernel's asm) would exceed BPF's 512 bytes */
+  struct qn_dot8 *d = xq_ysum(st->thread);
+  if (!d) return __LINE__;
+#pragma unroll
+  for (int j = 0; j < QN_Q8_BLOCK_ROWS; j++) d->y[j] = 0;
+  struct q8_group_ctx gc = {w, x, xs, d};
+  bpf_loop(groups, mm_q8_group_cb, &gc, 0);
+#pragma unroll
+  for (int k = 0; k < QN_OUT_COLS; k++) {
+    u32 oc = st->mat.ocol[k];
+    if (oc >= IN_PAD) return __LINE__;
+    dot8_q8_tail(w, x[oc], groups, k, d);
+  }
+  op = st->op; /* read again: see mm_rows_pos */
+  QN_BARRIER(op);
+  u32 end = st->row_end, e = 0;
+  if (cls == QN_MM_NORMED && op == QN_OP_GATEUP) {
+    for (u32 i = 0; i < QN_Q8_BLOCK_ROWS / 2; i++) {
+      if (r + i >= end) break;
+      u32 jj = 2 * i;
+      QN_BARRIER(jj);
+      if (jj >= QN_Q8_BLOCK_ROWS - 1) break;
+      e = mm_emit(st, op, cls, r + i, 2 * (r + i), 2 * (r + i) + 1, c, p, qn_matmul_out(d->y[jj], wf, s),
+                  qn_matmul_out(d->y[jj + 1], wf, s));
+      if (e) return e;
+    }
+    return 0;
+  }
+  for (u32 j = 0; j < QN_Q8_BLOCK_ROWS; j++) {
+    if (r + j >= end) break;
+    u32 jj = j;
+    QN_BARRIER(jj);
+    if (jj >= QN_Q8_BLOCK_ROWS) break;
+    e = mm_store(st, op, cls, r + j, c, p, qn_matmul_out(d->y[jj], wf, s));
+    if (e) return e;
+  }
+  return 0;
+}
+
+/* q8: the block kernel (mm_block_pos), also for prefill; q24: two rows. */
+static __always_inline long mm_row_step(u64 i, void *ctx, int cls) {
+  int q8 = SHAPE.precision == QN_PREC_Q8;
   struct mm_state *st = ctx;
   /* Callbacks never write the caller's stack: the verifier then sees one
    * state per loop and verifies each callback body once. */
-  u32 n = pre ? (st->ncomp + 1) / 2 : st->ncomp;
+  u32 n = st->ncomp;
   if (n == 0 || n > QN_PMAX) return qn_fail(st->thread, __LINE__);
   u32 step = n == 1 ? (u32)i : (u32)i / n;
   u32 c = (u32)i - step * n;
   u32 r = st->row_begin + step * st->row_step;
-  u32 e = pre ? mm_rows_pair(st, r, c, cls) : mm_rows_pos(st, r, c, cls);
+  u32 e = q8 ? mm_block_pos(st, r, c, cls) : mm_rows_pos(st, r, c, cls);
   return e ? qn_fail(st->thread, e) : 0;
 }
-static long mm_row_cb_normed(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_NORMED, 0); }
-static long mm_row_cb_proj(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_PROJ, 0); }
-static long mm_row_cb_normed_pre(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_NORMED, 1); }
-static long mm_row_cb_proj_pre(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_PROJ, 1); }
+static long mm_row_cb_normed(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_NORMED); }
+static long mm_row_cb_proj(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_PROJ); }
 
 static __always_inline long mm_prep(u64 i, void *ctx, int cls) {
   struct mm_state *st = ctx;
@@ -246,7 +320,7 @@ static __always_inline long mm_prep(u64 i, void *ctx, int cls) {
 static long mm_prep_cb_normed(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_NORMED); }
 static long mm_prep_cb_proj(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_PROJ); }
 
-static __always_inline int mm_main(struct qn_args *a, int cls, int pre) {
+static __always_inline int mm_main(struct qn_args *a, int cls) {
   struct mm_state st = {};
   st.mat = a->mat;
   st.op = a->op;
@@ -256,14 +330,17 @@ static __always_inline int mm_main(struct qn_args *a, int cls, int pre) {
   st.norm_off = a->norm_off;
   u32 npos = a->npos, mask = a->pos_mask, row_end = a->row_end;
   st.row_end = row_end;
-  /* gate/up: one step is a gate/up row pair; otherwise two rows share a step */
-  st.row_step = st.op == QN_OP_GATEUP ? 1 : 2;
+  /* q24: one step is a gate/up row pair, otherwise two rows; q8: a block
+   * of 8 rows (4 gate/up pairs). The q8 prefill programs run the decode
+   * kernel per position (the block is hot in L1 across the pass). */
+  int q8 = SHAPE.precision == QN_PREC_Q8;
+  st.row_step = q8 ? (st.op == QN_OP_GATEUP ? QN_Q8_BLOCK_ROWS / 2 : QN_Q8_BLOCK_ROWS) : st.op == QN_OP_GATEUP ? 1 : 2;
   st.wf = weight_frac(&st.mat);
   u32 rows = st.op == QN_OP_GATEUP ? st.mat.rows / 2 : st.mat.rows;
   /* the packed q8 kernel is exact only for inputs within QN_Q8_ACT_BITS */
   int bad_act = SHAPE.precision == QN_PREC_Q8 && st.mat.act_bits > QN_Q8_ACT_BITS;
   if (!mm_op_in_class(st.op, cls) || st.thread >= SHAPE.threads || npos == 0 || npos > QN_PMAX ||
-      row_end < st.row_begin || row_end > rows || bad_act ||
+      row_end < st.row_begin || row_end > rows || bad_act || (q8 && st.row_begin % st.row_step != 0) ||
       st.mat.groups * QN_GROUP != (st.op == QN_OP_O ? QD_PAD : st.op == QN_OP_DOWN ? INTER_PAD : HID_PAD)) {
     a->status = __LINE__;
     return a->status;
@@ -287,6 +364,14 @@ static __always_inline int mm_main(struct qn_args *a, int cls, int pre) {
     a->status = qn_err(st.thread);
     return a->status;
   }
+  if (q8) {
+    struct gsum_state gs = {st.thread, st.mat.groups};
+    bpf_loop(n * gs.groups, mm_gsum_cb, &gs, 0);
+    if (qn_err(st.thread)) {
+      a->status = qn_err(st.thread);
+      return a->status;
+    }
+  }
   if (st.op == QN_OP_VOCAB) {
     for (u32 c = 0; c < QN_PMAX; c++) {
       if (c >= n) break;
@@ -301,27 +386,16 @@ static __always_inline int mm_main(struct qn_args *a, int cls, int pre) {
     }
   }
   u32 steps = (row_end - st.row_begin + st.row_step - 1) / st.row_step;
-  if (pre) {
-    struct pack_state ps = {st.thread, n, 0};
-    ps.chunks = (cls == QN_MM_NORMED ? HID_PAD : st.op == QN_OP_O ? QD_PAD : INTER_PAD) / 8;
-    bpf_loop((n + 1) / 2 * ps.chunks, pack_pairs_cb, &ps, 0);
-    if (qn_err(st.thread)) {
-      a->status = qn_err(st.thread);
-      return a->status;
-    }
-    bpf_loop(steps * ((n + 1) / 2), cls == QN_MM_NORMED ? mm_row_cb_normed_pre : mm_row_cb_proj_pre, &st, 0);
-  } else {
-    bpf_loop(steps * n, cls == QN_MM_NORMED ? mm_row_cb_normed : mm_row_cb_proj, &st, 0);
-  }
+  bpf_loop(steps * n, cls == QN_MM_NORMED ? mm_row_cb_normed : mm_row_cb_proj, &st, 0);
   a->status = qn_err(st.thread);
   return a->status;
 }
 
 SEC("syscall")
-int qn_matmul(struct qn_args *a) { return mm_main(a, QN_MM_NORMED, 0); }
+int qn_matmul(struct qn_args *a) { return mm_main(a, QN_MM_NORMED); }
 
 SEC("syscall")
-int qn_matmul_proj(struct qn_args *a) { return mm_main(a, QN_MM_PROJ, 0); }
+int qn_matmul_proj(struct qn_args *a) { return mm_main(a, QN_MM_PROJ); }
 
 /* q8 only (user space loads them for q8): several positions per pass. */
 SEC("syscall")
@@ -330,7 +404,7 @@ int qn_matmul_pre(struct qn_args *a) {
     a->status = __LINE__;
     return a->status;
   }
-  return mm_main(a, QN_MM_NORMED, 1);
+  return mm_main(a, QN_MM_NORMED);
 }
 
 SEC("syscall")
@@ -339,7 +413,7 @@ int qn_matmul_proj_pre(struct qn_args *a) {
     a->status = __LINE__;
     return a->status;
   }
-  return mm_main(a, QN_MM_PROJ, 1);
+  return mm_main(a, QN_MM_PROJ);
 }
 
 #endif

@@ -28,40 +28,6 @@ static __always_inline s32 *xq_shift_slot(u32 thread, u32 c) {
   return b + qn_xq_shift_off(IN_PAD, c);
 }
 
-/* q8 prefill: positions 2j and 2j+1 packed per column as x0 + x1 * 2^32
- * (s64), so one multiply by an int8 weight serves both positions. */
-static __always_inline s64 *xq_pair_row(u32 thread, u32 j) {
-  s32 *b = buf_lookup(&xq_buf, thread);
-  if (!b || j >= QN_PMAX / 2) return 0;
-  return (s64 *)(b + qn_xq_pairs_off(IN_PAD)) + j * IN_PAD;
-}
-
-struct pack_state {
-  u32 thread, ncomp, chunks;
-};
-
-/* Iteration i = (pair j, chunk of 8 columns); a missing second position packs as 0. */
-static long pack_pairs_cb(u64 i, void *ctx) {
-  struct pack_state *st = ctx;
-  u32 chunks = st->chunks;
-  if (chunks == 0) return qn_fail(st->thread, __LINE__);
-  u32 j = (u32)i / chunks;
-  u32 e = ((u32)i - j * chunks) * 8;
-  s64 *dst = xq_pair_row(st->thread, j);
-  s32 *x0 = xq_row(st->thread, 2 * j);
-  s32 *x1 = xq_row(st->thread, 2 * j + 1);
-  QN_BARRIER(e);
-  if (!dst || !x0 || !x1 || e > IN_PAD - 8) return qn_fail(st->thread, __LINE__);
-  dst += e; /* checked offset first, then constant ones: keeps the bound */
-  x0 += e;
-  x1 += e;
-  s64 has1 = 2 * j + 1 < st->ncomp;
-#pragma unroll
-  for (int k = 0; k < 8; k++) dst[k] = (s64)x0[k] + (s64)x1[k] * has1 * (1LL << 32);
-  return 0;
-}
-
-
 static long prep_copy_cb(u64 i, void *ctx) {
   struct prep_state *st = ctx;
   u32 e = (u32)i * 8;

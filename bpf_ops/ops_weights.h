@@ -1,7 +1,7 @@
-/* Weight rows and the two dot-product kernels (q24, q8), for either weight
- * path: `map` (entries of a mmapable array map) or `arena` (BPF arena).
- * Row format: layout.h (q24 groups of 64 int32; q8 groups of an int32
- * scale and 64 int8, then the int64 outlier tail).
+/* Weight units and the dot-product kernels (q24: two rows; q8: a block of
+ * eight), for either weight path: `map` (entries of a mmapable array map) or
+ * `arena` (BPF arena). Stored layout: layout.h (a q24 unit is a row of groups
+ * of 64 int32; a q8 unit is a block of 8 rows, column-interleaved).
  */
 #ifndef QWEN3_BPF_OPS_WEIGHTS_H
 #define QWEN3_BPF_OPS_WEIGHTS_H
@@ -11,7 +11,7 @@
 #ifdef QN_WEIGHTS_ARENA
 /* Arena pointers need no bounds: the JIT adds the arena base to a 32-bit offset. */
 static __always_inline const QN_WQ u8 *weight_row(const struct qn_matrix *m, u32 r) {
-  u64 off = m->arena_off + (u64)r * m->row_bytes;
+  u64 off = m->arena_off + (u64)r * m->row_bytes; /* r: the unit (a q24 row, a q8 block) */
   /* Naming the arena map binds it to the program (required for arena access). */
   asm volatile("" ::"r"(&weights_arena));
   return (const QN_WQ u8 *)off;
@@ -20,7 +20,7 @@ static __always_inline const QN_WQ u8 *weight_row(const struct qn_matrix *m, u32
 /* The row's place inside its entry is checked against the largest row, which
  * gives the verifier a bound for every constant column offset that follows. */
 static __always_inline const u8 *weight_row(const struct qn_matrix *m, u32 r) {
-  u32 rpe = m->rows_per_entry;
+  u32 rpe = m->rows_per_entry; /* r: the unit (a q24 row, a q8 block) */
   if (rpe == 0) return 0;
   u32 slot = r + m->row_skip;
   u32 key = m->entry0 + slot / rpe;
@@ -38,8 +38,8 @@ static __always_inline const u8 *weight_row(const struct qn_matrix *m, u32 r) {
  * four columns come after this point. Emits no instruction. */
 #define QN_KERNEL_ORDER(a, b, c) asm volatile("" : "+r"(a), "+r"(b), "+r"(c))
 
-/* Two rows against one input: the decode kernel (q24 also for each position
- * of a prefill pass). Every input element is loaded once for both rows.
+/* q24: two rows against one input (also for each position of a prefill
+ * pass). Every input element is loaded once for both rows.
  * `groups` must be a load-time constant (from .rodata): the verifier then
  * walks one path through the loop, not one per possible exit. Sums are exact
  * int64, |acc| < 2^62 by the per-matrix act_bits bound. */
@@ -69,126 +69,199 @@ static __always_inline void dot2_q24(const QN_WQ u8 *ra, const QN_WQ u8 *rb, con
   out->b = acc_b;
 }
 
-/* q8: per group an exact sum of int8 * input, times the group's scale; then
- * the matrix's outlier columns, kept exact as int64 after the groups (their
- * int8 slots are zero; `ocol` entries are < IN_PAD).
- * Packed: one 64-bit multiply per column serves both rows,
- * (wa + wb * 2^32) * x = wa*x + (wb*x) * 2^32. With |x| <= 2^QN_Q8_ACT_BITS
- * a group's sum per row stays below 2^31 (64 * 127 * 2^18), so the low 32
- * bits (sign-extended) are row a's group sum exactly and the rest, shifted
- * down, row b's; the whole stays below 2^63. Each group sum then meets its
- * row's scale, so the result is the same integer as one product at a time
- * (tests/bpf/fixed_model.h: dot). */
-static __always_inline void dot2_q8(const QN_WQ u8 *ra, const QN_WQ u8 *rb, const s32 *x, u32 groups,
-                                    const u32 *ocol, struct qn_dot2 *out) {
-  s64 acc_a = 0, acc_b = 0;
-  for (u32 g = 0; g < groups; g++) {
-    const QN_WQ u8 *ga = ra + g * QN_Q8_GROUP_BYTES;
-    const QN_WQ u8 *gb = rb + g * QN_Q8_GROUP_BYTES;
-    const QN_WQ s8 *pa = (const QN_WQ s8 *)(ga + QN_Q8_SCALE_BYTES);
-    const QN_WQ s8 *pb = (const QN_WQ s8 *)(gb + QN_Q8_SCALE_BYTES);
-    const s32 *px = x + g * QN_GROUP;
-    s64 t = 0;
-    for (int q = 0; q < QN_GROUP / 4; q++) {
-      QN_KERNEL_ORDER(pa, pb, px);
-#pragma unroll
-      for (int k = 0; k < 4; k++) t += ((s64)pa[k] + (s64)pb[k] * (1LL << 32)) * px[k];
-      pa += 4;
-      pb += 4;
-      px += 4;
-    }
-    s64 lo = (s64)(s32)t;
-    s64 hi = (t - lo) >> 32;
-    acc_a += lo * *(const QN_WQ s32 *)ga;
-    acc_b += hi * *(const QN_WQ s32 *)gb;
-  }
-  const QN_WQ s64 *oa = (const QN_WQ s64 *)(ra + qn_q8_tail_off(groups));
-  const QN_WQ s64 *ob = (const QN_WQ s64 *)(rb + qn_q8_tail_off(groups));
-#pragma unroll
-  for (int k = 0; k < QN_OUT_COLS; k++) {
-    s64 xv = x[ocol[k]];
-    acc_a += oa[k] * xv;
-    acc_b += ob[k] * xv;
-  }
-  out->a = acc_a;
-  out->b = acc_b;
-}
+/* q8, one block of 8 rows against one input (decode, and each position of
+ * a prefill pass). Column k of a group is one u64 V whose byte j is row j's
+ * code + 128 (layout.h); T_j = (V >> 8j) & 0x000000FF000000FF holds rows j
+ * and j+4 in two 32-bit lanes, so T_j * x makes two products with one
+ * multiply: 20 instructions per column for 8 products (q8_group_asm; the
+ * two-row kernel it replaced took 9 per column for 2). Each lane sums 64
+ * terms (code + 128) * x with |x| <= 2^QN_Q8_ACT_BITS, which can exceed 32
+ * bits, so the sums are taken mod 2^64 and recovered exactly with the
+ * group's input sum X (xsum, from mm_gsum_cb): row j's true sum S_j =
+ * sum code * x has |S_j| <= 127 * 64 * 2^18 < 2^31, so S_j = (s32)(lane -
+ * 128 X) mod 2^32, and once the low lane is known exactly the high one
+ * follows. S_j then meets row j's group scale: the same integer as the C++
+ * model's one product at a time (tests/bpf/fixed_model.h: dot). */
+#define QN_Q8_LANES 0x000000FF000000FFULL
 
-/* q8 prefill: two rows against a pair of positions packed as
- * x0 + x1 * 2^32 (xq_pair_row): wa * X holds row a's group sums for both
- * positions in its two 32-bit lanes (same bound as dot2_q8), so two
- * multiplies serve four products. x0, x1: the plain inputs (outlier
- * columns). out: a0, b0 (position 0), a1, b1 (position 1). */
-struct qn_dot4 {
-  s64 a0, b0, a1, b1;
+struct qn_dot8 {
+  s64 y[QN_Q8_BLOCK_ROWS];
 };
 
-static __always_inline void dot4_q8(const QN_WQ u8 *ra, const QN_WQ u8 *rb, const s64 *xp, const s32 *x0,
-                                    const s32 *x1, u32 groups, const u32 *ocol, struct qn_dot4 *out) {
-  s64 a0 = 0, a1 = 0, b0 = 0, b1 = 0;
-  for (u32 g = 0; g < groups; g++) {
-    const QN_WQ u8 *ga = ra + g * QN_Q8_GROUP_BYTES;
-    const QN_WQ u8 *gb = rb + g * QN_Q8_GROUP_BYTES;
-    const QN_WQ s8 *pa = (const QN_WQ s8 *)(ga + QN_Q8_SCALE_BYTES);
-    const QN_WQ s8 *pb = (const QN_WQ s8 *)(gb + QN_Q8_SCALE_BYTES);
-    const s64 *px = xp + g * QN_GROUP;
-    s64 ta = 0, tb = 0;
-    for (int q = 0; q < QN_GROUP / 4; q++) {
-      QN_KERNEL_ORDER(pa, pb, px);
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        s64 xv = px[k];
-        ta += pa[k] * xv;
-        tb += pb[k] * xv;
-      }
-      pa += 4;
-      pb += 4;
-      px += 4;
-    }
-    s64 sa = *(const QN_WQ s32 *)ga, sb = *(const QN_WQ s32 *)gb;
-    s64 lo = (s64)(s32)ta;
-    a0 += lo * sa;
-    a1 += ((ta - lo) >> 32) * sa;
-    lo = (s64)(s32)tb;
-    b0 += lo * sb;
-    b1 += ((tb - lo) >> 32) * sb;
-  }
-  const QN_WQ s64 *oa = (const QN_WQ s64 *)(ra + qn_q8_tail_off(groups));
-  const QN_WQ s64 *ob = (const QN_WQ s64 *)(rb + qn_q8_tail_off(groups));
-#pragma unroll
-  for (int k = 0; k < QN_OUT_COLS; k++) {
-    s64 v0 = x0[ocol[k]], v1 = x1[ocol[k]];
-    a0 += oa[k] * v0;
-    a1 += oa[k] * v1;
-    b0 += ob[k] * v0;
-    b1 += ob[k] * v1;
-  }
-  out->a0 = a0;
-  out->b0 = b0;
-  out->a1 = a1;
-  out->b1 = b1;
+/* Lane pair (rows j, j + 4) of one group: t = sum (L + H * 2^32) * x mod 2^64. */
+static __always_inline void q8_lanes(u64 t, s64 bias, s64 *lo, s64 *hi) {
+  s64 a = (s64)(s32)((u32)t - (u32)bias);
+  u64 rest = t - (u64)(a + bias); /* a + bias is the low lane exactly: rest = H * 2^32 mod 2^64 */
+  *lo = a;
+  *hi = (s64)(s32)((u32)(rest >> 32) - (u32)bias);
 }
 
-static __always_inline void weight_dot2(const QN_WQ u8 *ra, const QN_WQ u8 *rb, const s32 *x, u32 groups,
-                                        const u32 *ocol, struct qn_dot2 *out) {
-  if (SHAPE.precision == QN_PREC_Q8) dot2_q8(ra, rb, x, groups, ocol, out);
-  else dot2_q24(ra, rb, x, groups, out);
+/* One column of a group: V (8 rows) at pv + ov, x at px + ox, into the four
+ * lane pairs. BPF ALU ops overwrite their destination, so each lane pair
+ * costs a copy, a shift (not for rows 0/4), an and, a multiply and an add:
+ * 2 loads + 18 = 20 instructions per 8 products. Written in asm because
+ * clang, given exactly BPF's 10 registers for it, spills and rematerializes
+ * the mask inside the loop (~27 instructions per column). */
+#define QN_Q8_ASM_COL(ov, ox)                          \
+  "%[v] = *(u64 *)(%[pv] + " ov ")\n\t"               \
+  "%[x] = *(s32 *)(%[px] + " ox ")\n\t"               \
+  "%[u] = %[v]\n\t"                                    \
+  "%[u] &= %[m]\n\t"                                   \
+  "%[u] *= %[x]\n\t"                                   \
+  "%[t0] += %[u]\n\t"                                  \
+  "%[v] >>= 8\n\t"                                     \
+  "%[u] = %[v]\n\t"                                    \
+  "%[u] &= %[m]\n\t"                                   \
+  "%[u] *= %[x]\n\t"                                   \
+  "%[t1] += %[u]\n\t"                                  \
+  "%[v] >>= 8\n\t"                                     \
+  "%[u] = %[v]\n\t"                                    \
+  "%[u] &= %[m]\n\t"                                   \
+  "%[u] *= %[x]\n\t"                                   \
+  "%[t2] += %[u]\n\t"                                  \
+  "%[v] >>= 8\n\t"                                     \
+  "%[v] &= %[m]\n\t"                                   \
+  "%[v] *= %[x]\n\t"                                   \
+  "%[t3] += %[v]\n\t"
+
+/* A whole group (64 columns, constant offsets: no pointer or counter
+ * updates inside). t0..t3: the lane-pair sums mod 2^64. */
+static __always_inline void q8_group_asm(const QN_WQ u64 *pv, const s32 *px, u64 *s0, u64 *s1, u64 *s2,
+                                         u64 *s3) {
+  u64 t0, t1, t2, t3, v, x, u, m;
+  asm volatile("%[m] = 0xff000000ff ll\n\t"
+               "%[t0] = 0\n\t"
+               "%[t1] = 0\n\t"
+               "%[t2] = 0\n\t"
+               "%[t3] = 0\n\t"
+  QN_Q8_ASM_COL("0", "0")
+  QN_Q8_ASM_COL("8", "4")
+  QN_Q8_ASM_COL("16", "8")
+  QN_Q8_ASM_COL("24", "12")
+  QN_Q8_ASM_COL("32", "16")
+  QN_Q8_ASM_COL("40", "20")
+  QN_Q8_ASM_COL("48", "24")
+  QN_Q8_ASM_COL("56", "28")
+  QN_Q8_ASM_COL("64", "32")
+  QN_Q8_ASM_COL("72", "36")
+  QN_Q8_ASM_COL("80", "40")
+  QN_Q8_ASM_COL("88", "44")
+  QN_Q8_ASM_COL("96", "48")
+  QN_Q8_ASM_COL("104", "52")
+  QN_Q8_ASM_COL("112", "56")
+  QN_Q8_ASM_COL("120", "60")
+  QN_Q8_ASM_COL("128", "64")
+  QN_Q8_ASM_COL("136", "68")
+  QN_Q8_ASM_COL("144", "72")
+  QN_Q8_ASM_COL("152", "76")
+  QN_Q8_ASM_COL("160", "80")
+  QN_Q8_ASM_COL("168", "84")
+  QN_Q8_ASM_COL("176", "88")
+  QN_Q8_ASM_COL("184", "92")
+  QN_Q8_ASM_COL("192", "96")
+  QN_Q8_ASM_COL("200", "100")
+  QN_Q8_ASM_COL("208", "104")
+  QN_Q8_ASM_COL("216", "108")
+  QN_Q8_ASM_COL("224", "112")
+  QN_Q8_ASM_COL("232", "116")
+  QN_Q8_ASM_COL("240", "120")
+  QN_Q8_ASM_COL("248", "124")
+  QN_Q8_ASM_COL("256", "128")
+  QN_Q8_ASM_COL("264", "132")
+  QN_Q8_ASM_COL("272", "136")
+  QN_Q8_ASM_COL("280", "140")
+  QN_Q8_ASM_COL("288", "144")
+  QN_Q8_ASM_COL("296", "148")
+  QN_Q8_ASM_COL("304", "152")
+  QN_Q8_ASM_COL("312", "156")
+  QN_Q8_ASM_COL("320", "160")
+  QN_Q8_ASM_COL("328", "164")
+  QN_Q8_ASM_COL("336", "168")
+  QN_Q8_ASM_COL("344", "172")
+  QN_Q8_ASM_COL("352", "176")
+  QN_Q8_ASM_COL("360", "180")
+  QN_Q8_ASM_COL("368", "184")
+  QN_Q8_ASM_COL("376", "188")
+  QN_Q8_ASM_COL("384", "192")
+  QN_Q8_ASM_COL("392", "196")
+  QN_Q8_ASM_COL("400", "200")
+  QN_Q8_ASM_COL("408", "204")
+  QN_Q8_ASM_COL("416", "208")
+  QN_Q8_ASM_COL("424", "212")
+  QN_Q8_ASM_COL("432", "216")
+  QN_Q8_ASM_COL("440", "220")
+  QN_Q8_ASM_COL("448", "224")
+  QN_Q8_ASM_COL("456", "228")
+  QN_Q8_ASM_COL("464", "232")
+  QN_Q8_ASM_COL("472", "236")
+  QN_Q8_ASM_COL("480", "240")
+  QN_Q8_ASM_COL("488", "244")
+  QN_Q8_ASM_COL("496", "248")
+  QN_Q8_ASM_COL("504", "252")
+               : [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [v] "=&r"(v), [x] "=&r"(x),
+                 [u] "=&r"(u), [m] "=&r"(m)
+               : [pv] "r"((const u64 *)pv), [px] "r"(px) /* arena: the cast makes it a kernel address */
+               : "memory");
+  *s0 = t0;
+  *s1 = t1;
+  *s2 = t2;
+  *s3 = t3;
 }
+
+/* The lane-pair sums t0..t3 of group g (q8_group_asm) into the 8 row sums
+ * (out: the worker's map scratch). */
+static __always_inline void dot8_q8_lanes(const QN_WQ u8 *blk, const s32 *xsum, u32 g, u64 t0, u64 t1, u64 t2,
+                                          u64 t3, struct qn_dot8 *out) {
+  const QN_WQ s32 *sc = (const QN_WQ s32 *)(blk + qn_q8_bscale_off(g, 0));
+  s64 bias = (s64)xsum[g] * QN_Q8_CODE_BIAS;
+  s64 lo, hi;
+  q8_lanes(t0, bias, &lo, &hi);
+  out->y[0] += lo * sc[0];
+  out->y[4] += hi * sc[4];
+  q8_lanes(t1, bias, &lo, &hi);
+  out->y[1] += lo * sc[1];
+  out->y[5] += hi * sc[5];
+  q8_lanes(t2, bias, &lo, &hi);
+  out->y[2] += lo * sc[2];
+  out->y[6] += hi * sc[6];
+  q8_lanes(t3, bias, &lo, &hi);
+  out->y[3] += lo * sc[3];
+  out->y[7] += hi * sc[7];
+}
+
+/* The outlier columns of a block: exact int64 weights, per row. */
+static __always_inline void dot8_q8_tail(const QN_WQ u8 *blk, s64 xv, u32 groups, int k, struct qn_dot8 *out) {
+#pragma unroll
+  for (int j = 0; j < QN_Q8_BLOCK_ROWS; j++) out->y[j] += ((const QN_WQ s64 *)(blk + qn_q8_btail_off(groups, j)))[k] * xv;
+}
+
 
 static __always_inline int weight_frac(const struct qn_matrix *m) {
   return (int)qn_min64(m->wfrac, 31);
 }
 
-/* Column c of a row (embedding lookup) as Q16. */
-static __always_inline s32 weight_q16(const QN_WQ u8 *row, u32 g, int k, int wfrac) {
+/* Row r's unit and its row within the unit (q8: block r / 8, row r % 8). */
+static __always_inline const QN_WQ u8 *weight_unit_of(const struct qn_matrix *m, u32 r, u32 *j) {
+  u32 ur = SHAPE.precision == QN_PREC_Q8 ? QN_Q8_BLOCK_ROWS : 1;
+  *j = r % ur;
+  return weight_row(m, r / ur);
+}
+
+/* Column (g, k) of row j of a unit (embedding lookup) as Q16. */
+static __always_inline s32 weight_q16(const QN_WQ u8 *row, u32 j, u32 g, int k, int wfrac) {
   if (SHAPE.precision == QN_PREC_Q8) {
-    const QN_WQ u8 *gp = row + qn_group_off(QN_PREC_Q8, g);
-    s64 scale = *(const QN_WQ s32 *)gp;
-    s64 q = ((const QN_WQ s8 *)(gp + QN_Q8_SCALE_BYTES))[k];
+    j &= QN_Q8_BLOCK_ROWS - 1;
+    s64 scale = *(const QN_WQ s32 *)(row + qn_q8_bscale_off(g, j));
+    s64 q = (s64)((const QN_WQ u8 *)(row + qn_q8_bcol_off(g, k)))[j] - QN_Q8_CODE_BIAS;
     return qn_sat32(qn_round_shift(q * scale, wfrac - QN_ACT_FRAC));
   }
   const QN_WQ s32 *wg = (const QN_WQ s32 *)(row + qn_group_off(QN_PREC_Q24, g));
   return qn_sat32(qn_round_shift(wg[k], wfrac - QN_ACT_FRAC));
+}
+
+/* q8: the outlier tail (int64 [QN_OUT_COLS]) of row j of a block. */
+static __always_inline const QN_WQ s64 *weight_q8_tail(const QN_WQ u8 *blk, u32 groups, u32 j) {
+  return (const QN_WQ s64 *)(blk + qn_q8_btail_off(groups, j & (QN_Q8_BLOCK_ROWS - 1)));
 }
 
 #endif

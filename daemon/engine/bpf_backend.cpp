@@ -237,7 +237,7 @@ void BpfBackend::convert_weights() {
           s.t->to_float(row, int64_t(r) * mp.cols);
           uint32_t dst = s.dst0 + r * s.stride;
           uint64_t l1 =
-              convert_row(row, prec, frac, progs_->weights() + mp.row_offset(dst), s.t->name.c_str(), ocols);
+              convert_row_into(progs_->weights(), mp, dst, row, frac, s.t->name.c_str(), ocols);
           max_l1[t] = std::max(max_l1[t], l1);
         }
       }
@@ -275,8 +275,9 @@ void BpfBackend::matmul_op(uint32_t op, const MatrixPlan& mp, uint32_t norm_off,
     const int T = pool_->size();
     qn_args a = base;
     a.thread = static_cast<uint32_t>(t);
-    a.row_begin = uint32_t(uint64_t(rows) * t / T);
-    a.row_end = uint32_t(uint64_t(rows) * (t + 1) / T);
+    const RowRange rr = worker_rows(rows, op == QN_OP_GATEUP, mp.precision, uint32_t(t), uint32_t(T));
+    a.row_begin = rr.begin;
+    a.row_end = rr.end;
     if (a.row_begin < a.row_end) {
       progs_->matmul(a);
     } else if (op == QN_OP_VOCAB) {  // no rows: an empty list for the merge, not the last pass's

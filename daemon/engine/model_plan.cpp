@@ -15,9 +15,22 @@ uint32_t row_bytes_for(uint32_t cols, Precision p) {
   return qn_row_bytes(static_cast<uint32_t>(p), qn_groups_for(cols));
 }
 
-uint64_t MatrixPlan::row_offset(uint32_t r) const {
-  if (m.rows_per_entry == 0) return offset + uint64_t(r) * m.row_bytes;
-  uint32_t slot = r + m.row_skip;
+uint32_t unit_bytes_for(uint32_t cols, Precision p) {
+  return qn_unit_bytes(static_cast<uint32_t>(p), qn_groups_for(cols));
+}
+
+RowRange worker_rows(uint32_t rows, bool pairs, Precision p, uint32_t t, uint32_t T) {
+  const uint32_t unit = p == Precision::q8 ? (pairs ? QN_Q8_BLOCK_ROWS / 2 : QN_Q8_BLOCK_ROWS) : 1;
+  const uint64_t steps = (uint64_t(rows) + unit - 1) / unit;
+  RowRange r;
+  r.begin = static_cast<uint32_t>(std::min<uint64_t>(steps * t / T * unit, rows));
+  r.end = static_cast<uint32_t>(std::min<uint64_t>(steps * (t + 1) / T * unit, rows));
+  return r;
+}
+
+uint64_t MatrixPlan::unit_offset(uint32_t u) const {
+  if (m.rows_per_entry == 0) return offset + uint64_t(u) * m.row_bytes;
+  uint32_t slot = u + m.row_skip;
   return uint64_t(m.entry0 + slot / m.rows_per_entry) * QN_WENTRY_BYTES +
          uint64_t(slot % m.rows_per_entry) * m.row_bytes;
 }
@@ -77,8 +90,9 @@ ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena,
   l.rope_positions = s.max_ctx;
   l.arena = arena;
   s.max_groups = l.in_pad / QN_GROUP;
-  s.max_row_bytes = std::max({row_bytes_for(s.hidden, precision), row_bytes_for(s.q_dim, precision),
-                              row_bytes_for(s.inter, precision)});
+  // the largest unit (layout.h) of any matrix: q24 a row, q8 a block of 8 rows
+  s.max_row_bytes = std::max({unit_bytes_for(s.hidden, precision), unit_bytes_for(s.q_dim, precision),
+                              unit_bytes_for(s.inter, precision)});
   if (s.max_row_bytes * 2 > QN_WENTRY_BYTES) throw invalid_argument("model rows too wide for the BPF engine");
 
   // Norm weights: per layer input, post-attention, q, k; then the final norm.
@@ -109,16 +123,18 @@ ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena,
     p.cols = cols;
     p.m.rows = rows;
     p.m.groups = qn_groups_for(cols);
-    p.m.row_bytes = row_bytes_for(cols, precision);
+    p.precision = precision;
+    p.m.row_bytes = unit_bytes_for(cols, precision);
+    const uint32_t units = p.units();
     p.m.act_bits = QN_ACT_BITS_MAX;
     p.m.wfrac = q8 ? QN_W8_FRAC : QN_W24_FRAC;  // lowered by the conversion for large weights
     if (arena) {
       p.offset = cursor;
       p.m.arena_off = cursor;  // the engine adds the arena's address after load
-      cursor += (uint64_t(rows) * p.m.row_bytes + 63) & ~uint64_t(63);
+      cursor += (uint64_t(units) * p.m.row_bytes + 63) & ~uint64_t(63);
     } else {
-      // Packed after the previous matrix, starting at a whole row slot of
-      // this matrix inside the current entry; rows never straddle entries.
+      // Packed after the previous matrix, starting at a whole unit slot of
+      // this matrix inside the current entry; units never straddle entries.
       uint32_t rpe = (QN_WENTRY_BYTES - s.max_row_bytes) / p.m.row_bytes + 1;
       uint64_t entry = cursor / QN_WENTRY_BYTES;
       uint64_t in_entry = cursor % QN_WENTRY_BYTES;
@@ -130,8 +146,8 @@ ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena,
       p.m.rows_per_entry = rpe;
       p.m.entry0 = static_cast<uint32_t>(entry);
       p.m.row_skip = static_cast<uint32_t>(skip);
-      p.offset = p.row_offset(0);
-      uint64_t last = skip + rows - 1;
+      p.offset = p.unit_offset(0);
+      uint64_t last = skip + units - 1;
       cursor = (entry + last / rpe) * QN_WENTRY_BYTES + (last % rpe + 1) * uint64_t(p.m.row_bytes);
     }
     plan.matrices.push_back(p);

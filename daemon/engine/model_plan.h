@@ -20,9 +20,13 @@ struct MatrixPlan {
   MatrixKind kind;
   int layer = -1;             // -1 for embed / lm_head
   uint32_t rows = 0, cols = 0;
-  qn_matrix m{};              // act_bits filled by the conversion
-  uint64_t offset = 0;        // byte offset of row 0 in the weights region
-  uint64_t row_offset(uint32_t r) const;  // byte offset of row r in the weights region
+  qn_matrix m{};              // act_bits filled by the conversion; row_bytes: bytes of a unit
+  Precision precision = Precision::q24;
+  uint64_t offset = 0;        // byte offset of unit 0 in the weights region
+  // Rows are stored in units (layout.h: a q24 row, a q8 block of 8 rows).
+  uint32_t unit_rows() const { return qn_unit_rows(static_cast<uint32_t>(precision)); }
+  uint32_t units() const { return qn_units_for(static_cast<uint32_t>(precision), rows); }
+  uint64_t unit_offset(uint32_t u) const;  // byte offset of unit u in the weights region
 };
 
 struct NormOffsets {
@@ -43,7 +47,16 @@ struct ModelPlan {
 };
 
 uint32_t pad_to_group(uint32_t n);
-uint32_t row_bytes_for(uint32_t cols, Precision p);
+uint32_t row_bytes_for(uint32_t cols, Precision p);   // one row image (layout.h)
+uint32_t unit_bytes_for(uint32_t cols, Precision p);  // one stored unit
+
+// The matmul rows [begin, end) of worker t of T over `rows` output rows
+// (gate/up: row pairs), split at whole steps of the q8 block kernel (a block
+// is 8 rows or 4 gate/up pairs) so that no block is shared by two workers.
+struct RowRange {
+  uint32_t begin = 0, end = 0;
+};
+RowRange worker_rows(uint32_t rows, bool pairs, Precision p, uint32_t t, uint32_t T);
 
 // max_ctx: longest KV cache any session may ask for (also RoPE table rows);
 // threads: worker threads, 1 .. QN_THREADS_LIMIT (per-worker maps are sized to it).

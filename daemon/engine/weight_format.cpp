@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "op_args.h"
@@ -91,6 +92,65 @@ uint64_t convert_row(std::span<const float> w, Precision p, int frac, uint8_t* o
     static_assert(sizeof wo == QN_OUT_TAIL_BYTES);
     std::memcpy(out + qn_q8_tail_off(groups), wo, sizeof wo);
   }
+  return l1;
+}
+
+namespace {
+// Row j of q8 block `blk` <-> row image `img` (layout.h); the codes are stored offset binary.
+void q8_put(uint8_t* blk, uint32_t groups, uint32_t j, const uint8_t* img) {
+  for (uint32_t g = 0; g < groups; g++) {
+    const uint8_t* gp = img + qn_group_off(QN_PREC_Q8, g);
+    std::memcpy(blk + qn_q8_bscale_off(g, j), gp, QN_Q8_SCALE_BYTES);
+    for (uint32_t k = 0; k < QN_GROUP; k++)
+      blk[qn_q8_bcol_off(g, k) + j] = static_cast<uint8_t>(gp[QN_Q8_SCALE_BYTES + k] + QN_Q8_CODE_BIAS);
+  }
+  std::memcpy(blk + qn_q8_btail_off(groups, j), img + qn_q8_tail_off(groups), QN_OUT_TAIL_BYTES);
+}
+void q8_get(const uint8_t* blk, uint32_t groups, uint32_t j, uint8_t* img) {
+  for (uint32_t g = 0; g < groups; g++) {
+    uint8_t* gp = img + qn_group_off(QN_PREC_Q8, g);
+    std::memcpy(gp, blk + qn_q8_bscale_off(g, j), QN_Q8_SCALE_BYTES);
+    for (uint32_t k = 0; k < QN_GROUP; k++)
+      gp[QN_Q8_SCALE_BYTES + k] = static_cast<uint8_t>(blk[qn_q8_bcol_off(g, k) + j] - QN_Q8_CODE_BIAS);
+  }
+  std::memcpy(img + qn_q8_tail_off(groups), blk + qn_q8_btail_off(groups, j), QN_OUT_TAIL_BYTES);
+}
+}  // namespace
+
+void store_row(uint8_t* weights, const MatrixPlan& mp, uint32_t r, const uint8_t* image) {
+  const uint32_t prec = static_cast<uint32_t>(mp.precision);
+  const uint32_t img_bytes = qn_row_bytes(prec, mp.m.groups);
+  const uint32_t ur = mp.unit_rows();
+  uint8_t* unit = weights + mp.unit_offset(r / ur);
+  if (mp.precision != Precision::q8) {
+    std::memcpy(unit, image, img_bytes);
+    return;
+  }
+  q8_put(unit, mp.m.groups, r % ur, image);
+  if (r + 1 == mp.rows) {
+    const std::vector<uint8_t> zero(img_bytes, 0);  // code 0, scale 0, no outliers
+    for (uint32_t j = r % ur + 1; j < ur; j++) q8_put(unit, mp.m.groups, j, zero.data());
+  }
+}
+
+void load_row(const uint8_t* weights, const MatrixPlan& mp, uint32_t r, uint8_t* image) {
+  const uint32_t ur = mp.unit_rows();
+  const uint8_t* unit = weights + mp.unit_offset(r / ur);
+  if (mp.precision != Precision::q8) {
+    std::memcpy(image, unit, qn_row_bytes(static_cast<uint32_t>(mp.precision), mp.m.groups));
+    return;
+  }
+  q8_get(unit, mp.m.groups, r % ur, image);
+}
+
+uint64_t convert_row_into(uint8_t* weights, const MatrixPlan& mp, uint32_t r, std::span<const float> w, int frac,
+                          const char* what, std::span<const uint32_t> ocols) {
+  if (mp.precision != Precision::q8)  // a q24 unit is the row image itself
+    return convert_row(w, mp.precision, frac, weights + mp.unit_offset(r), what, ocols);
+  thread_local std::vector<uint8_t> img;
+  img.assign(qn_row_bytes(QN_PREC_Q8, mp.m.groups), 0);
+  const uint64_t l1 = convert_row(w, mp.precision, frac, img.data(), what, ocols);
+  store_row(weights, mp, r, img.data());
   return l1;
 }
 

@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/model_plan.h"
 #include "engine/precision.h"
 #include "engine/q8_quantizer.h"  // pick_outlier_columns
 
@@ -30,6 +31,18 @@ int weight_frac_for(double max_abs, Precision p, const char* what);
 // Returns the row's L1 norm in weight units (sum |w| * 2^frac, as stored).
 uint64_t convert_row(std::span<const float> w, Precision p, int frac, uint8_t* out, const char* what,
                      std::span<const uint32_t> ocols = {});
+
+// Stores a row image (row_bytes_for(cols) bytes, as convert_row makes it) as
+// row r of matrix mp in the weights region, in the stored layout of layout.h
+// (q8: interleaved into its block of 8 rows). Storing the matrix's last row
+// also writes the padding rows of its block (code 0, scale 0). Workers may
+// store different rows of one block at once: their bytes are disjoint.
+void store_row(uint8_t* weights, const MatrixPlan& mp, uint32_t r, const uint8_t* image);
+// Reads row r of mp back as a row image.
+void load_row(const uint8_t* weights, const MatrixPlan& mp, uint32_t r, uint8_t* image);
+// convert_row, then store_row: converts row r of mp straight into the weights region.
+uint64_t convert_row_into(uint8_t* weights, const MatrixPlan& mp, uint32_t r, std::span<const float> w, int frac,
+                          const char* what, std::span<const uint32_t> ocols = {});
 
 // act_bits such that max_l1 * 2^act_bits < 2^62; at most QN_Q8_ACT_BITS for
 // q8 (the packed two-row kernel's lanes, bpf_ops/ops_weights.h).

@@ -91,8 +91,7 @@ class OpsTest : public testing::TestWithParam<Param> {
       uint64_t max_l1 = 0;
       for (uint32_t r = 0; r < mp.rows; r++) {
         std::span<const float> row(&all[size_t(r) * mp.cols], mp.cols);
-        max_l1 = std::max(max_l1, convert_row(row, prec(), mp.m.wfrac, progs_->weights() + mp.row_offset(r),
-                                              "test", ocols));
+        max_l1 = std::max(max_l1, convert_row_into(progs_->weights(), mp, r, row, mp.m.wfrac, "test", ocols));
       }
       mp.m.act_bits = act_bits_for(max_l1, prec());
     }
@@ -119,7 +118,12 @@ class OpsTest : public testing::TestWithParam<Param> {
     if (GetParam().arena) a.mat.arena_off = reinterpret_cast<uintptr_t>(progs_->weights()) + mp.offset;
     return a;
   }
-  const uint8_t* row(const MatrixPlan& mp, uint32_t r) { return progs_->weights() + mp.row_offset(r); }
+  // Row r as a row image (layout.h), read back from the stored layout.
+  std::vector<uint8_t> row(const MatrixPlan& mp, uint32_t r) {
+    std::vector<uint8_t> img(row_bytes_for(mp.cols, prec()));
+    load_row(progs_->weights(), mp, r, img.data());
+    return img;
+  }
 
   // Random residual stream with two outlier channels of +-1500.
   void fill_resid(uint32_t npos, uint64_t seed) {
@@ -144,28 +148,28 @@ class OpsTest : public testing::TestWithParam<Param> {
 
   // Runs one matmul op split over 2 threads by rows.
   void run_split(qn_args a, uint32_t rows) {
-    uint32_t half = rows / 2;
-    a.thread = 0;
-    a.row_begin = 0;
-    a.row_end = half;
-    progs_->matmul(a);
-    a.thread = 1;
-    a.row_begin = half;
-    a.row_end = rows;
-    progs_->matmul(a);
+    for (uint32_t t = 0; t < 2; t++) {
+      const RowRange rr = worker_rows(rows, a.op == QN_OP_GATEUP, prec(), t, 2);
+      a.thread = t;
+      a.row_begin = rr.begin;
+      a.row_end = rr.end;
+      progs_->matmul(a);
+    }
   }
 
   // Float reference of rmsnorm -> matmul on the dequantized weights.
   double float_row(const MatrixPlan& mp, uint32_t r, const std::vector<double>& x) {
     const auto& oc = ocols_[size_t(&mp - plan_.matrices.data())];
     double acc = 0;
-    for (uint32_t c = 0; c < mp.cols; c++) acc += dequant(row(mp, r), c, prec(), mp.m.wfrac, mp.cols, oc) * x[c];
+    const std::vector<uint8_t> img = row(mp, r);
+    for (uint32_t c = 0; c < mp.cols; c++) acc += dequant(img.data(), c, prec(), mp.m.wfrac, mp.cols, oc) * x[c];
     return acc;
   }
   double row_l1(const MatrixPlan& mp, uint32_t r) {
     const auto& oc = ocols_[size_t(&mp - plan_.matrices.data())];
     double l1 = 0;
-    for (uint32_t c = 0; c < mp.cols; c++) l1 += std::fabs(dequant(row(mp, r), c, prec(), mp.m.wfrac, mp.cols, oc));
+    const std::vector<uint8_t> img = row(mp, r);
+    for (uint32_t c = 0; c < mp.cols; c++) l1 += std::fabs(dequant(img.data(), c, prec(), mp.m.wfrac, mp.cols, oc));
     return l1;
   }
   std::vector<double> float_norm(const std::vector<int32_t>& x, uint32_t n, std::span<const int32_t> w) {
@@ -209,7 +213,7 @@ void OpsTest::check_qkv(uint32_t npos) {
     auto fx = float_norm(x, cfg_.hidden_size, norm_w(a.norm_off, cfg_.hidden_size));
     for (uint32_t r = 0; r < mp.rows; r++) {
       int32_t got = progs_->qkv()[p * plan_.layout.qkv_pad + r];
-      ASSERT_EQ(got, fm::matmul_row(row(mp, r), n, s, mp.m, prec())) << "p " << p << " row " << r;
+      ASSERT_EQ(got, fm::matmul_row(row(mp, r).data(), n, s, mp.m, prec())) << "p " << p << " row " << r;
       double f = float_row(mp, r, fx);
       worst = std::max(worst, std::fabs(q16(got) - f));
       scale = std::max(scale, std::fabs(f));
@@ -236,8 +240,8 @@ TEST_P(OpsTest, GateUpSiluMatchesModelAndFloat) {
                                 plan_.layout.shape.eps_q32, mp.m.act_bits, n);
     auto fx = float_norm(x, cfg_.hidden_size, norm_w(a.norm_off, cfg_.hidden_size));
     for (uint32_t j = 0; j < mp.rows / 2; j++) {
-      int32_t g = fm::matmul_row(row(mp, 2 * j), n, s, mp.m, prec());
-      int32_t u = fm::matmul_row(row(mp, 2 * j + 1), n, s, mp.m, prec());
+      int32_t g = fm::matmul_row(row(mp, 2 * j).data(), n, s, mp.m, prec());
+      int32_t u = fm::matmul_row(row(mp, 2 * j + 1).data(), n, s, mp.m, prec());
       int32_t got = progs_->mlp()[p * plan_.layout.inter_pad + j];
       ASSERT_EQ(got, qn_silu_mul(g, u)) << "p " << p << " j " << j;
       double fg = float_row(mp, 2 * j, fx), fu = float_row(mp, 2 * j + 1, fx);
@@ -279,7 +283,7 @@ void OpsTest::check_projections(uint32_t npos) {
       for (uint32_t i = 0; i < len; i++) fx[i] = q16(x[i]);
       int s = fm::requant(x, mp.m.act_bits);
       for (uint32_t r = 0; r < mp.rows; r++) {
-        int32_t y = fm::matmul_row(row(mp, r), x, s, mp.m, prec());
+        int32_t y = fm::matmul_row(row(mp, r).data(), x, s, mp.m, prec());
         int32_t got = resid_row(p)[r];
         ASSERT_EQ(got, qn_sat32(int64_t(before[p][r]) + y)) << "p " << p << " row " << r;
         double f = float_row(mp, r, fx);
@@ -320,7 +324,7 @@ TEST_P(OpsTest, VocabLogitsArgmaxTopK) {
                                 plan_.layout.shape.eps_q32, mp.m.act_bits, n);
     std::vector<std::pair<int32_t, int32_t>> all;  // (-logit, id)
     for (uint32_t r = 0; r < mp.rows; r++) {
-      int32_t want = fm::matmul_row(row(mp, r), n, s, mp.m, prec());
+      int32_t want = fm::matmul_row(row(mp, r).data(), n, s, mp.m, prec());
       ASSERT_EQ(progs_->logits()[c * cfg_.vocab_size + r], want) << "c " << c << " row " << r;
       all.push_back({-want, static_cast<int32_t>(r)});
     }
@@ -344,7 +348,7 @@ TEST_P(OpsTest, EmbedDequantizesRows) {
   progs_->embed(a);
   for (uint32_t p = 0; p < 4; p++)
     for (uint32_t c = 0; c < plan_.layout.hid_pad; c++)
-      ASSERT_EQ(resid_row(p)[c], fm::embed_value(row(mp, toks[p]), c, prec(), mp.m)) << p << " " << c;
+      ASSERT_EQ(resid_row(p)[c], fm::embed_value(row(mp, toks[p]).data(), c, prec(), mp.m)) << p << " " << c;
   a.tokens[1] = 1000;  // out of vocabulary: the program refuses
   EXPECT_THROW(progs_->embed(a), Error);
 }
@@ -685,6 +689,157 @@ INSTANTIATE_TEST_SUITE_P(Paths, OpsTest,
                                          Param{false, Precision::q24, 8}, Param{true, Precision::q8, 8},
                                          Param{false, Precision::q8, 8}),
                          param_name);
+
+// The q8 block kernel (dot8_q8 on the interleaved blocks of layout.h) gives
+// exactly the integers of the one-row formula it replaced (fm::matmul_row on
+// the row images: int8 code * input per group, times the scale, plus the
+// outlier columns): odd row counts (padded last blocks, gate/up pairs not a
+// multiple of 4, vocabulary rows), codes at +-127, inputs at the 2^18 bound
+// of the lanes, outlier columns, split over 1, 2 and 16 workers.
+class Q8BlockTest : public testing::TestWithParam<bool> {};
+
+TEST_P(Q8BlockTest, SameIntegersAsTheRowFormula) {
+  ModelConfig c = small_config();
+  c.hidden_size = 203;  // 25 blocks + 3 rows
+  c.intermediate_size = 331;
+  c.vocab_size = 1001;
+  ModelPlan plan = make_model_plan(c, Precision::q8, GetParam(), 16, 64, 16);
+  BpfPrograms progs(plan.layout);
+  std::mt19937_64 rng(7);
+  for (MatrixPlan& mp : plan.matrices) {
+    mp.m.wfrac = QN_W8_FRAC;
+    mp.m.act_bits = QN_Q8_ACT_BITS;
+    const uint32_t oc[QN_OUT_COLS] = {5, 64, mp.cols - 1, 0};  // column 0: an unused slot (weight 0)
+    std::copy(oc, oc + QN_OUT_COLS, mp.m.ocol);
+    std::vector<uint8_t> img(row_bytes_for(mp.cols, Precision::q8));
+    for (uint32_t r = 0; r < mp.rows; r++) {
+      std::fill(img.begin(), img.end(), 0);
+      for (uint32_t g = 0; g < mp.m.groups; g++) {
+        uint8_t* gp = img.data() + qn_group_off(QN_PREC_Q8, g);
+        const int32_t scale = int32_t(rng() % (1u << 16)) + 1;
+        std::memcpy(gp, &scale, 4);
+        for (uint32_t k = 0; k < QN_GROUP; k++) {
+          const uint32_t col = g * QN_GROUP + k;
+          if (col >= mp.cols || col == oc[0] || col == oc[1] || col == oc[2]) continue;  // zero slots
+          const int code = r % 4 == 0 ? 127 : r % 4 == 1 ? -127 : r % 4 == 2 ? int(rng() % 255) - 127 : (k % 2 ? 127 : -127);
+          gp[QN_Q8_SCALE_BYTES + k] = static_cast<uint8_t>(int8_t(code));
+        }
+      }
+      for (int k = 0; k < 3; k++) {
+        const int64_t w = int64_t(rng() % (1u << 30)) - (1 << 29);
+        std::memcpy(img.data() + qn_q8_tail_off(mp.m.groups) + 8 * k, &w, 8);
+      }
+      store_row(progs.weights(), mp, r, img.data());
+    }
+  }
+  for (uint32_t i = 0; i < plan.layout.shape.norms_len; i++) progs.norms()[i] = 1 << QN_NORM_FRAC;
+  auto args = [&](const MatrixPlan& mp, uint32_t op, uint32_t npos) {
+    qn_args a{};
+    a.mat = mp.m;
+    if (GetParam()) a.mat.arena_off = reinterpret_cast<uintptr_t>(progs.weights()) + mp.offset;
+    a.op = op;
+    a.npos = npos;
+    return a;
+  };
+  auto run = [&](qn_args a, uint32_t rows, uint32_t T) {
+    for (uint32_t t = 0; t < T; t++) {
+      const RowRange rr = worker_rows(rows, a.op == QN_OP_GATEUP, Precision::q8, t, T);
+      a.thread = t;
+      a.row_begin = rr.begin;
+      a.row_end = rr.end;
+      if (rr.begin < rr.end) {
+        ASSERT_NO_THROW(progs.matmul(a)) << "op " << a.op << " worker " << t;
+      }
+    }
+  };
+  auto image = [&](const MatrixPlan& mp, uint32_t r) {
+    std::vector<uint8_t> img(row_bytes_for(mp.cols, Precision::q8));
+    load_row(progs.weights(), mp, r, img.data());
+    return img;
+  };
+  const uint32_t npos = 3, hp = plan.layout.hid_pad;
+  for (uint32_t T : {1u, 2u, 16u}) {
+    // projections: inputs of +-(2^25 - 1) requantize to exactly +-2^18
+    for (auto [kind, src, stride, len] :
+         {std::tuple{MatrixKind::o, progs.attn(), plan.layout.qd_pad, uint32_t(c.q_dim())},
+          std::tuple{MatrixKind::down, progs.mlp(), plan.layout.inter_pad, uint32_t(c.intermediate_size)}}) {
+      for (uint32_t p = 0; p < npos; p++)
+        for (uint32_t i = 0; i < stride; i++)
+          src[p * stride + i] = i >= len ? 0 : p == 0 ? (1 << 25) - 1 : p == 1 ? -((1 << 25) - 1)
+                                                    : (rng() % 2 ? 1 : -1) * int32_t(rng() % (1u << 25));
+      std::fill(progs.resid(), progs.resid() + npos * hp, 0);
+      const MatrixPlan& mp = plan.layer_matrix(0, kind);
+      run(args(mp, kind == MatrixKind::o ? QN_OP_O : QN_OP_DOWN, npos), mp.rows, T);
+      for (uint32_t p = 0; p < npos; p++) {
+        std::vector<int32_t> x(src + p * stride, src + (p + 1) * stride);
+        const int s = fm::requant(x, mp.m.act_bits);
+        if (p < 2) {
+          ASSERT_EQ(std::abs(x[0]), 1 << QN_Q8_ACT_BITS);  // the lanes' bound, reached
+        }
+        for (uint32_t r = 0; r < mp.rows; r++)
+          ASSERT_EQ(progs.resid()[p * hp + r], fm::matmul_row(image(mp, r).data(), x, s, mp.m, Precision::q8))
+              << "T " << T << " kind " << int(kind) << " p " << p << " row " << r;
+        for (uint32_t r = mp.rows; r < hp; r++) ASSERT_EQ(progs.resid()[p * hp + r], 0) << "padding row " << r;
+      }
+    }
+    // normed ops: gate/up (331 pairs) and the vocabulary (1001 rows, logits of every position)
+    for (uint32_t p = 0; p < npos; p++)
+      for (uint32_t i = 0; i < hp; i++)
+        progs.resid()[p * hp + i] = i < uint32_t(c.hidden_size) ? int32_t(rng() % (1u << 22)) - (1 << 21) : 0;
+    const MatrixPlan& gu = plan.layer_matrix(0, MatrixKind::gate_up);
+    qn_args a = args(gu, QN_OP_GATEUP, npos);
+    a.norm_off = plan.norms[0].input;
+    run(a, gu.rows / 2, T);
+    const MatrixPlan& lm = plan.lm_head();
+    a = args(lm, QN_OP_VOCAB, npos);
+    a.norm_off = plan.final_norm;
+    a.pos_mask = 0b111;
+    a.top_k = 8;
+    run(a, lm.rows, T);
+    for (uint32_t p = 0; p < npos; p++) {
+      std::vector<int32_t> x(progs.resid() + p * hp, progs.resid() + (p + 1) * hp), n;
+      std::span<const int32_t> w(progs.norms() + plan.norms[0].input, hp);
+      int s = fm::rmsnorm_requant(x, c.hidden_size, w, plan.layout.shape.eps_q32, gu.m.act_bits, n);
+      for (uint32_t j = 0; j < gu.rows / 2; j++) {
+        const int32_t g = fm::matmul_row(image(gu, 2 * j).data(), n, s, gu.m, Precision::q8);
+        const int32_t u = fm::matmul_row(image(gu, 2 * j + 1).data(), n, s, gu.m, Precision::q8);
+        ASSERT_EQ(progs.mlp()[p * plan.layout.inter_pad + j], qn_silu_mul(g, u)) << "T " << T << " pair " << j;
+      }
+      s = fm::rmsnorm_requant(x, c.hidden_size, std::span<const int32_t>(progs.norms() + plan.final_norm, hp),
+                              plan.layout.shape.eps_q32, lm.m.act_bits, n);
+      for (uint32_t r = 0; r < lm.rows; r++)
+        ASSERT_EQ(progs.logits()[p * c.vocab_size + r], fm::matmul_row(image(lm, r).data(), n, s, lm.m, Precision::q8))
+            << "T " << T << " p " << p << " vocab row " << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, Q8BlockTest, testing::Values(false, true),
+                         [](const testing::TestParamInfo<bool>& i) { return i.param ? "arena" : "map"; });
+
+// Worker row ranges: q8 splits at whole blocks (8 rows, 4 gate/up pairs) so no
+// block is shared, and together the ranges cover every row once; q24 keeps
+// the plain proportional split.
+TEST(WorkerRows, BlocksAreNeverShared) {
+  for (uint32_t rows : {1u, 7u, 8u, 203u, 331u, 1001u, 151936u})
+    for (bool pairs : {false, true})
+      for (uint32_t T : {1u, 2u, 3u, 16u, 64u}) {
+        const uint32_t unit = pairs ? 4 : 8;
+        uint32_t next = 0;
+        for (uint32_t t = 0; t < T; t++) {
+          const RowRange r = worker_rows(rows, pairs, Precision::q8, t, T);
+          ASSERT_EQ(r.begin, next) << rows << " " << T << " " << t;
+          ASSERT_LE(r.begin, r.end);
+          ASSERT_EQ(r.begin % unit, 0u);
+          if (r.end != rows) ASSERT_EQ(r.end % unit, 0u);
+          next = r.end;
+          const RowRange q = worker_rows(rows, pairs, Precision::q24, t, T);
+          EXPECT_EQ(q.begin, uint32_t(uint64_t(rows) * t / T));
+          EXPECT_EQ(q.end, uint32_t(uint64_t(rows) * (t + 1) / T));
+        }
+        ASSERT_EQ(next, rows);
+      }
+}
 
 TEST(ProgramsVerify, AtThe06bShape) {
   ModelConfig c;

@@ -28,6 +28,7 @@
 #include "engine/bpf_backend.h"  // Precision names
 #include "engine/bpf_programs.h"
 #include "engine/model_plan.h"
+#include "engine/weight_format.h"
 #include "engine/worker_pool.h"
 
 namespace {
@@ -86,9 +87,10 @@ double load_average() {
 void fill_weights(const ModelPlan& plan, BpfPrograms& progs, Precision p) {
   const uint32_t prec = static_cast<uint32_t>(p);
   std::mt19937_64 rng(11);
-  for (const MatrixPlan& mp : plan.matrices)
+  for (const MatrixPlan& mp : plan.matrices) {
+    std::vector<uint8_t> image(row_bytes_for(mp.cols, p));
     for (uint32_t r = 0; r < mp.rows; r++) {
-      uint8_t* row = progs.weights() + mp.row_offset(r);
+      uint8_t* row = image.data();
       for (uint32_t g = 0; g < mp.m.groups; g++) {
         uint64_t bits = rng();
         uint8_t* gp = row + qn_group_off(prec, g);
@@ -105,7 +107,9 @@ void fill_weights(const ModelPlan& plan, BpfPrograms& progs, Precision p) {
         }
       }
       if (p == Precision::q8) std::memset(row + qn_q8_tail_off(mp.m.groups), 0, QN_OUT_TAIL_BYTES);
+      store_row(progs.weights(), mp, r, row);
     }
+  }
 }
 
 }  // namespace
@@ -161,8 +165,9 @@ int main(int argc, char** argv) {
       pool.run([&](int t) {
         qn_args a = base;
         a.thread = uint32_t(t);
-        a.row_begin = uint32_t(uint64_t(rows) * t / pool.size());
-        a.row_end = uint32_t(uint64_t(rows) * (t + 1) / pool.size());
+        const RowRange rr = worker_rows(rows, op == QN_OP_GATEUP, o.precision, uint32_t(t), uint32_t(pool.size()));
+        a.row_begin = rr.begin;
+        a.row_end = rr.end;
         double c0 = thread_cpu_seconds();
         if (a.row_begin < a.row_end) progs.matmul(a);
         double used = thread_cpu_seconds() - c0;
