@@ -274,6 +274,25 @@ TEST(Speculative, PausesAfterRepeatedMisses) {
   EXPECT_EQ(spec.stats().steps, 2u);
 }
 
+TEST(Speculative, RepetitionPenaltySeesTheAcceptedDrafts) {
+  // Drafts given by hand (a lookup only drafts tokens already in the history):
+  // d1 = 7 is new; after it the penalty must make 3 beat 7.
+  Sampler sampler({.repetition_penalty = 1.5f});
+  SpeculativeDecoder spec;
+  const std::vector<int32_t> history{1, 2};
+  ForwardResult r;
+  for (int i = 0; i < 3; ++i) {
+    PositionLogits p;
+    p.full = std::vector<float>(10, 0.0f);
+    p.full[7] = 2.0f;
+    p.full[3] = 1.9f;
+    r.positions.push_back(p);
+  }
+  const std::vector<int32_t> draft{7, 7};
+  const auto v = spec.verify(sampler, r, draft, history);
+  EXPECT_EQ(v.tokens, (std::vector<int32_t>{7, 3}));
+}
+
 TEST(Speculative, ABadPassLeavesTheCacheAsBefore) {
   FakeBackend b(10, 0, 1.0f);
   Sampler sampler({});
