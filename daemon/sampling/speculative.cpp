@@ -12,14 +12,19 @@ std::vector<int32_t> lookup_draft(std::span<const int32_t> history, int min_ngra
   if (max_tokens < 1 || min_ngram < 1) return {};
   for (int n = std::min(max_ngram, n_hist - 1); n >= min_ngram; --n) {
     const int32_t* tail = history.data() + n_hist - n;
-    // Latest start first: the most recent copy predicts best. A match may
-    // overlap the tail itself (a repeating run); its continuation is then
-    // the run going on.
+    // Latest start first: the most recent copy predicts best. A match close
+    // to the end (a repeating run) continues into the draft itself: the run
+    // goes on with its period n_hist - from.
     for (int start = n_hist - n - 1; start >= 0; --start) {
       if (!std::equal(tail, tail + n, history.data() + start)) continue;
       const int from = start + n;
-      const int len = std::min(max_tokens, n_hist - from);
-      return {history.begin() + from, history.begin() + from + len};
+      std::vector<int32_t> draft;
+      draft.reserve(max_tokens);
+      for (int j = 0; j < max_tokens; ++j) {
+        const int at = from + j;
+        draft.push_back(at < n_hist ? history[at] : draft[at - n_hist]);
+      }
+      return draft;
     }
   }
   return {};

@@ -140,13 +140,15 @@ TEST(LookupDraft, ContinuesTheMostRecentLongestMatch) {
   const std::vector<int32_t> h{5, 1, 2, 9, 7, 1, 2, 8, 3, 1, 2};
   // "1 2" last occurred at 5..6, followed by 8 3 1 2
   EXPECT_EQ(lookup_draft(h, 2, 3, 3), (std::vector<int32_t>{8, 3, 1}));
-  EXPECT_EQ(lookup_draft(h, 2, 3, 10), (std::vector<int32_t>{8, 3, 1, 2}));
+  // past the end of the history the copy continues with its own period (4 here)
+  EXPECT_EQ(lookup_draft(h, 2, 3, 6), (std::vector<int32_t>{8, 3, 1, 2, 8, 3}));
   // a 3-gram match wins over a more recent 2-gram one
   const std::vector<int32_t> h3{4, 1, 2, 6, 0, 1, 2, 5, 4, 1, 2};
   EXPECT_EQ(lookup_draft(h3, 2, 3, 1), (std::vector<int32_t>{6}));
   EXPECT_EQ(lookup_draft(h3, 2, 2, 1), (std::vector<int32_t>{5}));
   // a repeating run drafts its own continuation
-  EXPECT_EQ(lookup_draft(std::vector<int32_t>{3, 3, 3}, 2, 3, 4), (std::vector<int32_t>{3}));
+  EXPECT_EQ(lookup_draft(std::vector<int32_t>{3, 3, 3}, 2, 3, 4), (std::vector<int32_t>{3, 3, 3, 3}));
+  EXPECT_EQ(lookup_draft(std::vector<int32_t>{1, 4, 1, 4, 1}, 2, 3, 5), (std::vector<int32_t>{4, 1, 4, 1, 4}));
   // nothing recurs, or no room
   EXPECT_TRUE(lookup_draft(std::vector<int32_t>{1, 2, 3, 4, 5}, 2, 3, 4).empty());
   EXPECT_TRUE(lookup_draft(h, 2, 3, 0).empty());
