@@ -438,19 +438,29 @@ state_dir = {cls.tmp}/state
         self.assertEqual(f1.usage.cached_tokens, len(diverged) - 1)
         self.assertEqual(f1.session_positions, len(diverged))
 
-    def metrics_sample(self, name):
-        """One unlabelled sample of the daemon's /metrics, over the HTTP socket next to the gRPC one."""
+    def http(self, method, path, body=None):
+        """One request to the HTTP API socket next to the gRPC one: (status, body text)."""
+        payload = json.dumps(body).encode() if body is not None else b""
+        head = (f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n").encode()
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
-            c.settimeout(10)
+            c.settimeout(120)
             c.connect(os.path.join(self.tmp, "http.sock"))
-            c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            c.sendall(head + payload)
             data = b""
             while True:
                 chunk = c.recv(65536)
                 if not chunk:
                     break
                 data += chunk
-        for line in data.decode().splitlines():
+        head, _, rest = data.partition(b"\r\n\r\n")
+        return int(head.split()[1]), rest.decode()
+
+    def metrics_sample(self, name):
+        """One unlabelled sample of the daemon's /metrics."""
+        status, text = self.http("GET", "/metrics")
+        self.assertEqual(status, 200)
+        for line in text.splitlines():
             if line.startswith(name + " "):
                 return float(line.split()[1])
         self.fail(name + " not in /metrics")
@@ -486,6 +496,21 @@ state_dir = {cls.tmp}/state
                          u.speculative_draft_tokens + default[-1].usage.speculative_draft_tokens)
         self.assertEqual(self.metrics_sample("qwen3_bpfd_speculative_accepted_tokens_total") - accepted0,
                          u.speculative_accepted_tokens + default[-1].usage.speculative_accepted_tokens)
+        # The HTTP API's extra field: the same text, the drafts in completion_tokens_details.
+        prompt = "a b c d a b c d a b c d a b c d a b"
+        answers = {}
+        for flag in (False, True):
+            status, text = self.http("POST", "/v1/completions", {
+                "prompt": prompt, "max_tokens": 40, "temperature": 0, "ignore_eos": True,
+                "cache_prompt": False, "speculative": flag})
+            self.assertEqual(status, 200, text)
+            answers[flag] = json.loads(text)
+        self.assertEqual(answers[True]["choices"][0]["text"], answers[False]["choices"][0]["text"])
+        self.assertEqual(answers[False]["usage"]["completion_tokens_details"]["accepted_prediction_tokens"], 0)
+        self.assertGreater(answers[True]["usage"]["completion_tokens_details"]["accepted_prediction_tokens"], 0)
+        status, text = self.http("POST", "/v1/completions", {"prompt": prompt, "speculative": "yes"})
+        self.assertEqual(status, 400, text)
+        self.assertIn("speculative", text)
         # An unknown enum value is refused with a message.
         self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.generate, token_ids=ids, speculative=7,
                          contains="speculative")
