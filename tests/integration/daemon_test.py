@@ -496,6 +496,11 @@ state_dir = {cls.tmp}/state
                          u.speculative_draft_tokens + default[-1].usage.speculative_draft_tokens)
         self.assertEqual(self.metrics_sample("qwen3_bpfd_speculative_accepted_tokens_total") - accepted0,
                          u.speculative_accepted_tokens + default[-1].usage.speculative_accepted_tokens)
+        # The new counters keep the exposition valid (tests/http checks the rest with promtool too).
+        if shutil.which("promtool"):
+            _, text = self.http("GET", "/metrics")
+            r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         # The HTTP API's extra field: the same text, the drafts in completion_tokens_details.
         prompt = "a b c d a b c d a b c d a b c d a b"
         answers = {}
