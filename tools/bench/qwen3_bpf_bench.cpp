@@ -194,6 +194,7 @@ struct Run {
     double wall_s = 0, cpu_s = 0;
     uint64_t tokens = 0, steps = 0, drafted = 0, accepted = 0;
     std::vector<int32_t> generated;  // of the last round
+    std::vector<double> round_tps, round_cpu_ms;  // per round: decode tokens/s, CPU ms per token
   };
   std::vector<Speculative> speculative;  // per mode of --speculative
 };
@@ -381,13 +382,26 @@ void time_speculative(qwen3::Backend& b, const Options& o, const std::vector<int
     }
     kv->truncate(static_cast<int>(history.size()) - 1);  // tokens drafted past EOS
   }
-  f.wall_s += seconds_since(t0);
-  f.cpu_s += cpu_seconds() - cpu0;
+  const double wall = seconds_since(t0), cpu = cpu_seconds() - cpu0;
+  f.wall_s += wall;
+  f.cpu_s += cpu;
+  f.round_tps.push_back((out.size() - 1) / wall);
+  f.round_cpu_ms.push_back(cpu * 1000 / (out.size() - 1));
   f.tokens += out.size() - 1;  // the first token came from the prefill
   f.steps += spec.stats().steps;
   f.drafted += spec.stats().drafted;
   f.accepted += spec.stats().accepted;
   f.generated = out;
+}
+
+// The median of the per-round ratios a[i] / b[i] (rounds alternate, so each
+// pair ran close in time: robust to a neighbour's burst that a total is not).
+double median_ratio(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> r;
+  for (size_t i = 0; i < a.size() && i < b.size(); i++) r.push_back(a[i] / b[i]);
+  if (r.empty()) return 0;
+  std::sort(r.begin(), r.end());
+  return r.size() % 2 ? r[r.size() / 2] : (r[r.size() / 2 - 1] + r[r.size() / 2]) / 2;
 }
 
 double load_average() {
@@ -557,10 +571,17 @@ int main(int argc, char** argv) {
                           {"acceptance_rate", f.drafted ? double(f.accepted) / f.drafted : 0.0},
                           {"speedup_vs_plain", r.speculative.size() == 2 ? (f.tokens / f.wall_s) /
                                                    (r.speculative[0].tokens / r.speculative[0].wall_s) : 1.0},
+                          {"round_tokens_per_second", f.round_tps},
+                          {"round_cpu_ms_per_token", f.round_cpu_ms},
                           {"generated_ids", f.generated}});
           x["speculative"] = {{"temperature", o.temperature}, {"max_draft", o.spec.max_draft},
                               {"ngram", {o.spec.min_ngram, o.spec.max_ngram}}, {"modes", ss}};
-          if (r.speculative.size() == 2) x["speculative"]["same_tokens"] = r.speculative[0].generated == r.speculative[1].generated;
+          if (r.speculative.size() == 2) {
+            const auto &off = r.speculative[0], &on = r.speculative[1];
+            x["speculative"]["same_tokens"] = off.generated == on.generated;
+            x["speculative"]["median_round_speedup"] = median_ratio(on.round_tps, off.round_tps);
+            x["speculative"]["median_round_cpu_speedup"] = median_ratio(off.round_cpu_ms, on.round_cpu_ms);
+          }
         }
         if (o.reference && r.name == "bpf") {
           x["decode_ratio_vs_reference"] = r.decode_ms / ref.decode_ms;
@@ -648,9 +669,13 @@ int main(int argc, char** argv) {
                       r.speculative.size() == 2 ? tps / plain : 1.0);
         }
       for (auto& r : runs)
-        if (r.speculative.size() == 2)
-          std::printf("%s %s: same tokens with and without speculation: %s\n", r.weights.c_str(), r.precision.c_str(),
-                      r.speculative[0].generated == r.speculative[1].generated ? "yes" : "NO");
+        if (r.speculative.size() == 2) {
+          const auto &off = r.speculative[0], &on = r.speculative[1];
+          std::printf("%s %s: median of the per-round ratios: %.2fx tokens/s, %.2fx less CPU per token; same tokens "
+                      "with and without speculation: %s\n",
+                      r.weights.c_str(), r.precision.c_str(), median_ratio(on.round_tps, off.round_tps),
+                      median_ratio(off.round_cpu_ms, on.round_cpu_ms), off.generated == on.generated ? "yes" : "NO");
+        }
     }
     std::printf("peak resident memory of this process: %.0f MiB (1-minute load average %.1f)\n",
                 rss_bytes("VmHWM:") / 1048576.0, load_average());
