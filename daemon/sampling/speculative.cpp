@@ -63,10 +63,21 @@ SpeculativeDecoder::Verdict SpeculativeDecoder::verify(Sampler& sampler, const F
     throw Error("speculative decoding: the verification pass reported " + std::to_string(scores.positions.size()) +
                 " positions for " + std::to_string(K + 1) + " fed tokens");
   Verdict v;
+  // A caller's scheduler may split a long pass into chunks and report only
+  // the argmax for all but the last: a position without what the sampler
+  // needs ends the verdict there (its drafts are kept, the last of them
+  // becomes the pending token); with none usable the verdict is empty.
+  const ForwardWants need = sampler.wants();
+  auto usable = [&need](const PositionLogits& p) {
+    if (need.full_logits) return !p.full.empty();
+    if (need.top_k > 1) return !p.top_k.empty() || !p.full.empty();
+    return p.argmax >= 0 || !p.top_k.empty() || !p.full.empty();
+  };
   // The repetition penalty of position i sees the history and d1..di.
   std::vector<int32_t> seen(history.begin(), history.end());
   seen.reserve(seen.size() + K + 1);
   for (size_t i = 0;; ++i) {
+    if (!usable(scores.positions[i])) break;
     TokenDistribution dist = sampler.distribution(scores.positions[i], seen);
     if (i == K) {  // every draft accepted: the last position gives one more token
       v.tokens.push_back(sampler.draw(dist));
@@ -81,6 +92,7 @@ SpeculativeDecoder::Verdict SpeculativeDecoder::verify(Sampler& sampler, const F
     if (accept) {
       v.tokens.push_back(d);
       seen.push_back(d);
+      ++v.accepted;
       continue;
     }
     if (p > 0.0) {  // d rejected: draw from p with d removed and renormalised
@@ -89,13 +101,13 @@ SpeculativeDecoder::Verdict SpeculativeDecoder::verify(Sampler& sampler, const F
       if (dist.tokens.empty()) {  // rounding put p(d) just below 1; d is all there is
         v.tokens.push_back(d);
         seen.push_back(d);
+        ++v.accepted;
         continue;
       }
     }
     v.tokens.push_back(sampler.draw(dist));
     break;
   }
-  v.accepted = static_cast<int>(v.tokens.size()) - 1;
   adapt(static_cast<int>(K), v.accepted);
   return v;
 }
@@ -124,7 +136,15 @@ std::vector<int32_t> SpeculativeDecoder::step(const ForwardFn& forward, KvCache&
     kv.truncate(std::min(base, kv.positions()));  // history and KV stay in step
     throw;
   }
-  kv.truncate(base + 1 + v.accepted);  // the pending token and the accepted drafts
+  if (v.tokens.empty()) {
+    // Nothing usable came back (a chunked pass): forget it, take a plain step.
+    kv.truncate(base);
+    const ForwardResult plain = forward(kv, std::span<const int32_t>(feed.data(), 1), wants);
+    if (plain.positions.empty()) throw Error("the backend reported no logits for the decode step");
+    return {sampler.sample(plain.positions.back(), history)};
+  }
+  // The cache keeps the pending token and every new token but the last.
+  kv.truncate(base + static_cast<int>(v.tokens.size()));
   return std::move(v.tokens);
 }
 

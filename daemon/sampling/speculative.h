@@ -64,15 +64,20 @@ class SpeculativeDecoder {
   static ForwardWants verify_wants(const ForwardWants& plain);
 
   struct Verdict {
-    std::vector<int32_t> tokens;  // the accepted drafts, then one token the model chose
-    int accepted = 0;             // tokens.size() - 1
+    // The accepted drafts, then one token the model chose; without that last
+    // token when the position after the drafts had no usable scores (see
+    // verify), and empty when position 0 had none.
+    std::vector<int32_t> tokens;
+    int accepted = 0;  // drafts accepted
   };
   // Checks `draft` against the pass's scores (positions [0, draft.size()]:
   // position i holds the distribution after history + d1..di). `history` is
   // the sequence before the draft (ending with the token fed first); the
   // repetition penalty of position i sees it plus d1..di. Updates the
-  // adaptive draft length and the counters. Throws Error when the pass
-  // reported fewer positions than it was fed.
+  // adaptive draft length and the counters. A position without what the
+  // sampler needs (its wants(): a scheduler that splits a long pass reports
+  // only the argmax of the early chunks) ends the verdict before it. Throws
+  // Error when the pass reported fewer positions than it was fed.
   Verdict verify(Sampler& sampler, const ForwardResult& scores, std::span<const int32_t> draft,
                  std::span<const int32_t> history);
 
