@@ -30,7 +30,7 @@ std::vector<int32_t> lookup_draft(std::span<const int32_t> history, int min_ngra
   return {};
 }
 
-SpeculativeDecoder::SpeculativeDecoder(const SpeculativeOptions& o) : opt_(o), k_(o.min_draft) {
+SpeculativeDecoder::SpeculativeDecoder(const SpeculativeOptions& o) : opt_(o), k_(o.min_draft), cap_(o.max_draft) {
   auto bad = [](const std::string& what) { return invalid_argument("speculative decoding: " + what); };
   if (o.min_ngram < 1 || o.max_ngram < o.min_ngram)
     throw bad("n-gram lengths must satisfy 1 <= min_ngram <= max_ngram (got " + std::to_string(o.min_ngram) + ", " +
@@ -77,7 +77,14 @@ SpeculativeDecoder::Verdict SpeculativeDecoder::verify(Sampler& sampler, const F
   std::vector<int32_t> seen(history.begin(), history.end());
   seen.reserve(seen.size() + K + 1);
   for (size_t i = 0;; ++i) {
-    if (!usable(scores.positions[i])) break;
+    if (!usable(scores.positions[i])) {
+      // The pass was split: its first usable position starts the last chunk,
+      // so a chunk holds that many positions. Drafts stay within one from now on.
+      size_t u = i;
+      while (u <= K && !usable(scores.positions[u])) ++u;
+      cap_ = std::max(opt_.min_draft, std::min(cap_, static_cast<int>(u) - 1));
+      break;
+    }
     TokenDistribution dist = sampler.distribution(scores.positions[i], seen);
     if (i == K) {  // every draft accepted: the last position gives one more token
       v.tokens.push_back(sampler.draw(dist));
@@ -155,13 +162,13 @@ void SpeculativeDecoder::adapt(int drafted, int accepted) {
   if (accepted == drafted) {
     // Whole drafts accepted: try the next longer one (K+1 = 2, 4, 8 positions,
     // the BPF kernels' q8 prefill path works on pairs of positions).
-    k_ = std::min(opt_.max_draft, 2 * k_ + 1);
+    k_ = std::min(cap_, 2 * k_ + 1);
     misses_ = 0;
   } else if (accepted > 0) {
-    k_ = std::max(opt_.min_draft, std::min(k_, accepted));
+    k_ = std::max(opt_.min_draft, std::min({k_, accepted, cap_}));
     misses_ = 0;
   } else {
-    k_ = opt_.min_draft;
+    k_ = std::min(opt_.min_draft, cap_);
     if (++misses_ >= opt_.miss_limit) {
       paused_ = opt_.pause_steps;
       misses_ = 0;

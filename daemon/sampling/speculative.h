@@ -102,6 +102,7 @@ class SpeculativeDecoder {
   SpeculativeOptions opt_;
   SpeculativeStats stats_;
   int k_;           // current draft length
+  int cap_;         // longest draft whose pass came back whole (max_draft until one did not)
   int misses_ = 0;  // drafts in a row with nothing accepted
   int paused_ = 0;  // decode steps left without drafting
 };

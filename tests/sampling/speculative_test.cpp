@@ -306,6 +306,18 @@ TEST(Speculative, RepetitionPenaltySeesTheAcceptedDrafts) {
   EXPECT_EQ(v.tokens, (std::vector<int32_t>{7, 3}));
 }
 
+TEST(Speculative, SplitPassesShortenTheDrafts) {
+  // A scheduler that runs 3 positions per chunk: a sampled verification of
+  // 4 or more positions gets only argmaxes for its first chunk.
+  FakeBackend b(20, 0, 4.0f);
+  b.chunk = 3;
+  SpeculativeDecoder spec;
+  const Generation g = generate(b, {1, 2, 3}, 120, {.temperature = 0.05f, .seed = 5}, &spec);
+  EXPECT_EQ(g.tokens.size(), 120u);
+  EXPECT_LE(spec.draft_length(), 2) << "drafts fit in one chunk (K + 1 <= 3)";
+  EXPECT_GT(spec.stats().accepted * 10, spec.stats().drafted * 7) << "and still land";
+}
+
 TEST(Speculative, ABadPassLeavesTheCacheAsBefore) {
   FakeBackend b(10, 0, 1.0f);
   Sampler sampler({});
