@@ -4,5 +4,6 @@
 #include "ops_embed.h"
 #include "ops_rope.h"
 #include "ops_topk.h"
+#include "ops_sample.h"
 
 char LICENSE[] SEC("license") = "GPL";

@@ -112,4 +112,66 @@ QN_INLINE qn_u64 qn_rope_bytes(qn_u32 positions, qn_u32 hd) { return qn_round8((
 QN_INLINE qn_u32 qn_topk_entries(qn_u32 threads) { return (threads + 1) * QN_PMAX; }
 QN_INLINE qn_u32 qn_topk_key(qn_u32 thread, qn_u32 c) { return thread * QN_PMAX + c; }
 
+/* ---- the sampling buffer (sample_buf, one entry; the qn_sample program), bytes ----
+ * hdr (struct qn_sample_hdr: parameters in, results out, the program's state) |
+ * hist [256] u64 (radix-select histogram) | topk (struct qn_topk_slot: the
+ * top-k list of k <= QN_TOPK_MAX, ids = candidate indices) | cand [vocab] (id, Q16 logit) in |
+ * seen [ceil(vocab / 32)] u32 bitmap of the history's ids | out [vocab]
+ * struct qn_sample_entry (kept ids, Q40 probabilities). */
+#define QN_SAMPLE_MAX (1u << 18)      /* candidates: keeps the weight sums below 2^62 */
+#define QN_SAMPLE_GREEDY 1u           /* flags: the penalised argmax only */
+#define QN_SAMPLE_PENALTY 2u          /* flags: apply the repetition penalty to seen ids */
+struct qn_sample_hdr {
+  /* in (user space) */
+  qn_u32 n;         /* candidates, <= min(vocab, QN_SAMPLE_MAX) */
+  qn_u32 top_k;     /* 0 or >= n: no top-k cut */
+  qn_u32 flags;     /* QN_SAMPLE_* */
+  qn_u32 tm;        /* temperature = tm * 2^-te, tm in [2^31, 2^32) */
+  qn_s32 te;
+  qn_u32 pm;        /* penalty = pm * 2^-pe, pm in [2^23, 2^24), pe <= 32 */
+  qn_u32 pe;
+  qn_u32 pad0;
+  qn_u64 min_p_q44; /* min_p * 2^44 (< 2^44) */
+  qn_u64 top_p_q32; /* top_p * 2^32, in [1, 2^32]; 2^32: no top-p cut */
+  /* out */
+  qn_u32 kept;      /* entries of out */
+  qn_s32 err;       /* first failed check (source line), 0 ok */
+  /* the program's state across its loops */
+  qn_s32 best_l;    /* best penalised logit */
+  qn_u32 best_i;    /* its candidate index (the first among equals) */
+  qn_u64 cm;        /* temperature factor (qn_temp_factor) */
+  qn_s32 csh;
+  qn_u32 m;         /* entries of out after the weight pass */
+  qn_u64 W;         /* sum of weights in the top-k set */
+  qn_u64 Wk;        /* sum of weights kept */
+  qn_u64 prefix, acc, target; /* radix select: digits so far, mass below them, mass wanted */
+  qn_u32 found, pad2;
+  qn_u64 tie_run;   /* mass of equal keys already taken */
+  qn_u64 k_key, k_acc, k_target; /* top-k threshold key, count below it, k */
+  qn_u32 k_on, p_on;
+  qn_u32 k_list;    /* top-k by the insertion list (k <= QN_TOPK_MAX) */
+  qn_u32 pad3;
+  qn_u64 p_key, p_acc, p_target; /* top-p threshold key, mass below it, target */
+  qn_u64 d;         /* reciprocal of Wk's top 32 bits (qn_prob_recip) */
+  qn_s32 s;
+  qn_u32 pad1;
+};
+struct qn_sample_entry {
+  qn_s32 id;
+  qn_s32 logit;     /* penalised, Q16 */
+  qn_u64 w;         /* weight (Q44); after the last pass the probability (Q40) */
+};
+/* The order every cut follows: logit descending; equal logits in candidate order. */
+QN_INLINE qn_u32 qn_sample_key(qn_s32 l) { return (qn_u32)(2147483647LL - (qn_s64)l); }
+QN_INLINE qn_u32 qn_sample_hist_off(void) { return qn_round8(sizeof(struct qn_sample_hdr)); }
+#define QN_TOPK_SLOT_BYTES (16 + 8 * QN_TOPK_MAX) /* sizeof(struct qn_topk_slot), op_args.h */
+QN_INLINE qn_u32 qn_sample_topk_off(void) { return qn_sample_hist_off() + 256 * 8; }
+QN_INLINE qn_u32 qn_sample_cand_off(void) { return qn_sample_topk_off() + QN_TOPK_SLOT_BYTES; }
+QN_INLINE qn_u32 qn_sample_seen_off(qn_u32 vocab) { return qn_sample_cand_off() + vocab * 8; }
+QN_INLINE qn_u32 qn_sample_seen_words(qn_u32 vocab) { return (vocab + 31) / 32; }
+QN_INLINE qn_u32 qn_sample_out_off(qn_u32 vocab) {
+  return (qn_u32)qn_round8(qn_sample_seen_off(vocab) + qn_sample_seen_words(vocab) * 4);
+}
+QN_INLINE qn_u64 qn_sample_bytes(qn_u32 vocab) { return qn_sample_out_off(vocab) + (qn_u64)vocab * 16; }
+
 #endif

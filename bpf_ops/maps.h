@@ -137,4 +137,9 @@ static __always_inline void *buf_lookup(void *map, u32 key) { return bpf_map_loo
 /* Keeps clang from folding a bounds-checked value back into an unchecked one. */
 #define QN_BARRIER(v) asm volatile("" : "+r"(v))
 
+/* The sampling program's parameters, candidates, history bitmap and kept set
+ * (layout.h: qn_sample_*). Its own map, not acc_buf: it runs while a forward
+ * pass runs on the workers. */
+QN_DEFINE_BUFFER(sample_buf, 1);
+
 #endif

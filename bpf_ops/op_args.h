@@ -84,4 +84,13 @@ struct qn_topk_slot {
   struct qn_topk_entry e[QN_TOPK_MAX]; /* sorted, best first */
 };
 
+/* The sampling probabilities of one position (qn_sample, ops_sample.h): its
+ * input, output and state are the sample_buf map (layout.h: qn_sample_*). */
+#define QN_OP_SAMPLE 8
+#ifdef __cplusplus
+static_assert(sizeof(struct qn_topk_slot) == QN_TOPK_SLOT_BYTES, "layout.h: QN_TOPK_SLOT_BYTES");
+#else
+_Static_assert(sizeof(struct qn_topk_slot) == QN_TOPK_SLOT_BYTES, "layout.h: QN_TOPK_SLOT_BYTES");
+#endif
+
 #endif

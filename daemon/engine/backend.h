@@ -6,11 +6,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "engine/sampling_types.h"
 #include "model/model_config.h"
 
 namespace qwen3 {
@@ -82,6 +84,18 @@ class Backend {
   // implementation can. The default runs them one after another.
   virtual void forward_batch(std::span<BatchItem> items) {
     for (auto& item : items) *item.result = forward(*item.kv, item.tokens, item.wants);
+  }
+
+  // The distribution sampling draws from for one position's scores (what the
+  // params' ForwardWants asked for), the history's ids and the params; the
+  // cuts and ties as Sampler::distribution defines them. nullopt: the backend
+  // leaves it to the caller (the Sampler's float computation), which is the
+  // default. Safe to call from any thread, also while forward() runs.
+  virtual std::optional<TokenDistribution> sampling_distribution(const PositionLogits& scores,
+                                                                 const SamplingParams& params,
+                                                                 std::span<const int32_t> history) {
+    (void)scores, (void)params, (void)history;
+    return std::nullopt;
   }
 };
 

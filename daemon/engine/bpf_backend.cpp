@@ -16,6 +16,7 @@
 #include "engine/model_plan.h"
 #include "engine/pass_builder.h"
 #include "engine/rope_table.h"
+#include "engine/sampling_kernel.h"
 #include "engine/weight_format.h"
 #include "engine/worker_pool.h"
 #include "model/model_dir.h"
@@ -60,6 +61,13 @@ class BpfBackend final : public BpfBackendApi {
   void forward_batch(std::span<BatchItem> items) override;
   BpfBackendStats stats() const override;
   void set_debug_trace(std::function<void(const BpfTracePoint&)> fn) override { trace_ = std::move(fn); }
+  // In the kernel (qn_sample). Its own lock: the program touches only
+  // sample_buf, so request threads sample while the engine thread runs passes.
+  std::optional<TokenDistribution> sampling_distribution(const PositionLogits& scores, const SamplingParams& params,
+                                                         std::span<const int32_t> history) override {
+    std::lock_guard lock(sample_mu_);
+    return kernel_distribution(*progs_, scores, params, history);
+  }
 
  private:
   void trace(const char* stage, int layer, uint32_t pos0, uint32_t npos, const int32_t* buf, uint32_t stride,
@@ -96,7 +104,8 @@ class BpfBackend final : public BpfBackendApi {
   std::unique_ptr<BpfPrograms> progs_;
   std::unique_ptr<WorkerPool> pool_;
   std::shared_ptr<KvSlots> slots_;
-  std::mutex mu_;  // one forward pass at a time: the activation maps are shared
+  std::mutex mu_;         // one forward pass at a time: the activation maps are shared
+  std::mutex sample_mu_;  // one qn_sample at a time: sample_buf is shared
   double load_seconds_ = 0;
   std::function<void(const BpfTracePoint&)> trace_;
 };
@@ -471,7 +480,8 @@ BpfBackendStats BpfBackend::stats() const {
                    qn_act_bytes(l.inter_pad) + qn_logits_bytes(l.shape.vocab) +
                    l.shape.threads * (xq_value_bytes(l) + att_value_bytes(l)) +
                    qn_topk_entries(l.shape.threads) * qn_round8(sizeof(qn_topk_slot)) +
-                   qn_rope_bytes(l.rope_positions, l.shape.head_dim) + qn_norms_bytes(l.shape.norms_len);
+                   qn_rope_bytes(l.rope_positions, l.shape.head_dim) + qn_norms_bytes(l.shape.norms_len) +
+                   qn_sample_bytes(l.shape.vocab);
   for (auto& p : progs_->stats()) s.programs.push_back({p.name, p.verified_insns});
   return s;
 }

@@ -119,6 +119,7 @@ void configure(Skel* s, const ProgramLayout& l) {
   set(s->maps.topk_buf, qn_round8(sizeof(qn_topk_slot)), qn_topk_entries(sh.threads), "topk_buf");
   set(s->maps.norms_buf, qn_norms_bytes(sh.norms_len), 1, "norms_buf");
   set(s->maps.rope_buf, qn_rope_bytes(l.rope_positions, sh.head_dim), 1, "rope_buf");
+  set(s->maps.sample_buf, qn_sample_bytes(sh.vocab), 1, "sample_buf");
   if constexpr (SkelTraits<Skel>::arena) {
     uint64_t pages = page_round(l.weight_bytes) / static_cast<size_t>(sysconf(_SC_PAGESIZE));
     if (pages == 0) pages = 1;
@@ -239,6 +240,7 @@ BpfPrograms::BpfPrograms(const ProgramLayout& layout)
   rope_ = map32("rope_buf", 1);
   topk_ = reinterpret_cast<uint8_t*>(map32("topk_buf", qn_topk_entries(threads)));
   topk_stride_ = qn_round8(sizeof(qn_topk_slot));
+  sample_ = reinterpret_cast<uint8_t*>(map32("sample_buf", 1));
 }
 
 // Opens, sizes, verifies and loads one of the two objects; the skeleton is
@@ -275,6 +277,7 @@ void BpfPrograms::load(const ProgramLayout& layout, std::string& log) {
   prog_embed_ = bpf_program__fd(s->progs.qn_embed);
   prog_rope_ = bpf_program__fd(s->progs.qn_rope_table);
   prog_topk_merge_ = bpf_program__fd(s->progs.qn_topk_merge);
+  prog_sample_ = bpf_program__fd(s->progs.qn_sample);
   bpf_map* weights = T::weights(s);
   if constexpr (T::arena) {
     size_t sz = 0;  // libbpf maps the arena at load; the skeleton owns that mapping
@@ -326,7 +329,7 @@ std::vector<ProgramStat> BpfPrograms::stats() const {
                           std::pair{prog_matmul_proj_pre_, "qn_matmul_proj_pre"},
                           std::pair{prog_attention_, "qn_attention"},
                           std::pair{prog_embed_, "qn_embed"}, std::pair{prog_rope_, "qn_rope_table"},
-                          std::pair{prog_topk_merge_, "qn_topk_merge"}}) {
+                          std::pair{prog_topk_merge_, "qn_topk_merge"}, std::pair{prog_sample_, "qn_sample"}}) {
     if (fd < 0) continue;  // not loaded (q24: no packed prefill programs)
     bpf_prog_info info{};
     uint32_t len = sizeof info;
@@ -348,6 +351,12 @@ void BpfPrograms::matmul(qn_args& args) {
   } else {
     run(prog_matmul_, "qn_matmul", args);
   }
+}
+
+void BpfPrograms::sample() {
+  qn_args a{};
+  a.op = QN_OP_SAMPLE;
+  run(prog_sample_, "qn_sample", a);
 }
 
 void BpfPrograms::run(int prog_fd, const char* name, qn_args& args) {

@@ -54,11 +54,14 @@ class BpfPrograms {
   void rope_table(qn_args& args) { run(prog_rope_, "qn_rope_table", args); }
   // Merges the workers' top-k lists of the npos logit positions (after a VOCAB pass).
   void topk_merge(qn_args& args) { run(prog_topk_merge_, "qn_topk_merge", args); }
+  // The sampling probabilities of the candidates in sample_buf (bpf_ops/ops_sample.h);
+  // the caller serialises its use of the buffer.
+  void sample();
 
   uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
   const ProgramLayout& layout() const { return layout_; }
   std::vector<ProgramStat> stats() const;
-  int program_count() const { return q8_ ? 8 : 6; }
+  int program_count() const { return q8_ ? 9 : 7; }
   int map_count() const;
 
   // mmapped buffers (see bpf_ops/maps.h for their layout).
@@ -72,6 +75,9 @@ class BpfPrograms {
   qn_topk_slot* merged_topk(uint32_t c) const { return topk(layout_.shape.threads, c); }
   int32_t* norms() const { return norms_; }
   int32_t* rope() const { return rope_; }
+  // sample_buf (layout.h: qn_sample_*): header, candidates, history bitmap, kept set.
+  uint8_t* sample_buf() const { return sample_; }
+  qn_sample_hdr* sample_hdr() const { return reinterpret_cast<qn_sample_hdr*>(sample_); }
   uint8_t* weights() const { return weights_; }  // map entries back to back, or the arena
   size_t weights_size() const { return weights_size_; }
 
@@ -108,11 +114,12 @@ class BpfPrograms {
   bool q8_ = false;
   int prog_matmul_pre_ = -1, prog_matmul_proj_pre_ = -1;
   int prog_matmul_ = -1, prog_matmul_proj_ = -1, prog_attention_ = -1, prog_embed_ = -1;
-  int prog_rope_ = -1, prog_topk_merge_ = -1;
+  int prog_rope_ = -1, prog_topk_merge_ = -1, prog_sample_ = -1;
   std::vector<Mapping> mappings_;
   int32_t *resid_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *mlp_ = nullptr;
   int32_t *xq_ = nullptr, *logits_ = nullptr, *norms_ = nullptr, *rope_ = nullptr;
   uint8_t* topk_ = nullptr;
+  uint8_t* sample_ = nullptr;
   uint8_t* weights_ = nullptr;
   size_t weights_size_ = 0;
   size_t xq_stride_ = 0, topk_stride_ = 0;

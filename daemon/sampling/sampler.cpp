@@ -56,7 +56,8 @@ class SortedPrefix {
 
 }  // namespace
 
-Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
+Sampler::Sampler(const SamplingParams& params, Backend* backend)
+    : params_(params), backend_(backend), rng_(params.seed) {
   auto bad = [](const std::string& what) { return invalid_argument("sampling: " + what); };
   if (!std::isfinite(params.temperature) || params.temperature < 0.0f)
     throw bad("temperature must be >= 0 (got " + std::to_string(params.temperature) + ")");
@@ -82,12 +83,6 @@ ForwardWants Sampler::wants() const {
   return w;
 }
 
-double TokenDistribution::prob_of(int32_t id) const {
-  for (const auto& [t, p] : tokens)
-    if (t == id) return p;
-  return 0.0;
-}
-
 int32_t Sampler::sample(const PositionLogits& scores, std::span<const int32_t> history) {
   return draw(distribution(scores, history));
 }
@@ -99,6 +94,8 @@ TokenDistribution Sampler::distribution(const PositionLogits& scores, std::span<
     dist.tokens = {{scores.argmax, 1.0}};
     return dist;
   }
+  if (backend_)
+    if (auto d = backend_->sampling_distribution(scores, params_, history)) return std::move(*d);
   auto cand = candidates_of(scores);
   if (cand.empty()) throw Error("sampler: the backend reported no scores for this position");
 

@@ -1,7 +1,9 @@
 // Turns the scores a forward step reports into the next token: greedy, or
 // seeded sampling with temperature, top-k, top-p, min-p and a repetition
 // penalty. The scores themselves (logits, top-k) come from the backend; for
-// the BPF backend they were computed in the kernel.
+// the BPF backend they were computed in the kernel, and so are the sampling
+// probabilities (Backend::sampling_distribution); the float computation here
+// serves the other backends. The uniform draw is always here, seeded.
 #pragma once
 
 #include <cstdint>
@@ -9,39 +11,17 @@
 #include <span>
 #include <vector>
 
-#include "engine/backend.h"
+#include "engine/backend.h"  // also SamplingParams, TokenDistribution (engine/sampling_types.h)
 
 namespace qwen3 {
-
-// Temperatures below this mean greedy (argmax). Dividing logits by a smaller
-// one only magnifies float rounding (1/T overflows to inf below ~3e-39), and
-// at 1e-3 a logit gap of 0.02 already gives the runner-up e^-20 of the best.
-inline constexpr float kMinSamplingTemperature = 1e-3f;
-
-struct SamplingParams {
-  float temperature = 0.0f;         // < kMinSamplingTemperature (0 included): greedy (argmax)
-  int top_k = 0;                    // 0: no top-k cut
-  float top_p = 1.0f;               // 1: no nucleus cut
-  float min_p = 0.0f;               // 0: no min-p cut
-  float repetition_penalty = 1.0f;  // 1: none; >1 discourages tokens already in the history
-  uint64_t seed = 0;
-};
-
-// What one position's sampling may pick: the kept candidates with their
-// probabilities (summing to 1 up to rounding). Best first when a cut was
-// applied; when nothing is cut (every token of the full logits kept), in
-// candidate order, since a draw needs no order and sorting ~150k ids per token
-// would cost more than the draw. Greedy: one token with probability 1.
-struct TokenDistribution {
-  std::vector<std::pair<int32_t, double>> tokens;
-  // The probability of `id` (0 when it was cut).
-  double prob_of(int32_t id) const;
-};
 
 class Sampler {
  public:
   // Throws qwen3::Error(invalid_argument) naming the parameter out of range.
-  explicit Sampler(const SamplingParams& params);
+  // With a backend, distribution() asks it first (the BPF backend computes the
+  // probabilities in the kernel) and computes them here (float) only when it
+  // declines; the backend must outlive the sampler.
+  explicit Sampler(const SamplingParams& params, Backend* backend = nullptr);
 
   // What to ask the backend for so that sample() has what it needs.
   ForwardWants wants() const;
@@ -64,6 +44,7 @@ class Sampler {
 
  private:
   SamplingParams params_;
+  Backend* backend_ = nullptr;
   std::mt19937_64 rng_;
 };
 

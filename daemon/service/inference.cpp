@@ -210,7 +210,7 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   SamplingParams sp = resolved.params;
   if (resolved.random_seed) sp.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
   out.seed = sp.seed;
-  Sampler sampler(sp);  // validates the parameters before any work
+  Sampler sampler(sp, rt.backend.get());  // validates the parameters before any work; probabilities in the backend (BPF)
   ForwardWants wants = sampler.wants();
   if (o.logprobs > 0) {
     wants.full_logits = true;

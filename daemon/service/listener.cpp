@@ -125,7 +125,7 @@ int Listener::set_groups(const std::string& socket_group, const std::string& adm
       it = peers_.erase(it);  // gRPC closed it; the fd number may be something else now
       continue;
     }
-    if (c.who.uid == 0 || member_of(c.who.uid, c.who.gid, c.who.groups, socket_gid_)) {
+    if (admits_locked(c.who)) {
       ++it;
       continue;
     }
@@ -201,15 +201,13 @@ void Listener::accept_loop() {
       if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) spdlog::warn("accept: {}", errno_text());
       continue;
     }
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    const std::optional<PeerIdentity> who = peer_identity_of(conn);
+    if (!who) {
       spdlog::warn("connection refused: cannot read its credentials (SO_PEERCRED: {})", errno_text());
       close(conn);
       ++rejected_;
       continue;
     }
-    PeerIdentity who{cred.pid, cred.uid, cred.gid, cred.uid == 0 ? std::vector<gid_t>{} : peer_groups(conn)};
     struct stat st {};
     fstat(conn, &st);
     bool allowed;
@@ -217,18 +215,18 @@ void Listener::accept_loop() {
     {
       // Judged and recorded at once: a SIGHUP in between would miss this connection.
       std::lock_guard lock(mu_);
-      allowed = cred.uid == 0 || member_of(cred.uid, cred.gid, who.groups, socket_gid_);
-      if (allowed) peers_[conn] = {who, st.st_ino};
+      allowed = admits_locked(*who);
+      if (allowed) peers_[conn] = {*who, st.st_ino};
       group = options_.socket_group;
     }
     if (!allowed) {
-      spdlog::warn("connection refused: pid {} uid {} ({}) is neither root nor in group '{}'", cred.pid, cred.uid,
-                   user_name(cred.uid), group);
+      spdlog::warn("connection refused: pid {} uid {} ({}) is neither root nor in group '{}'", who->pid, who->uid,
+                   user_name(who->uid), group);
       close(conn);
       ++rejected_;
       continue;
     }
-    spdlog::debug("connection from pid {} uid {} ({}) accepted", cred.pid, cred.uid, user_name(cred.uid));
+    spdlog::debug("connection from pid {} uid {} ({}) accepted", who->pid, who->uid, user_name(who->uid));
     ++accepted_;
     // gRPC owns the fd from here on (and closes it); its endpoints expect non-blocking fds.
     grpc::AddInsecureChannelFromFd(server_, conn);
@@ -256,12 +254,13 @@ std::optional<PeerIdentity> Listener::peer(const std::string& grpc_peer) const {
   return it->second.who;
 }
 
-// Added for the HTTP socket; the constructor and accept_loop above still do
-// the same steps inline.
 bool Listener::admits(const PeerIdentity& who) const {
-  if (who.uid == 0) return true;
   std::lock_guard lock(mu_);
-  return member_of(who.uid, who.gid, who.groups, socket_gid_);
+  return admits_locked(who);
+}
+
+bool Listener::admits_locked(const PeerIdentity& who) const {
+  return who.uid == 0 || member_of(who.uid, who.gid, who.groups, socket_gid_);
 }
 
 std::optional<PeerIdentity> peer_identity_of(int conn) {

@@ -67,6 +67,8 @@ class Listener {
 
  private:
   void accept_loop();
+  // admits() with mu_ held: the one rule for the accept loop, SIGHUP and HTTP.
+  bool admits_locked(const PeerIdentity& who) const;
   // Primary gid, the groups the peer process holds, or the group database.
   bool member_of(uid_t uid, gid_t gid, const std::vector<gid_t>& held, const std::optional<gid_t>& group) const;
 

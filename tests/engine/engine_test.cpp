@@ -290,13 +290,13 @@ TEST(Info, ReportsProgramsAndWeights) {
   EXPECT_EQ(i.name, "bpf");
   EXPECT_EQ(i.weight_path, "arena");
   EXPECT_EQ(i.precision, "q8");
-  // q8: two matmul programs, their prefill variants, attention, embed, RoPE table, top-k merge
-  EXPECT_EQ(i.bpf_programs, 8);
+  // q8: two matmul programs, their prefill variants, attention, embed, RoPE table, top-k merge, sampling
+  EXPECT_EQ(i.bpf_programs, 9);
   EXPECT_GT(i.weight_bytes, size_t(151936) * 64);
   auto* api = dynamic_cast<BpfBackendApi*>(&b);
   ASSERT_NE(api, nullptr);
   BpfBackendStats s = api->stats();
-  ASSERT_EQ(s.programs.size(), 8u);
+  ASSERT_EQ(s.programs.size(), 9u);
   for (auto& p : s.programs) EXPECT_GT(p.verified_insns, 0u) << p.name;
 }
 

@@ -160,20 +160,8 @@ class FaultTest(unittest.TestCase):
         return self.pb_grpc.Qwen3BpfStub(grpc.insecure_channel("unix:" + self.socket_path))
 
     def start(self):
-        with open(self.log_path, "a") as log:
-            self.proc = subprocess.Popen([DAEMON, "--config", self.config_path], stdout=log, stderr=subprocess.STDOUT)
-        stub = self.stub()
-        deadline = time.monotonic() + 45
-        while True:
-            self.assertIsNone(self.proc.poll(), "the daemon exited:\n" + self.log())
-            self.assertLess(time.monotonic(), deadline, "the daemon never became ready:\n" + self.log())
-            if os.path.exists(self.socket_path):
-                try:
-                    if stub.GetStatus(self.pb.GetStatusRequest(), timeout=5).load_state == self.pb.LOAD_STATE_READY:
-                        return stub
-                except grpc.RpcError:
-                    pass
-            time.sleep(0.05)
+        self.proc = it.start_daemon(self.config_path, self.log_path, self.socket_path, 45)
+        return self.stub()
 
     # ------------------------------------------------------------ the load
 

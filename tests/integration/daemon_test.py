@@ -65,6 +65,30 @@ def generate_stubs(out_dir):
     pb, pb_grpc, health_pb, health_grpc = qwen3bpf_pb2, qwen3bpf_pb2_grpc, health_pb2, health_pb2_grpc
 
 
+def start_daemon(config_path, log_path, socket_path, timeout_s):
+    """Starts qwen3-bpfd with `config_path`, its output appended to `log_path`, and
+    returns the process once it answers READY on `socket_path`; raises
+    AssertionError with the log when it exits or is not ready in time."""
+    with open(log_path, "a") as log:
+        proc = subprocess.Popen([DAEMON, "--config", config_path], stdout=log, stderr=subprocess.STDOUT)
+    stub = pb_grpc.Qwen3BpfStub(grpc.insecure_channel("unix:" + socket_path))
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError("the daemon exited:\n" + open(log_path).read())
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise AssertionError("the daemon never became ready:\n" + open(log_path).read())
+        if os.path.exists(socket_path):
+            try:
+                if stub.GetStatus(pb.GetStatusRequest(), timeout=5).load_state == pb.LOAD_STATE_READY:
+                    return proc
+            except grpc.RpcError:
+                pass
+        time.sleep(0.05)
+
+
 class NotifyListener:
     """The datagram socket that stands in for systemd's NOTIFY_SOCKET."""
 
@@ -840,39 +864,47 @@ state_dir = {cls.tmp}/state
         self.stub.DeleteSession(pb.DeleteSessionRequest(session_id="nobody-own"), timeout=5)
         self.assertEqual(self.run_as("nobody", listing), "[]\nOK")
 
-    def test_admin_right_is_judged_per_call_after_reload(self):
-        # Issue 14: a connection kept the admin right it had when accepted, so a
-        # SIGHUP that changed admin_group did not apply to it.
+    def reload_with(self, **keys):
+        """Rewrites the config with `keys` (admin_group, socket_group), sends SIGHUP and
+        waits until the daemon logs each of them as in force."""
+        before = {k: self.daemon_log().count(f"reload: {k}") for k in keys}
+        self.write_config(log_level="info", **keys)
+        self.proc.send_signal(signal.SIGHUP)
+        self.wait_until(lambda: all(self.daemon_log().count(f"reload: {k}") > n for k, n in before.items()), 10,
+                        "the reload")
+
+    def nobody_client(self, call):
+        """A client process running as `nobody` on one connection: each ask(line) runs
+        `call` (Python, may read `line`) once and returns OK or the gRPC status name."""
         os.chmod(self.socket_path, 0o666)
-        script = client_script(os.path.join(self.tmp, "stubs"), self.socket_path, "nobody") + """
+        script = client_script(os.path.join(self.tmp, "stubs"), self.socket_path, "nobody") + f"""
 for line in sys.stdin:
     try:
-        stub.VerifyProgram(pb.VerifyProgramRequest(source=''), timeout=30)
+        {call}
         print('OK', flush=True)
     except grpc.RpcError as e:
         print(e.code().name, flush=True)
 """
-        def set_admin_group(group):
-            before = self.daemon_log().count("reload: admin_group")
-            self.write_config(log_level="info", admin_group=group)
-            self.proc.send_signal(signal.SIGHUP)
-            # Logged once the new groups are in force.
-            self.wait_until(lambda: self.daemon_log().count("reload: admin_group") > before, 10, "the reload")
-
         child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  text=True)
 
-        def ask():
-            child.stdin.write("go\n")
+        def ask(line="now"):
+            child.stdin.write(line + "\n")
             child.stdin.flush()
             return child.stdout.readline().strip()
+        return child, ask
+
+    def test_admin_right_is_judged_per_call_after_reload(self):
+        # Issue 14: a connection kept the admin right it had when accepted, so a
+        # SIGHUP that changed admin_group did not apply to it.
+        child, ask = self.nobody_client("stub.VerifyProgram(pb.VerifyProgramRequest(source=''), timeout=30)")
         try:
-            set_admin_group("nogroup")
+            self.reload_with(admin_group="nogroup")
             granted = ask()  # connects now, while nobody (in nogroup) is an admin
             self.assertIn(granted, ("INVALID_ARGUMENT", "UNIMPLEMENTED"))  # past the admin check: source is empty
-            set_admin_group("")
+            self.reload_with(admin_group="")
             self.assertEqual(ask(), "PERMISSION_DENIED")  # the same connection lost the right
-            set_admin_group("nogroup")
+            self.reload_with(admin_group="nogroup")
             self.assertEqual(ask(), granted)  # and got it back
         finally:
             child.stdin.close()
@@ -884,37 +916,17 @@ for line in sys.stdin:
     def test_socket_group_change_drops_open_connections(self):
         # Issue 14: access was judged only at accept, so a SIGHUP that took a
         # user out of socket_group left its open connections serving it.
-        os.chmod(self.socket_path, 0o666)
-        script = client_script(os.path.join(self.tmp, "stubs"), self.socket_path, "nobody") + """
-for line in sys.stdin:
-    try:
-        stub.GetStatus(pb.GetStatusRequest(), timeout=30, wait_for_ready=line.strip() == 'wait')
-        print('OK', flush=True)
-    except grpc.RpcError as e:
-        print(e.code().name, flush=True)
-"""
-        def set_socket_group(group):
-            before = self.daemon_log().count("reload: socket_group")
-            self.write_config(log_level="info", socket_group=group)
-            self.proc.send_signal(signal.SIGHUP)
-            self.wait_until(lambda: self.daemon_log().count("reload: socket_group") > before, 10, "the reload")
-
-        child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 text=True)
-
-        def ask(how="now"):
-            child.stdin.write(how + "\n")
-            child.stdin.flush()
-            return child.stdout.readline().strip()
+        child, ask = self.nobody_client(
+            "stub.GetStatus(pb.GetStatusRequest(), timeout=30, wait_for_ready=line.strip() == 'wait')")
         try:
             self.assertEqual(ask(), "OK")  # connected while nobody (in nogroup) may use the socket
             dropped = self.daemon_log().count("no longer in socket group")
-            set_socket_group("")  # root only
+            self.reload_with(socket_group="")  # root only
             self.assertEqual(self.daemon_log().count("no longer in socket group"), dropped + 1)
             self.assertEqual(ask(), "UNAVAILABLE")  # the open connection is gone and a new one is refused
             self.assertEqual(self.stub.GetStatus(pb.GetStatusRequest(), timeout=5).load_state,
                              pb.LOAD_STATE_READY)  # root's connection was kept
-            set_socket_group("nogroup")
+            self.reload_with(socket_group="nogroup")
             self.assertEqual(ask("wait"), "OK")  # and nobody may connect again
         finally:
             child.stdin.close()
@@ -1039,22 +1051,7 @@ class DaemonCrashTest(unittest.TestCase):
         if self.proc is not None and self.proc.poll() is None:  # left by a failed test
             self.proc.kill()
             self.proc.wait()
-        log = open(self.log_path, "a")
-        type(self).proc = subprocess.Popen([DAEMON, "--config", self.config_path], stdout=log,
-                                           stderr=subprocess.STDOUT)
-        log.close()
-        deadline = time.time() + 120
-        while True:
-            self.assertIsNone(self.proc.poll(), "the daemon exited:\n" + self.log())
-            self.assertLess(time.time(), deadline, "the daemon never became ready:\n" + self.log())
-            if os.path.exists(self.socket_path):
-                try:
-                    st = self.stub().GetStatus(pb.GetStatusRequest(), timeout=5)
-                    if st.load_state == pb.LOAD_STATE_READY:
-                        return
-                except grpc.RpcError:
-                    pass
-            time.sleep(0.05)
+        type(self).proc = start_daemon(self.config_path, self.log_path, self.socket_path, 120)
 
     def kill9(self):
         self.proc.send_signal(signal.SIGKILL)

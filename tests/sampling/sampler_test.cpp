@@ -293,3 +293,62 @@ TEST(Sampler, NoInputProducesNaNOrAnInvalidChoice) {
 
 }  // namespace
 }  // namespace qwen3
+
+namespace qwen3 {
+namespace {
+
+// A backend that computes distributions (as the BPF one does in the kernel)
+// or declines (nullopt: the Sampler's float path).
+class DistributionBackend : public Backend {
+ public:
+  const ModelConfig& config() const override { return cfg_; }
+  BackendInfo info() const override { return {}; }
+  std::unique_ptr<KvCache> create_kv(int) override { return nullptr; }
+  ForwardResult forward(KvCache&, std::span<const int32_t>, const ForwardWants&) override { return {}; }
+  std::optional<TokenDistribution> sampling_distribution(const PositionLogits&, const SamplingParams& p,
+                                                         std::span<const int32_t> history) override {
+    calls++;
+    last_history = history.size();
+    last_temperature = p.temperature;
+    if (!answer) return std::nullopt;
+    return TokenDistribution{{{7, 0.25}, {9, 0.75}}};
+  }
+  ModelConfig cfg_;
+  bool answer = true;
+  int calls = 0;
+  size_t last_history = 0;
+  float last_temperature = 0;
+};
+
+TEST(SamplerBackend, TakesTheBackendsDistributionAndDrawsFromIt) {
+  DistributionBackend b;
+  Sampler s({.temperature = 0.7f, .top_p = 0.9f, .seed = 4}, &b);
+  auto scores = full_scores({0.0f, 1.0f, 2.0f});
+  const int32_t hist[] = {1, 2};
+  const TokenDistribution d = s.distribution(scores, hist);
+  EXPECT_EQ(b.calls, 1);
+  EXPECT_EQ(b.last_history, 2u);
+  EXPECT_EQ(b.last_temperature, 0.7f);
+  ASSERT_EQ(d.tokens.size(), 2u);
+  EXPECT_EQ(d.prob_of(9), 0.75);
+  std::map<int32_t, int> counts;
+  for (int i = 0; i < 2000; ++i) counts[s.sample(scores, hist)]++;
+  EXPECT_EQ(counts.size(), 2u);  // only what the backend kept, ids the float path would never pick
+  EXPECT_NEAR(counts[9] / 2000.0, 0.75, 0.04);
+}
+
+TEST(SamplerBackend, FallsBackToFloatWhenTheBackendDeclinesAndSkipsItForArgmax) {
+  DistributionBackend b;
+  b.answer = false;
+  Sampler s({.temperature = 1.0f, .top_p = 0.8f, .seed = 5}, &b);
+  auto scores = full_scores({std::log(0.6f), std::log(0.3f), std::log(0.1f)});
+  const TokenDistribution d = s.distribution(scores, {});
+  EXPECT_EQ(b.calls, 1);
+  EXPECT_NEAR(d.prob_of(0), 2.0 / 3.0, 1e-6);  // the float path's answer
+  Sampler greedy({}, &b);
+  EXPECT_EQ(greedy.sample(scores, {}), 0);  // the backend's argmax: nothing to compute
+  EXPECT_EQ(b.calls, 1);
+}
+
+}  // namespace
+}  // namespace qwen3

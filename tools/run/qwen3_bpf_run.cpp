@@ -169,7 +169,7 @@ int run(const Options& o) {
     return 0;
   }
 
-  qwen3::Sampler sampler(o.sampling);
+  qwen3::Sampler sampler(o.sampling, backend.get());  // the bpf backend computes the probabilities in the kernel
   qwen3::ForwardWants wants = sampler.wants();
   wants.top_k = std::max(wants.top_k, o.top_k);
   std::vector<int32_t> history = prompt_ids;

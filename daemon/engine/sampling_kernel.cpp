@@ -1,0 +1,100 @@
+#include "engine/sampling_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/bpf_programs.h"
+
+namespace qwen3::engine {
+
+qn_sample_hdr sample_params_fixed(const SamplingParams& params, uint32_t n) {
+  qn_sample_hdr h{};
+  h.n = n;
+  h.top_k = params.top_k > 0 ? static_cast<uint32_t>(params.top_k) : 0;
+  if (params.temperature < kMinSamplingTemperature) h.flags |= QN_SAMPLE_GREEDY;
+  if (params.repetition_penalty != 1.0f) {
+    h.flags |= QN_SAMPLE_PENALTY;
+    int e = 0;
+    const double f = std::frexp(double(params.repetition_penalty), &e);  // pen = f * 2^e, f in [0.5, 1)
+    if (e < -8) {  // below 2^-9: clamped
+      h.pm = 1u << 23, h.pe = 32;
+    } else if (e > 24) {  // 2^24 and above: clamped
+      h.pm = (1u << 24) - 1, h.pe = 0;
+    } else {
+      h.pm = static_cast<uint32_t>(std::ldexp(f, 24));  // a float's 24-bit mantissa: exact
+      h.pe = static_cast<uint32_t>(24 - e);
+    }
+  }
+  int e = 0;
+  const double f = std::frexp(double(std::max(params.temperature, kMinSamplingTemperature)), &e);
+  if (e > 48) {  // T >= 2^48: clamped to 2^47 (every weight within 2^-15 nats of 1 either way)
+    h.tm = 1u << 31, h.te = -16;
+  } else {
+    h.tm = static_cast<uint32_t>(std::ldexp(f, 32));
+    h.te = 32 - e;
+  }
+  const double mp = std::nearbyint(std::ldexp(double(params.min_p), 44));
+  h.min_p_q44 = static_cast<uint64_t>(std::clamp(mp, 0.0, std::ldexp(1.0, 44) - 1));
+  const double tp = std::nearbyint(std::ldexp(double(params.top_p), 32));
+  h.top_p_q32 = static_cast<uint64_t>(std::clamp(tp, 1.0, std::ldexp(1.0, 32)));
+  return h;
+}
+
+namespace {
+
+// The kernel's logits reach PositionLogits as k / 65536.0f: exact for |k| <
+// 2^24 (|logit| < 256), otherwise the float nearest to it, whose Q16 value is
+// what both this path and the float one then see.
+bool to_q16(float v, int32_t* q) {
+  if (!std::isfinite(v) || std::fabs(v) >= 32768.0f) return false;
+  *q = static_cast<int32_t>(std::lrint(double(v) * 65536.0));
+  return true;
+}
+
+}  // namespace
+
+std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const PositionLogits& scores,
+                                                     const SamplingParams& params, std::span<const int32_t> history) {
+  const uint32_t vocab = progs.layout().shape.vocab;
+  const bool full = !scores.full.empty();
+  const size_t n = full ? scores.full.size() : scores.top_k.size();
+  if (n == 0 || n > vocab || n > QN_SAMPLE_MAX) return std::nullopt;
+  uint8_t* buf = progs.sample_buf();
+  auto* cand = reinterpret_cast<qn_topk_entry*>(buf + qn_sample_cand_off());
+  for (size_t i = 0; i < n; i++) {
+    const int32_t id = full ? static_cast<int32_t>(i) : scores.top_k[i].first;
+    if (id < 0 || static_cast<uint32_t>(id) >= vocab) return std::nullopt;
+    cand[i].id = id;
+    if (!to_q16(full ? scores.full[i] : scores.top_k[i].second, &cand[i].logit)) return std::nullopt;
+  }
+  qn_sample_hdr h = sample_params_fixed(params, static_cast<uint32_t>(n));
+  if (h.flags & QN_SAMPLE_PENALTY) {
+    auto* seen = reinterpret_cast<uint32_t*>(buf + qn_sample_seen_off(vocab));
+    std::memset(seen, 0, size_t(qn_sample_seen_words(vocab)) * 4);
+    for (int32_t id : history)
+      if (id >= 0 && static_cast<uint32_t>(id) < vocab) seen[uint32_t(id) >> 5] |= 1u << (id & 31);
+  }
+  *progs.sample_hdr() = h;
+  progs.sample();
+  const uint32_t kept = progs.sample_hdr()->kept;
+  const auto* out = reinterpret_cast<const qn_sample_entry*>(buf + qn_sample_out_off(vocab));
+  TokenDistribution d;
+  d.tokens.reserve(kept);
+  auto put = [&](const qn_sample_entry& x) { d.tokens.emplace_back(x.id, std::ldexp(double(x.w), -QN_SAMPLE_PFRAC)); };
+  // Best first when a cut was applied, as the float path orders them: the
+  // kernel keeps candidate order, which already breaks ties by it.
+  const bool cut = (h.top_k > 0 && h.top_k < n) || params.min_p > 0.0f || params.top_p < 1.0f;
+  if (cut && !(h.flags & QN_SAMPLE_GREEDY)) {
+    std::vector<qn_sample_entry> e(out, out + kept);
+    std::stable_sort(e.begin(), e.end(), [](const qn_sample_entry& a, const qn_sample_entry& b) {
+      return a.logit > b.logit;
+    });
+    for (const auto& x : e) put(x);
+  } else {
+    for (uint32_t i = 0; i < kept; i++) put(out[i]);
+  }
+  return d;
+}
+
+}  // namespace qwen3::engine

@@ -1,0 +1,408 @@
+// qn_sample (bpf_ops/ops_sample.h), the sampling probabilities in the kernel:
+//   - == its C++ model (tests/bpf/fixed_sample.h) bit for bit, on random and
+//     edge inputs: all logits equal, one huge gap, penalty > 1 and < 1,
+//     temperature at the 1e-3 floor and large, top_p tiny and 1, min_p near 1,
+//     candidate lists of the whole vocabulary (151,936);
+//   - against the float Sampler: the same kept set and a total-variation
+//     distance within the bound derived from the fixed-point precision
+//     (docs/numerics.md), wherever the float's own cut decisions are not
+//     within that precision of their thresholds;
+//   - rejects parameters outside its fixed-point ranges.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "engine/bpf_programs.h"
+#include "engine/model_plan.h"
+#include "engine/sampling_kernel.h"
+#include "fixed_sample.h"
+#include "sampling/sampler.h"
+
+namespace qwen3::engine {
+namespace {
+
+constexpr uint32_t kQwenVocab = 151936;
+
+ModelConfig config_with_vocab(uint32_t vocab) {
+  ModelConfig c;
+  c.hidden_size = 128;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 2;
+  c.num_key_value_heads = 1;
+  c.head_dim = 64;
+  c.intermediate_size = 128;
+  c.vocab_size = int(vocab);
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1e6;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+BpfPrograms& programs(uint32_t vocab) {
+  static std::map<uint32_t, std::unique_ptr<BpfPrograms>> cache;
+  auto& p = cache[vocab];
+  if (!p) {
+    ModelPlan plan = make_model_plan(config_with_vocab(vocab), Precision::q24, false, 1, 16, 16);
+    plan.layout.weight_entries = 1;  // the sampling program reads no weights
+    p = std::make_unique<BpfPrograms>(plan.layout);
+  }
+  return *p;
+}
+
+struct Case {
+  std::vector<qn_topk_entry> cand;
+  std::vector<int32_t> history;
+  SamplingParams params;
+};
+
+std::vector<uint32_t> bitmap(uint32_t vocab, const std::vector<int32_t>& history) {
+  std::vector<uint32_t> seen(qn_sample_seen_words(vocab), 0);
+  for (int32_t id : history) seen[uint32_t(id) >> 5] |= 1u << (id & 31);
+  return seen;
+}
+
+// Runs the program on raw candidates (no float on the way) and returns its kept set.
+fixed::SampleOut run_kernel(BpfPrograms& progs, const qn_sample_hdr& h, const std::vector<qn_topk_entry>& cand,
+                            const std::vector<uint32_t>& seen) {
+  const uint32_t vocab = progs.layout().shape.vocab;
+  uint8_t* b = progs.sample_buf();
+  std::copy(cand.begin(), cand.end(), reinterpret_cast<qn_topk_entry*>(b + qn_sample_cand_off()));
+  std::copy(seen.begin(), seen.end(), reinterpret_cast<uint32_t*>(b + qn_sample_seen_off(vocab)));
+  *progs.sample_hdr() = h;
+  progs.sample();
+  const auto* out = reinterpret_cast<const qn_sample_entry*>(b + qn_sample_out_off(vocab));
+  return {std::vector<qn_sample_entry>(out, out + progs.sample_hdr()->kept)};
+}
+
+std::string describe(const Case& c) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "n %zu T %g top_k %d top_p %g min_p %g penalty %g history %zu", c.cand.size(),
+                c.params.temperature, c.params.top_k, c.params.top_p, c.params.min_p, c.params.repetition_penalty,
+                c.history.size());
+  return buf;
+}
+
+void expect_kernel_equals_model(const Case& c, uint32_t vocab) {
+  BpfPrograms& progs = programs(vocab);
+  const qn_sample_hdr h = sample_params_fixed(c.params, uint32_t(c.cand.size()));
+  const auto seen = bitmap(vocab, c.history);
+  const fixed::SampleOut k = run_kernel(progs, h, c.cand, seen);
+  const fixed::SampleOut m = fixed::sample_model(h, c.cand, seen);
+  ASSERT_FALSE(m.kept.empty()) << describe(c);
+  ASSERT_EQ(k.kept.size(), m.kept.size()) << describe(c);
+  for (size_t i = 0; i < m.kept.size(); i++) {
+    ASSERT_EQ(k.kept[i].id, m.kept[i].id) << describe(c) << " entry " << i;
+    ASSERT_EQ(k.kept[i].logit, m.kept[i].logit) << describe(c) << " entry " << i;
+    ASSERT_EQ(k.kept[i].w, m.kept[i].w) << describe(c) << " entry " << i;
+  }
+  uint64_t sum = 0;
+  for (const auto& e : m.kept) sum += e.w;
+  // floor per entry and a divisor truncated to 32 bits: within kept + 2^9 units of 2^40 below, 2^10 above
+  EXPECT_LE(sum, (uint64_t(1) << 40) + (uint64_t(1) << 10)) << describe(c);
+  EXPECT_GE(sum + m.kept.size() + (uint64_t(1) << 10), uint64_t(1) << 40) << describe(c);
+}
+
+std::vector<qn_topk_entry> random_logits(std::mt19937_64& rng, uint32_t n, double sigma, bool sorted_topk,
+                                         uint32_t vocab) {
+  std::normal_distribution<double> g(0.0, sigma);
+  std::vector<qn_topk_entry> c(n);
+  std::vector<int32_t> ids(vocab);
+  for (uint32_t i = 0; i < vocab; i++) ids[i] = int32_t(i);
+  if (n < vocab) std::shuffle(ids.begin(), ids.end(), rng);
+  for (uint32_t i = 0; i < n; i++) {
+    // few distinct values now and then, to force ties
+    double v = rng() % 4 == 0 ? std::round(g(rng)) : g(rng);
+    c[i] = {n < vocab ? ids[i] : int32_t(i), int32_t(std::lround(std::clamp(v, -255.0, 255.0) * 65536.0))};
+  }
+  if (sorted_topk)  // the kernel's top-k list: logit descending, id ascending among equals
+    std::sort(c.begin(), c.end(), [](const qn_topk_entry& a, const qn_topk_entry& b) {
+      return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
+    });
+  return c;
+}
+
+SamplingParams random_params(std::mt19937_64& rng) {
+  const float temps[] = {1e-3f, 0.05f, 0.6f, 1.0f, 1.7f, 30.0f, 1e5f};
+  const int topks[] = {0, 0, 1, 5, 20, 64, 200};
+  const float topps[] = {1.0f, 1.0f, 0.95f, 0.5f, 0.8f, 1e-6f};
+  const float minps[] = {0.0f, 0.0f, 0.05f, 0.3f, 0.9999f};
+  const float pens[] = {1.0f, 1.0f, 1.3f, 0.7f, 2.0f, 1.05f};
+  SamplingParams p;
+  p.temperature = temps[rng() % 7];
+  p.top_k = topks[rng() % 7];
+  p.top_p = topps[rng() % 6];
+  p.min_p = minps[rng() % 5];
+  p.repetition_penalty = pens[rng() % 6];
+  return p;
+}
+
+std::vector<int32_t> random_history(std::mt19937_64& rng, const std::vector<qn_topk_entry>& cand) {
+  std::vector<int32_t> h;
+  const size_t len = rng() % 40;
+  for (size_t i = 0; i < len; i++) h.push_back(cand[rng() % cand.size()].id);
+  return h;
+}
+
+TEST(SampleProgram, EqualsModelOnRandomInputs) {
+  const uint32_t vocab = 5000;
+  std::mt19937_64 rng(11);
+  for (int iter = 0; iter < 600; iter++) {
+    const uint32_t sizes[] = {1, 2, 20, 64, 300, vocab};
+    const uint32_t n = sizes[rng() % 6];
+    const double sigmas[] = {0.01, 0.5, 2.0, 8.0};
+    Case c;
+    c.cand = random_logits(rng, n, sigmas[rng() % 4], rng() % 2, vocab);
+    c.params = random_params(rng);
+    if (iter % 5 == 0) c.params.temperature = 0.0f;  // greedy (with or without penalty)
+    c.history = random_history(rng, c.cand);
+    expect_kernel_equals_model(c, vocab);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(SampleProgram, EqualsModelOnEdgeInputs) {
+  const uint32_t vocab = 5000;
+  std::mt19937_64 rng(5);
+  std::vector<Case> cases;
+  auto flat = [&](uint32_t n, int32_t v) {
+    std::vector<qn_topk_entry> c(n);
+    for (uint32_t i = 0; i < n; i++) c[i] = {int32_t(i), v};
+    return c;
+  };
+  for (float tp : {1e-6f, 0.5f, 1.0f})  // all equal: the ties split by candidate order
+    for (int k : {0, 1, 7, 4999})
+      cases.push_back({flat(vocab, 3 << 16), {}, {.temperature = 1.0f, .top_k = k, .top_p = tp}});
+  {
+    auto c = flat(vocab, -(200 << 16));  // one huge gap: the rest weigh exactly 0
+    c[1234].logit = 200 << 16;
+    cases.push_back({c, {}, {.temperature = 1.0f}});
+    cases.push_back({c, {}, {.temperature = 30000.0f, .top_p = 0.3f}});
+    cases.push_back({c, {1234}, {.temperature = 1.0f, .repetition_penalty = 1e6f}});  // penalty clamped to 2^24
+  }
+  {
+    auto c = flat(vocab, 0);  // saturated extremes
+    c[0].logit = INT32_MAX;
+    c[1].logit = -INT32_MAX;
+    c[2].logit = INT32_MAX;
+    cases.push_back({c, {0, 1}, {.temperature = 1e-3f, .repetition_penalty = 0.001f}});
+    cases.push_back({c, {}, {.temperature = 1e9f, .min_p = 0.9999f}});
+  }
+  for (float T : {1e-3f, 1e-3f * 1.0001f, 0.6f, 1e4f, 1e12f})
+    for (float pen : {1.0f, 1.5f, 0.5f})
+      for (float mp : {0.0f, 0.9999f}) {
+        Case c;
+        c.cand = random_logits(rng, 64, 0.02, true, vocab);
+        c.history = random_history(rng, c.cand);
+        c.params = {.temperature = T, .top_k = 20, .top_p = 0.95f, .min_p = mp, .repetition_penalty = pen};
+        cases.push_back(c);
+      }
+  for (const Case& c : cases) {
+    expect_kernel_equals_model(c, vocab);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(SampleProgram, EqualsModelOverTheQwenVocabulary) {
+  std::mt19937_64 rng(3);
+  for (int iter = 0; iter < 12; iter++) {
+    Case c;
+    c.cand = random_logits(rng, kQwenVocab, iter % 2 ? 3.0 : 0.3, false, kQwenVocab);
+    c.params = random_params(rng);
+    if (iter < 4) c.params.top_k = iter == 0 ? 0 : 20 * iter;
+    c.history = random_history(rng, c.cand);
+    expect_kernel_equals_model(c, kQwenVocab);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(SampleProgram, RejectsParametersOutsideItsRanges) {
+  BpfPrograms& progs = programs(1000);
+  std::vector<qn_topk_entry> cand = {{1, 0}, {2, 1 << 16}};
+  const auto seen = bitmap(1000, {});
+  const qn_sample_hdr good = sample_params_fixed({.temperature = 1.0f}, 2);
+  EXPECT_NO_THROW(run_kernel(progs, good, cand, seen));
+  auto bad = [&](auto edit) {
+    qn_sample_hdr h = good;
+    edit(h);
+    EXPECT_THROW(run_kernel(progs, h, cand, seen), Error);
+  };
+  bad([](qn_sample_hdr& h) { h.n = 0; });
+  bad([](qn_sample_hdr& h) { h.n = 1001; });
+  bad([](qn_sample_hdr& h) { h.tm = 5; });
+  bad([](qn_sample_hdr& h) { h.te = 60; });
+  bad([](qn_sample_hdr& h) { h.top_p_q32 = 0; });
+  bad([](qn_sample_hdr& h) { h.min_p_q44 = uint64_t(1) << 44; });
+  bad([](qn_sample_hdr& h) { h.flags |= QN_SAMPLE_PENALTY, h.pm = 3, h.pe = 1; });
+  cand[1].id = 1000;  // outside the vocabulary
+  EXPECT_THROW(run_kernel(progs, good, cand, seen), Error);
+}
+
+// ---- against float ------------------------------------------------------------
+
+// The bound on the relative error of one fixed-point weight against
+// exp((l - M) / T) in double (docs/numerics.md): the two table entries
+// rounded to Q30 (values >= 2^29 and >= 2^29.99: 2^-30, 2^-31), their product
+// and the linear step rounded (2^-30 each), the linear step's own error
+// (2^-33), the temperature factor's 32-bit mantissa over up to 46 octaves,
+// t floored to 2^-32 octaves.
+const double kWeightRel = 3 * std::ldexp(1, -30) + std::ldexp(1, -31) + std::ldexp(1, -33) +
+                          46 * std::log(2.0) * std::ldexp(1, -31) + std::log(2.0) * std::ldexp(1, -32);
+
+// The two parts of that bound on their own, against double: 2^-t over
+// every table entry and random low bits (relative 3.4e-9, plus the Q44
+// rounding), and the temperature factor over the whole temperature range.
+TEST(SampleFormulas, ExponentialAndTemperatureFactorWithinTheirBounds) {
+  std::mt19937_64 rng(7);
+  const double exp_rel = 3 * std::ldexp(1, -30) + std::ldexp(1, -31) + std::ldexp(1, -33);
+  double worst = 0, rel = 0;
+  for (int i = 0; i < 200000; i++) {
+    const uint64_t t = i < 65536 ? (uint64_t(i) << 16) | (rng() & 0xffff) : rng() % (uint64_t(46) << 32);
+    const double want = std::ldexp(std::exp2(-std::ldexp(double(t), -32)), 44);
+    const double got = double(qn_exp2_neg_q44(t));
+    const double err = std::fabs(got - want) / (want * exp_rel + 0.5);
+    worst = std::max(worst, err);
+    if (want > std::ldexp(1, 34)) rel = std::max(rel, std::fabs(got - want) / want);
+    ASSERT_LE(err, 1.0) << "t " << t;
+  }
+  EXPECT_EQ(qn_exp2_neg_q44(0), uint64_t(1) << 44);
+  EXPECT_EQ(qn_exp2_neg_q44(uint64_t(46) << 32), 0u);
+  std::printf("2^-t: worst error %.3g of its bound; relative %.3g above 2^-10 (bound %.3g)\n", worst, rel, exp_rel);
+  for (int i = 0; i < 20000; i++) {
+    const float T = float(std::exp(std::uniform_real_distribution<double>(std::log(1e-3), std::log(1e12))(rng)));
+    const qn_sample_hdr h = sample_params_fixed({.temperature = T}, 1);
+    int csh = 0;
+    const uint64_t cm = qn_temp_factor(h.tm, h.te, &csh);
+    ASSERT_GE(cm, uint64_t(1) << 31);
+    ASSERT_LT(cm, uint64_t(1) << 32);
+    const double c = std::ldexp(double(cm), -csh), want = 65536.0 / std::log(2.0) / double(T);
+    ASSERT_LE(std::fabs(c - want) / want, std::ldexp(1, -31)) << "T " << T;
+  }
+}
+
+struct FloatView {
+  double margin = 1e300;  // how close the float's cut decisions came to their thresholds
+};
+
+// The float Sampler's decisions, recomputed in double, and how far each one
+// was from flipping (relative to the probability scale).
+FloatView float_margins(const PositionLogits& s, const SamplingParams& p, std::span<const int32_t> history) {
+  std::vector<std::pair<int32_t, float>> cand;
+  if (!s.full.empty())
+    for (size_t i = 0; i < s.full.size(); i++) cand.push_back({int32_t(i), s.full[i]});
+  else
+    cand = s.top_k;
+  std::set<int32_t> seen(history.begin(), history.end());
+  if (p.repetition_penalty != 1.0f)
+    for (auto& [id, l] : cand)
+      if (seen.count(id)) l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
+  std::stable_sort(cand.begin(), cand.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  FloatView v;
+  const double Tn = double(p.temperature);
+  if (p.top_k > 0 && size_t(p.top_k) < cand.size()) {
+    const double gap = double(cand[p.top_k - 1].second) - double(cand[p.top_k].second);
+    if (gap > 0) v.margin = std::min(v.margin, gap / Tn);
+    cand.resize(p.top_k);
+  }
+  const double best = cand[0].second;
+  double total = 0;
+  std::vector<double> u;
+  for (auto& c : cand) u.push_back(std::exp((double(c.second) - best) / Tn)), total += u.back();
+  size_t keep = cand.size();
+  if (p.min_p > 0) {
+    keep = 0;
+    for (size_t i = 0; i < u.size(); i++) {
+      v.margin = std::min(v.margin, std::fabs(u[i] - double(p.min_p)) / std::max(u[i], 1e-300));
+      if (u[i] >= double(p.min_p)) keep = i + 1;
+    }
+  }
+  if (p.top_p < 1.0f) {
+    double acc = 0;
+    for (size_t i = 0; i < keep; i++) {
+      acc += u[i] / total;
+      v.margin = std::min(v.margin, std::fabs(acc - double(p.top_p)));
+      if (acc >= double(p.top_p)) break;
+    }
+  }
+  return v;
+}
+
+TEST(SampleProgram, WithinTheDerivedBoundOfTheFloatSampler) {
+  const uint32_t vocab = 5000;
+  BpfPrograms& progs = programs(vocab);
+  std::mt19937_64 rng(29);
+  double worst = 0, worst_ratio = 0, worst_plain = 0;
+  int judged = 0, near_threshold = 0;
+  for (int iter = 0; iter < 500; iter++) {
+    const uint32_t sizes[] = {20, 64, 1000, vocab};
+    const uint32_t n = sizes[rng() % 4];
+    const double sigmas[] = {0.5, 2.0, 6.0};
+    auto raw = random_logits(rng, n, sigmas[rng() % 3], true, vocab);
+    SamplingParams p = random_params(rng);
+    PositionLogits s;
+    const bool full = n == vocab;
+    std::vector<int32_t> history = random_history(rng, raw);
+    if (full) {
+      s.full.resize(vocab);
+      for (auto& c : raw) s.full[c.id] = c.logit / 65536.0f;
+    } else {
+      for (auto& c : raw) s.top_k.push_back({c.id, c.logit / 65536.0f});
+    }
+    const auto kd = kernel_distribution(progs, s, p, history);
+    ASSERT_TRUE(kd.has_value());
+    const TokenDistribution fd = Sampler(p).distribution(s, history);
+    double lmax = 0;
+    for (auto& c : raw) lmax = std::max(lmax, std::fabs(c.logit / 65536.0));
+    const bool pen = p.repetition_penalty != 1.0f;
+    // penalised logits: Q16 rounding of the quotient or product, and the float's own rounding of it
+    const double dpen = pen ? 2 * (std::ldexp(1, -17) + lmax * std::ldexp(1, -24)) / p.temperature : 0;
+    const double delta = std::expm1(kWeightRel + dpen);
+    const double bound = delta / (1 - delta) * 1.01 + kd->tokens.size() * std::ldexp(1, -40) + std::ldexp(1, -31) +
+                         n * std::ldexp(1, -44);
+    const FloatView fv = float_margins(s, p, history);
+    if (p.temperature >= kMinSamplingTemperature && fv.margin < 4 * delta + n * std::ldexp(1, -44)) {
+      near_threshold++;  // the float's cut sits within the fixed point's precision of a threshold
+      continue;
+    }
+    std::map<int32_t, double> a, b;
+    for (auto& [id, q] : kd->tokens) a[id] += q;
+    for (auto& [id, q] : fd.tokens) b[id] += q;
+    double tv = 0;
+    for (auto& [id, q] : a) tv += std::fabs(q - (b.count(id) ? b[id] : 0.0));
+    for (auto& [id, q] : b)
+      if (!a.count(id)) tv += q;
+    tv /= 2;
+    ASSERT_LE(tv, bound) << "iteration " << iter << ": " << p.temperature << " k " << p.top_k << " p " << p.top_p
+                         << " min_p " << p.min_p << " pen " << p.repetition_penalty << " n " << n;
+    // A cut leaves them best first, as the float does. Ties: the float takes
+    // the lower id first, the kernel candidate order, the same unless a
+    // penalty reorders a top-k list (the Sampler asks full logits for a penalty);
+    // and a penalised logit rounded to Q16 may tie (or not) where the float's does not.
+    const bool cut = (p.top_k > 0 && uint32_t(p.top_k) < n) || p.top_p < 1 || p.min_p > 0;
+    if (kd->tokens.size() == fd.tokens.size() && cut)
+      for (size_t i = 0; i < fd.tokens.size(); i++) {
+        if (!pen) {
+          ASSERT_EQ(kd->tokens[i].first, fd.tokens[i].first) << iter << " rank " << i;
+        } else if (i > 0) {
+          ASSERT_LE(kd->tokens[i].second, kd->tokens[i - 1].second * (1 + 2 * delta)) << iter;
+        }
+      }
+    worst = std::max(worst, tv);
+    if (!pen) worst_plain = std::max(worst_plain, tv);
+    worst_ratio = std::max(worst_ratio, tv / bound);
+    judged++;
+  }
+  std::printf("judged %d, near a threshold %d; max TV %.3g (without a penalty %.3g), max TV / bound %.3g\n", judged,
+              near_threshold, worst, worst_plain, worst_ratio);
+  EXPECT_GE(judged, 400);
+}
+
+}  // namespace
+}  // namespace qwen3::engine
