@@ -27,6 +27,9 @@ std::vector<OptionSpec> generation_options() {
       {"stop", true, true, "TEXT  stop when TEXT appears (not printed); repeatable"},
       {"ignore-eos", false, false, "keep generating past end-of-sequence tokens"},
       {"logprobs", true, false, "N  report the chosen token's logprob and the top N, N <= 20 (with --json)"},
+      {"speculative", true, false,
+       "on|off  prompt-lookup speculative decoding: same output, faster when it copies the prompt "
+       "(default: the daemon's config)"},
       {"stats", false, false, "print finish reason, token counts and timings to stderr"},
   };
 }
@@ -53,6 +56,11 @@ void apply_generation_options(const Args& args, v1::GenerateRequest& request) {
   if (args.has("ignore-eos")) stopping->set_ignore_eos(true);
   // The daemon's limit (daemon/service/inference.cpp).
   if (auto v = args.get_int("logprobs", 0, 20)) request.set_logprobs(static_cast<int32_t>(*v));
+  if (auto v = args.get("speculative")) {
+    if (*v == "on") request.set_speculative(v1::SPECULATIVE_ON);
+    else if (*v == "off") request.set_speculative(v1::SPECULATIVE_OFF);
+    else throw usage_error("--speculative wants on or off (got '" + *v + "')");
+  }
 }
 
 StreamOutcome stream_generate(DaemonClient& client, const v1::GenerateRequest& request, StreamOutput output) {
@@ -128,6 +136,9 @@ std::string describe_outcome(const StreamOutcome& o) {
     << ", completion " << m.usage().completion_tokens() << " tokens"
     << "; queue " << m.timings().queue_ms() << " ms, prefill " << m.timings().prefill_ms() << " ms, decode "
     << m.timings().decode_ms() << " ms (" << m.timings().decode_tokens_per_second() << " tok/s)";
+  if (m.usage().speculative_draft_tokens() > 0)
+    s << "; speculative: " << m.usage().speculative_accepted_tokens() << " of " << m.usage().speculative_draft_tokens()
+      << " draft tokens accepted";
   if (m.seed() != 0) s << "; seed " << m.seed();
   if (!m.session_id().empty()) s << "; session " << m.session_id();
   s << "]";

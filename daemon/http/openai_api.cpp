@@ -225,7 +225,11 @@ json usage_of(const GenerateOutcome& r) {
   return {{"prompt_tokens", r.prompt_tokens},
           {"completion_tokens", r.completion_tokens},
           {"total_tokens", r.prompt_tokens + r.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
+          {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}},
+          // Speculative decoding's drafts, in the fields OpenAI uses for predicted outputs.
+          {"completion_tokens_details",
+           {{"accepted_prediction_tokens", r.accepted_tokens},
+            {"rejected_prediction_tokens", r.draft_tokens - r.accepted_tokens}}}};
 }
 
 }  // namespace
@@ -342,6 +346,7 @@ void OpenAiApi::completion(Exchange& ex, bool chat) {
   if (auto v = boolean(body, "ignore_eos")) o.ignore_eos = *v;
   if (auto v = string(body, "session_id")) o.session_id = *v;
   o.cache_prompt = boolean(body, "cache_prompt").value_or(true);
+  if (auto v = boolean(body, "speculative")) o.speculative = *v;  // unset: the daemon's config
   int top_logprobs = 0;
   bool want_logprobs = false;
   if (chat) {

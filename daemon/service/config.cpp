@@ -93,6 +93,10 @@ void set_config_value(DaemonConfig& c, const std::string& key, const std::string
     c.max_context = parse_int(key, value, where, 1, 1 << 20);
   } else if (key == "default_max_new_tokens") {
     c.default_max_new_tokens = parse_int(key, value, where, 1, 1 << 20);
+  } else if (key == "speculative") {
+    if (value == "on" || value == "true" || value == "yes" || value == "1") c.speculative = true;
+    else if (value == "off" || value == "false" || value == "no" || value == "0") c.speculative = false;
+    else throw invalid_argument(where + ": speculative must be on or off (got '" + value + "')");
   } else if (key == "prefill_chunk") {
     c.prefill_chunk = parse_int(key, value, where, 1, 4096);
   } else if (key == "log_level") {
@@ -125,7 +129,7 @@ void set_config_value(DaemonConfig& c, const std::string& key, const std::string
     throw invalid_argument(where + ": unknown key '" + key +
                            "' (known: model_dir, backend, weight_path, precision, kv_bits, threads, socket_path, socket_group, "
                            "admin_group, max_sessions, kv_budget_mib, session_ttl_seconds, default_context, max_context, "
-                           "default_max_new_tokens, prefill_chunk, log_level, state_dir, persist_sessions, http_socket, http_listen, "
+                           "default_max_new_tokens, prefill_chunk, speculative, log_level, state_dir, persist_sessions, http_socket, http_listen, "
                            "http_token_file, http_max_body_bytes, http_header_timeout_seconds, http_idle_timeout_seconds, "
                            "http_max_connections, model_name)");
   }
@@ -203,6 +207,7 @@ std::map<std::string, std::string> describe_config(const DaemonConfig& c) {
       {"max_context", std::to_string(c.max_context)},
       {"default_max_new_tokens", std::to_string(c.default_max_new_tokens)},
       {"prefill_chunk", std::to_string(c.prefill_chunk)},
+      {"speculative", c.speculative ? "on" : "off"},
       {"log_level", c.log_level},
       {"state_dir", c.state_dir},
       {"persist_sessions", c.persist_sessions ? "true" : "false"},

@@ -25,6 +25,7 @@ struct DaemonConfig {
   int max_context = 8192;
   int default_max_new_tokens = 256;
   int prefill_chunk = 64;
+  bool speculative = true;          // prompt-lookup speculative decoding for requests that do not say
   std::string log_level = "info";   // trace|debug|info|warn|error|critical|off
   std::string state_dir = "/var/lib/qwen3-bpfd";
   bool persist_sessions = true;     // save sessions at shutdown, restore them at start

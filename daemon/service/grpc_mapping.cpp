@@ -125,6 +125,13 @@ GenerateOptions generate_options_of(const pb::GenerateRequest& req, const Tokeni
   o.stop_token_ids.assign(st.stop_token_ids().begin(), st.stop_token_ids().end());
   o.ignore_eos = st.ignore_eos();
   o.logprobs = req.logprobs();
+  switch (req.speculative()) {
+    case pb::SPECULATIVE_ON: o.speculative = true; break;
+    case pb::SPECULATIVE_OFF: o.speculative = false; break;
+    case pb::SPECULATIVE_DEFAULT: break;
+    default: throw invalid_argument("speculative must be SPECULATIVE_DEFAULT, SPECULATIVE_ON or SPECULATIVE_OFF (got " +
+                                    std::to_string(static_cast<int>(req.speculative())) + ")");
+  }
   return o;
 }
 
@@ -166,6 +173,8 @@ pb::GenerateResponse final_message(const GenerateOutcome& r, const std::string& 
   last.mutable_usage()->set_prompt_tokens(r.prompt_tokens);
   last.mutable_usage()->set_cached_tokens(r.cached_tokens);
   last.mutable_usage()->set_completion_tokens(r.completion_tokens);
+  last.mutable_usage()->set_speculative_draft_tokens(r.draft_tokens);
+  last.mutable_usage()->set_speculative_accepted_tokens(r.accepted_tokens);
   auto* t = last.mutable_timings();
   t->set_queue_ms(r.queue_ms);
   t->set_prefill_ms(r.prefill_ms);

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "sampling/speculative.h"
 #include "service/stop_matcher.h"
 #include "sessions/session.h"
 #include "strict_utf8.h"
@@ -244,64 +245,86 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   bool stopped_by_string = false;
   std::optional<FinishReason> finish;
   Steady::time_point last_token = t_decode;
-  for (int index = 0;; ++index) {
-    if (r.positions.empty()) throw Error("the backend reported no logits for the decode step");
-    const PositionLogits& scores = r.positions.back();
-    const int32_t id = sampler.sample(scores, s.history);
-    s.history.push_back(id);
-    ++out.completion_tokens;
+  // Logprobs come from the plain step's scores; those requests decode plainly.
+  std::optional<SpeculativeDecoder> spec;
+  if (o.speculative.value_or(true) && o.logprobs == 0) spec.emplace();
+  auto forward = [&](KvCache& kv, std::span<const int32_t> tokens, const ForwardWants& w) {
+    return rt.scheduler->run(kv, tokens, w, o.cancelled);
+  };
+  if (r.positions.empty()) throw Error("the backend reported no logits for the prefill");
+  // The tokens of one step: the first from the prefill's scores, then one
+  // plain decode step or one verified draft (accepted drafts + one more).
+  std::vector<int32_t> step = {sampler.sample(r.positions.back(), s.history)};
+  const PositionLogits* step_scores = &r.positions.back();  // plain steps only (logprobs)
+  for (int index = 0; !finish;) {
+    for (size_t j = 0; j < step.size(); ++j, ++index) {
+      const int32_t id = step[j];
+      s.history.push_back(id);
+      ++out.completion_tokens;
 
-    GeneratedToken tok;
-    tok.id = id;
-    tok.index = index;
-    if (o.logprobs > 0) {
-      float lse = 0;
-      tok.top = top_scored(scores, o.logprobs, &lse);
-      tok.has_logprobs = true;
-      if (!scores.full.empty() && id < static_cast<int32_t>(scores.full.size())) tok.logprob = scores.full[id] - lse;
-    }
-    const bool eos = (!o.ignore_eos && std::find(mc.eos_token_ids.begin(), mc.eos_token_ids.end(), id) != mc.eos_token_ids.end()) ||
-                     std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), id) != o.stop_token_ids.end();
-    if (eos) {
-      finish = FinishReason::eos;
-    } else {
-      // Ids between the tokenizer's and the model's vocabulary size (padding rows
-      // of the embedding) have no text.
-      const bool has_text = id < rt.tokenizer->vocab_size();
-      const auto step = stopper.push(has_text ? decoder.push(id) : std::string());
-      tok.text = step.release;
-      if (step.stopped) {
-        finish = FinishReason::stop_sequence;
-        out.matched_stop = step.matched;
-        stopped_by_string = true;
+      GeneratedToken tok;
+      tok.id = id;
+      tok.index = index;
+      if (o.logprobs > 0 && step_scores) {
+        const PositionLogits& scores = *step_scores;
+        float lse = 0;
+        tok.top = top_scored(scores, o.logprobs, &lse);
+        tok.has_logprobs = true;
+        if (!scores.full.empty() && id < static_cast<int32_t>(scores.full.size())) tok.logprob = scores.full[id] - lse;
       }
+      const bool eos = (!o.ignore_eos && std::find(mc.eos_token_ids.begin(), mc.eos_token_ids.end(), id) != mc.eos_token_ids.end()) ||
+                       std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), id) != o.stop_token_ids.end();
+      if (eos) {
+        finish = FinishReason::eos;
+      } else {
+        // Ids between the tokenizer's and the model's vocabulary size (padding rows
+        // of the embedding) have no text.
+        const bool has_text = id < rt.tokenizer->vocab_size();
+        const auto stepped = stopper.push(has_text ? decoder.push(id) : std::string());
+        tok.text = stepped.release;
+        if (stepped.stopped) {
+          finish = FinishReason::stop_sequence;
+          out.matched_stop = stepped.matched;
+          stopped_by_string = true;
+        }
+      }
+      if (!finish && out.completion_tokens >= o.max_new_tokens) finish = FinishReason::length;
+      // No room to feed it (the cache holds everything before the pending token).
+      if (!finish && static_cast<int>(s.history.size()) - 1 >= ctx) finish = FinishReason::length;
+      out.text += tok.text;
+      if (o.metrics) {
+        const auto now = Steady::now();
+        if (index == 0) o.metrics->observe_time_to_first_token(std::chrono::duration<double>(now - t0).count());
+        else o.metrics->observe_time_per_output_token(std::chrono::duration<double>(now - last_token).count());
+        last_token = now;
+      }
+      if (!emit(tok)) finish = FinishReason::cancelled;
+      if (!finish && o.cancelled && o.cancelled()) finish = FinishReason::cancelled;
+      if (finish) break;  // tokens drafted past it are dropped
     }
-    if (!finish && out.completion_tokens >= o.max_new_tokens) finish = FinishReason::length;
-    if (!finish && s.kv->positions() >= ctx) finish = FinishReason::length;  // no room to feed it
-    out.text += tok.text;
-    if (o.metrics) {
-      const auto now = Steady::now();
-      if (index == 0) o.metrics->observe_time_to_first_token(std::chrono::duration<double>(now - t0).count());
-      else o.metrics->observe_time_per_output_token(std::chrono::duration<double>(now - last_token).count());
-      last_token = now;
-    }
-    if (!emit(tok)) {
-      finish = FinishReason::cancelled;
-      break;
-    }
+    // The cache holds every token but the pending last one: drafts past a
+    // stop are forgotten, and history and KV stay in step for the next request.
+    if (s.kv->positions() > static_cast<int>(s.history.size()) - 1) s.kv->truncate(static_cast<int>(s.history.size()) - 1);
     if (finish) break;
-    if (o.cancelled && o.cancelled()) {
-      finish = FinishReason::cancelled;
-      break;
-    }
     try {
-      const int32_t next[1] = {id};
-      r = rt.scheduler->run(*s.kv, next, wants, o.cancelled);
+      if (spec) {
+        step = spec->step(forward, *s.kv, sampler, wants, s.history, o.max_new_tokens - out.completion_tokens);
+        step_scores = nullptr;
+      } else {
+        const int32_t next[1] = {s.history.back()};
+        r = forward(*s.kv, next, wants);
+        if (r.positions.empty()) throw Error("the backend reported no logits for the decode step");
+        step_scores = &r.positions.back();
+        step = {sampler.sample(*step_scores, s.history)};
+      }
     } catch (const Error& e) {
       if (!is_cancel(e)) throw;
       finish = FinishReason::cancelled;
-      break;
     }
+  }
+  if (spec) {
+    out.draft_tokens = static_cast<int>(spec->stats().drafted);
+    out.accepted_tokens = static_cast<int>(spec->stats().accepted);
   }
   out.finish = *finish;
   if (!stopped_by_string) {
@@ -358,6 +381,7 @@ ResolvedSampling resolve_sampling(const SamplingRequest& r, const ModelConfig& m
 
 InferenceCore::InferenceCore(ModelHost& host) : host_(host), started_(std::chrono::steady_clock::now()) {
   default_max_new_tokens_ = host.config().default_max_new_tokens;
+  default_speculative_ = host.config().speculative;
 }
 
 Runtime& InferenceCore::runtime_for_work() {
@@ -395,7 +419,9 @@ GenerateOutcome InferenceCore::generate(GenerateOptions o, const std::function<b
   Runtime& rt = runtime_for_work();
   o.cancelled = cancellation(std::move(o.cancelled));
   o.metrics = &metrics_;
+  if (!o.speculative) o.speculative = default_speculative_.load();
   GenerateOutcome r = run_generate(rt, o, emit);
+  metrics_.count_speculative(r.draft_tokens, r.accepted_tokens);
   counters_.prompt_tokens += r.prompt_tokens - r.cached_tokens;
   counters_.cached_tokens += r.cached_tokens;
   counters_.completion_tokens += r.completion_tokens;

@@ -91,6 +91,11 @@ struct GenerateOptions {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int logprobs = 0;
+  // Prompt-lookup speculative decoding (sampling/speculative.h): same output
+  // (greedy) or the same distribution (sampling), fewer passes over the
+  // weights when the output copies its context. Unset: on. Requests with
+  // logprobs decode plainly.
+  std::optional<bool> speculative;
   std::function<bool()> cancelled;
   ServiceMetrics* metrics = nullptr;  // time to first token, time per output token
 };
@@ -117,6 +122,10 @@ struct GenerateOutcome {
   double queue_ms = 0, prefill_ms = 0, decode_ms = 0;
   uint64_t seed = 0;
   std::string text;                 // everything released, for callers that want it whole
+  // Speculative decoding: draft tokens verified, and of those accepted (a
+  // verified pass yields accepted + 1 tokens; some may be dropped after a stop).
+  int draft_tokens = 0;
+  int accepted_tokens = 0;
 };
 
 // `emit` is called for every token as it is produced; returning false means the
@@ -144,6 +153,8 @@ class InferenceCore {
   void begin_shutdown() { shutting_down_ = true; }
   bool shutting_down() const { return shutting_down_; }
   void set_default_max_new_tokens(int n) { default_max_new_tokens_ = n; }
+  // Whether requests that do not say use speculative decoding (config `speculative`).
+  void set_default_speculative(bool on) { default_speculative_ = on; }
   // 0 (or absent): the configured default; must be >= 0.
   int max_new_tokens(int requested) const;
 
@@ -163,6 +174,7 @@ class InferenceCore {
   ModelHost& host_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<int> default_max_new_tokens_{256};
+  std::atomic<bool> default_speculative_{true};
   RequestCounters counters_;
   ServiceMetrics metrics_;
   std::chrono::steady_clock::time_point started_;

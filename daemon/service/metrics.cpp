@@ -85,6 +85,11 @@ void ServiceMetrics::count_request(const std::string& api, const std::string& en
   ++requests_[{api, endpoint, status}];
 }
 
+void ServiceMetrics::count_speculative(int drafted, int accepted) {
+  draft_tokens_ += static_cast<uint64_t>(std::max(drafted, 0));
+  accepted_tokens_ += static_cast<uint64_t>(std::max(accepted, 0));
+}
+
 void ServiceMetrics::count_tokens(int prompt_computed, int cached, int completion) {
   prompt_tokens_ += static_cast<uint64_t>(std::max(prompt_computed, 0));
   cached_tokens_ += static_cast<uint64_t>(std::max(cached, 0));
@@ -106,6 +111,12 @@ std::string ServiceMetrics::render(const MetricsGauges& g) const {
   sample(out, "qwen3_bpfd_cached_tokens_total", static_cast<double>(cached_tokens_.load()));
   header(out, "qwen3_bpfd_completion_tokens_total", "counter", "Tokens generated.");
   sample(out, "qwen3_bpfd_completion_tokens_total", static_cast<double>(completion_tokens_.load()));
+  header(out, "qwen3_bpfd_speculative_draft_tokens_total", "counter",
+         "Draft tokens (prompt lookup) verified by speculative decoding.");
+  sample(out, "qwen3_bpfd_speculative_draft_tokens_total", static_cast<double>(draft_tokens_.load()));
+  header(out, "qwen3_bpfd_speculative_accepted_tokens_total", "counter",
+         "Draft tokens the model accepted (each saves a decode step).");
+  sample(out, "qwen3_bpfd_speculative_accepted_tokens_total", static_cast<double>(accepted_tokens_.load()));
   histogram(out, "qwen3_bpfd_time_to_first_token_seconds",
             "From a generation's start (queueing included) to its first token.", ttft_.snapshot());
   histogram(out, "qwen3_bpfd_time_per_output_token_seconds", "Time between consecutive generated tokens.",

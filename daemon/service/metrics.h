@@ -57,6 +57,8 @@ class ServiceMetrics {
   // `status` the gRPC code name or the HTTP status.
   void count_request(const std::string& api, const std::string& endpoint, const std::string& status);
   void count_tokens(int prompt_computed, int cached, int completion);
+  // Speculative decoding: draft tokens verified and, of those, accepted.
+  void count_speculative(int drafted, int accepted);
   void observe_time_to_first_token(double seconds) { ttft_.observe(seconds); }
   void observe_time_per_output_token(double seconds) { tpot_.observe(seconds); }
 
@@ -67,6 +69,7 @@ class ServiceMetrics {
   mutable std::mutex mu_;
   std::map<std::array<std::string, 3>, uint64_t> requests_;
   std::atomic<uint64_t> prompt_tokens_{0}, cached_tokens_{0}, completion_tokens_{0};
+  std::atomic<uint64_t> draft_tokens_{0}, accepted_tokens_{0};
   Histogram ttft_, tpot_;
 };
 

@@ -819,6 +819,23 @@ TEST(Config, KvBitsIsEightOrSixteen) {
   EXPECT_EQ(c.kv_bits, 16);
 }
 
+TEST(Config, SpeculativeIsOnOrOff) {
+  DaemonConfig c;
+  EXPECT_TRUE(c.speculative);  // on by default (issue 11)
+  set_config_value(c, "speculative", "off", "test.conf:1");
+  EXPECT_FALSE(c.speculative);
+  EXPECT_EQ(describe_config(c).at("speculative"), "off");
+  set_config_value(c, "speculative", "on", "test.conf:2");
+  EXPECT_TRUE(c.speculative);
+  try {
+    set_config_value(c, "speculative", "maybe", "test.conf:3");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("test.conf:3: speculative must be on or off (got 'maybe')"), std::string::npos);
+  }
+  EXPECT_TRUE(c.speculative);
+}
+
 TEST(Config, ErrorsNameTheKeyAndLine) {
   DaemonConfig c;
   try {

@@ -462,6 +462,116 @@ state_dir = {cls.tmp}/state
         self.assertEqual(f1.usage.cached_tokens, len(diverged) - 1)
         self.assertEqual(f1.session_positions, len(diverged))
 
+    def http(self, method, path, body=None):
+        """One request to the HTTP API socket next to the gRPC one: (status, body text)."""
+        payload = json.dumps(body).encode() if body is not None else b""
+        head = (f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n").encode()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+            c.settimeout(120)
+            c.connect(os.path.join(self.tmp, "http.sock"))
+            c.sendall(head + payload)
+            data = b""
+            while True:
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        head, _, rest = data.partition(b"\r\n\r\n")
+        return int(head.split()[1]), rest.decode()
+
+    def metrics_sample(self, name):
+        """One unlabelled sample of the daemon's /metrics."""
+        status, text = self.http("GET", "/metrics")
+        self.assertEqual(status, 200)
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        self.fail(name + " not in /metrics")
+
+    def test_speculative_decoding_is_exact_and_switchable(self):
+        # A repetitive prompt: the lookup finds drafts, the random model takes
+        # some and refuses others.
+        ids = self.tokenize("a b c d a b c d a b c d a b c d a b")
+        stopping = pb.StoppingCriteria(max_new_tokens=40, ignore_eos=True)
+        drafted0 = self.metrics_sample("qwen3_bpfd_speculative_draft_tokens_total")
+        accepted0 = self.metrics_sample("qwen3_bpfd_speculative_accepted_tokens_total")
+        off = self.generate(token_ids=ids, stopping=stopping, speculative=pb.SPECULATIVE_OFF)
+        on = self.generate(token_ids=ids, stopping=stopping, speculative=pb.SPECULATIVE_ON)
+        default = self.generate(token_ids=ids, stopping=stopping)  # the config's default: on
+        self.assertEqual([m.token_id for m in on], [m.token_id for m in off])
+        self.assertEqual([m.index for m in on[:-1]], list(range(40)))
+        self.assertEqual("".join(m.text for m in on), "".join(m.text for m in off))
+        self.assertEqual(off[-1].usage.speculative_draft_tokens, 0)
+        self.assertEqual(off[-1].usage.completion_tokens, 40)
+        self.assertEqual(on[-1].usage.completion_tokens, 40)
+        u = on[-1].usage
+        self.assertGreater(u.speculative_draft_tokens, 0)
+        self.assertGreater(u.speculative_accepted_tokens, 0)
+        self.assertLessEqual(u.speculative_accepted_tokens, u.speculative_draft_tokens)
+        self.assertEqual([m.token_id for m in default], [m.token_id for m in off])
+        self.assertGreater(default[-1].usage.speculative_draft_tokens, 0)
+        # Logprobs requests decode plainly.
+        lp = self.generate(token_ids=ids, stopping=stopping, logprobs=2, speculative=pb.SPECULATIVE_ON)
+        self.assertEqual([m.token_id for m in lp], [m.token_id for m in off])
+        self.assertEqual(lp[-1].usage.speculative_draft_tokens, 0)
+        # The counters moved by exactly what the requests reported.
+        self.assertEqual(self.metrics_sample("qwen3_bpfd_speculative_draft_tokens_total") - drafted0,
+                         u.speculative_draft_tokens + default[-1].usage.speculative_draft_tokens)
+        self.assertEqual(self.metrics_sample("qwen3_bpfd_speculative_accepted_tokens_total") - accepted0,
+                         u.speculative_accepted_tokens + default[-1].usage.speculative_accepted_tokens)
+        # The new counters keep the exposition valid (tests/http checks the rest with promtool too).
+        if shutil.which("promtool"):
+            _, text = self.http("GET", "/metrics")
+            r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        # The HTTP API's extra field: the same text, the drafts in completion_tokens_details.
+        prompt = "a b c d a b c d a b c d a b c d a b"
+        answers = {}
+        for flag in (False, True):
+            status, text = self.http("POST", "/v1/completions", {
+                "prompt": prompt, "max_tokens": 40, "temperature": 0, "ignore_eos": True,
+                "cache_prompt": False, "speculative": flag})
+            self.assertEqual(status, 200, text)
+            answers[flag] = json.loads(text)
+        self.assertEqual(answers[True]["choices"][0]["text"], answers[False]["choices"][0]["text"])
+        self.assertEqual(answers[False]["usage"]["completion_tokens_details"]["accepted_prediction_tokens"], 0)
+        self.assertGreater(answers[True]["usage"]["completion_tokens_details"]["accepted_prediction_tokens"], 0)
+        status, text = self.http("POST", "/v1/completions", {"prompt": prompt, "speculative": "yes"})
+        self.assertEqual(status, 400, text)
+        self.assertIn("speculative", text)
+        # An unknown enum value is refused with a message.
+        self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.generate, token_ids=ids, speculative=7,
+                         contains="speculative")
+
+    def test_speculative_stops_and_sessions_stay_in_step(self):
+        ids = self.tokenize("x y z x y z x y z x y z x y")
+        free = self.generate(token_ids=ids, stopping=pb.StoppingCriteria(max_new_tokens=30, ignore_eos=True),
+                             speculative=pb.SPECULATIVE_OFF)
+        tokens = [m.token_id for m in free[:-1]]
+        # A stop token late in the output, likely inside an accepted draft.
+        stop_id = tokens[20]
+        first = tokens.index(stop_id)
+        for mode in (pb.SPECULATIVE_OFF, pb.SPECULATIVE_ON):
+            sid = self.stub.CreateSession(pb.CreateSessionRequest(max_context=128), timeout=30).session.session_id
+            msgs = self.generate(token_ids=ids, session_id=sid, speculative=mode,
+                                 stopping=pb.StoppingCriteria(max_new_tokens=30, stop_token_ids=[stop_id]))
+            self.assertEqual([m.token_id for m in msgs[:-1]], tokens[:first + 1], mode)
+            self.assertEqual(msgs[-1].finish_reason, pb.FINISH_REASON_EOS)
+            info = self.stub.GetSession(pb.GetSessionRequest(session_id=sid), timeout=5).session
+            # The cache holds the prompt and every token but the last, not the drafts past the stop.
+            self.assertEqual(info.history_tokens, len(ids) + first + 1)
+            self.assertEqual(info.positions, info.history_tokens - 1)
+            # Continuing the session gives what a fresh computation gives.
+            more = self.generate(token_ids=[], session_id=sid, history_mode=pb.HISTORY_MODE_APPEND, speculative=mode,
+                                 stopping=pb.StoppingCriteria(max_new_tokens=12, ignore_eos=True))
+            whole = ids + tokens[:first + 1]
+            fresh = self.generate(token_ids=whole, speculative=pb.SPECULATIVE_OFF,
+                                  stopping=pb.StoppingCriteria(max_new_tokens=12, ignore_eos=True))
+            self.assertEqual([m.token_id for m in more[:-1]], [m.token_id for m in fresh[:-1]])
+            self.assertEqual(more[-1].usage.cached_tokens, len(whole) - 1)
+            self.stub.DeleteSession(pb.DeleteSessionRequest(session_id=sid), timeout=5)
+
     def test_cancellation_mid_stream(self):
         sid = self.stub.CreateSession(pb.CreateSessionRequest(max_context=512), timeout=30).session.session_id
         before = self.stub.GetStatus(pb.GetStatusRequest(), timeout=5).requests.cancelled

@@ -7,6 +7,8 @@
 //                   [--threads N] [--kv-bits 8|16] [--no-reference]
 //                   [--sessions N[,N...]] [--context N] [--context-fill copy|prefill]
 //                   [--prefill N] [--rounds N] [--prompt-file F]
+//                   [--prompt-chat F.json] [--speculative on|off|both] [--temperature T] [--speculative-draft K]
+//                   [--speculative-ngram MIN,MAX]
 //
 // --prompt-file: the prompt as text, tokenized with the model directory's
 //   tokenizer (instead of --prompt-tokens random ids). --json lists each
@@ -20,6 +22,15 @@
 //   (attention's cost does not depend on the cached values; a real prefill of
 //   thousands of positions takes minutes here), `prefill` runs the real thing.
 // --prefill: prefill tokens/s of an N-token prompt (default: --prompt-tokens).
+// --prompt-chat: the prompt as chat messages (a JSON array of {role,
+//   content}) through the model's chat template, thinking off; a last
+//   assistant message is the start of the answer, which the model continues.
+// --speculative: decode --decode tokens (until EOS) by prompt-lookup
+//   speculative decoding (daemon/sampling/speculative.h), plain decoding, or
+//   both alternated over --rounds rounds (fresh cache each, prefill untimed):
+//   decode tokens/s, CPU time, drafted/accepted tokens and the acceptance
+//   rate. Greedy unless --temperature > 0 (then seeded sampling with the
+//   model's top_k/top_p defaults).
 #include <bpf/bpf.h>
 #include <sys/resource.h>
 
@@ -44,6 +55,7 @@
 #include "engine/bpf_kv_cache.h"
 #include "model/model_dir.h"
 #include "reference/reference_backend.h"
+#include "sampling/speculative.h"
 #include "layout.h"  // QN_THREADS_LIMIT
 #include "tokenizer/tokenizer.h"
 
@@ -68,11 +80,16 @@ struct Options {
   int prefill = 0;             // prompt length of the prefill figure (0: prompt_tokens)
   int rounds = 2;              // interleaved rounds of the sessions/context figures
   std::string prompt_file;     // the prompt as text (tokenized), instead of random ids
+  std::string prompt_chat;     // chat messages (JSON), through the model's chat template
+  std::vector<bool> speculative;  // modes of the speculative figure: {} none, {false}, {true}, {false, true}
+  float temperature = 0;          // of the speculative figure (0: greedy)
+  qwen3::SpeculativeOptions spec;
 };
 
 Options parse(int argc, char** argv) {
   Options o;
-  std::string weights = "map", precision = "both", context_fill = "copy";
+  std::string weights = "map", precision = "both", context_fill = "copy", speculative;
+  std::vector<int> ngram;
   CLI::App app{"Speed and memory of the in-kernel backend on one model, for each weight path and precision,\n"
                "with the float reference timed on the same prompt in the same run."};
   qwen3::cli_parse::init(app, "qwen3-bpf-bench");
@@ -102,10 +119,34 @@ Options parse(int argc, char** argv) {
       ->check(CLI::Range(1, 65536));
   app.add_option("--prompt-file", o.prompt_file, "the prompt as text, tokenized with the model's tokenizer")
       ->check(CLI::ExistingFile);
+  app.add_option("--prompt-chat", o.prompt_chat,
+                 "the prompt as chat messages, a JSON array of {role, content}, through the model's chat template "
+                 "(thinking off)")
+      ->check(CLI::ExistingFile)
+      ->excludes("--prompt-file");
   app.add_option("--rounds", o.rounds, "interleaved rounds of the sessions/context figures")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
+  app.add_option("--speculative", speculative,
+                 "decode by prompt-lookup speculative decoding (on), plainly (off), or both alternated")
+      ->check(CLI::IsMember({"on", "off", "both"}));
+  app.add_option("--temperature", o.temperature, "sampling temperature of the --speculative figure (0: greedy)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
+  app.add_option("--speculative-draft", o.spec.max_draft, "longest draft")->capture_default_str()->check(CLI::Range(1, 15));
+  app.add_option("--speculative-ngram", ngram, "MIN,MAX: n-gram lengths the lookup tries")
+      ->delimiter(',')
+      ->expected(2)
+      ->check(CLI::Range(1, 16));
   if (int rc = qwen3::cli_parse::parse(app, argc, argv); rc >= 0) std::exit(rc);
+  if (speculative == "on") o.speculative = {true};
+  else if (speculative == "off") o.speculative = {false};
+  else if (speculative == "both") o.speculative = {false, true};
+  if (ngram.size() == 2) {
+    o.spec.min_ngram = ngram[0];
+    o.spec.max_ngram = ngram[1];
+    if (ngram[0] > ngram[1]) qwen3::cli_parse::usage_error(app, "--speculative-ngram MIN,MAX needs MIN <= MAX");
+  }
   if (weights == "both") o.paths = {qwen3::WeightPath::map, qwen3::WeightPath::arena};
   else o.paths = {qwen3::parse_weight_path(weights)};
   if (precision == "both") o.precisions = {qwen3::Precision::q24, qwen3::Precision::q8};
@@ -148,6 +189,14 @@ struct Run {
     double decode_ms = 0, cpu_ms = 0, ratio = 0;  // ratio: ms/token vs the short context, same rounds
   };
   std::vector<Context> context;  // [0] short (prompt_tokens), [1] long (--context)
+  struct Speculative {
+    bool on = false;
+    double wall_s = 0, cpu_s = 0;
+    uint64_t tokens = 0, steps = 0, drafted = 0, accepted = 0;
+    std::vector<int32_t> generated;  // of the last round
+    std::vector<double> round_tps, round_cpu_ms;  // per round: decode tokens/s, CPU ms per token
+  };
+  std::vector<Speculative> speculative;  // per mode of --speculative
 };
 
 // Prefill the prompt, then greedy-decode `decode` tokens, one at a time.
@@ -290,6 +339,71 @@ void time_context(qwen3::Backend& b, const Options& o, const std::vector<int32_t
   r.context.push_back({o.context, w[1] * 1000 / steps, c[1] * 1000 / steps, w[1] / w[0]});
 }
 
+// --speculative: one decode of up to o.decode tokens (stopping at EOS) after
+// the prompt, plain or speculative, on a fresh cache; adds to `f`.
+void time_speculative(qwen3::Backend& b, const Options& o, const std::vector<int32_t>& prompt, int round,
+                      Run::Speculative& f) {
+  const auto& cfg = b.config();
+  qwen3::SamplingParams sp;
+  sp.temperature = o.temperature;
+  if (o.temperature > 0) {
+    sp.top_k = cfg.default_top_k;
+    sp.top_p = cfg.default_top_p > 0 ? static_cast<float>(cfg.default_top_p) : 1.0f;
+    sp.seed = 1000 + round;
+  }
+  qwen3::Sampler sampler(sp);
+  const qwen3::ForwardWants wants = sampler.wants();
+  qwen3::SpeculativeDecoder spec(o.spec);
+  auto forward = [&b](qwen3::KvCache& kv, std::span<const int32_t> t, const qwen3::ForwardWants& w) {
+    return b.forward(kv, t, w);
+  };
+  auto kv = b.create_kv(static_cast<int>(prompt.size()) + o.decode + 1);
+  std::vector<int32_t> history = prompt;
+  history.push_back(sampler.sample(b.forward(*kv, prompt, wants).positions.back(), history));
+  std::vector<int32_t> out{history.back()};
+  auto is_eos = [&](int32_t id) {
+    return std::find(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end(), id) != cfg.eos_token_ids.end();
+  };
+  const double cpu0 = cpu_seconds();
+  const auto t0 = Clock::now();
+  while (static_cast<int>(out.size()) < o.decode && !is_eos(out.back())) {
+    const int room = o.decode - static_cast<int>(out.size());
+    std::vector<int32_t> step;
+    if (f.on) {
+      step = spec.step(forward, *kv, sampler, wants, history, room);
+    } else {
+      const int32_t last = history.back();
+      step = {sampler.sample(b.forward(*kv, std::span<const int32_t>(&last, 1), wants).positions.back(), history)};
+    }
+    for (int32_t t : step) {
+      history.push_back(t);
+      out.push_back(t);
+      if (is_eos(t)) break;
+    }
+    kv->truncate(static_cast<int>(history.size()) - 1);  // tokens drafted past EOS
+  }
+  const double wall = seconds_since(t0), cpu = cpu_seconds() - cpu0;
+  f.wall_s += wall;
+  f.cpu_s += cpu;
+  f.round_tps.push_back((out.size() - 1) / wall);
+  f.round_cpu_ms.push_back(cpu * 1000 / (out.size() - 1));
+  f.tokens += out.size() - 1;  // the first token came from the prefill
+  f.steps += spec.stats().steps;
+  f.drafted += spec.stats().drafted;
+  f.accepted += spec.stats().accepted;
+  f.generated = out;
+}
+
+// The median of the per-round ratios a[i] / b[i] (rounds alternate, so each
+// pair ran close in time: robust to a neighbour's burst that a total is not).
+double median_ratio(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> r;
+  for (size_t i = 0; i < a.size() && i < b.size(); i++) r.push_back(a[i] / b[i]);
+  if (r.empty()) return 0;
+  std::sort(r.begin(), r.end());
+  return r.size() % 2 ? r[r.size() / 2] : (r[r.size() / 2 - 1] + r[r.size() / 2]) / 2;
+}
+
 double load_average() {
   std::ifstream f("/proc/loadavg");
   double v = 0;
@@ -312,6 +426,29 @@ int main(int argc, char** argv) {
       std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
       prompt = qwen3::Tokenizer::load(o.model)->encode(text, false);
       if (prompt.empty()) throw qwen3::invalid_argument("--prompt-file " + o.prompt_file + " holds no tokens");
+      for (int32_t id : prompt)
+        if (id >= cfg.vocab_size)
+          throw qwen3::invalid_argument("the tokenizer of " + o.model + " gives id " + std::to_string(id) +
+                                        ", beyond the model's vocabulary of " + std::to_string(cfg.vocab_size));
+      o.prompt_tokens = static_cast<int>(prompt.size());
+    }
+    if (!o.prompt_chat.empty()) {
+      std::ifstream f(o.prompt_chat, std::ios::binary);
+      std::vector<qwen3::ChatMessage> messages;
+      try {
+        for (const auto& m : nlohmann::json::parse(f)) messages.push_back({m.at("role"), m.at("content")});
+      } catch (const nlohmann::json::exception& e) {
+        throw qwen3::invalid_argument("--prompt-chat " + o.prompt_chat +
+                                      ": expected a JSON array of {\"role\", \"content\"} objects (" + e.what() + ")");
+      }
+      auto tok = qwen3::Tokenizer::load(o.model);
+      // A last assistant message is the start of the answer (the model continues it).
+      std::string answer_start;
+      if (!messages.empty() && messages.back().role == "assistant") {
+        answer_start = messages.back().content;
+        messages.pop_back();
+      }
+      prompt = tok->encode(tok->apply_chat_template(messages, true, false) + answer_start, true);
       for (int32_t id : prompt)
         if (id >= cfg.vocab_size)
           throw qwen3::invalid_argument("the tokenizer of " + o.model + " gives id " + std::to_string(id) +
@@ -363,6 +500,12 @@ int main(int argc, char** argv) {
         if (o.prefill) r.prefill_n_tok_s = time_prefill(*b, prefill_prompt);
         if (!o.sessions.empty()) time_sessions(*b, o, prompt, cfg.vocab_size, r);
         if (o.context) time_context(*b, o, prompt, cfg.vocab_size, r);
+        for (bool on : o.speculative) {
+          r.speculative.emplace_back();
+          r.speculative.back().on = on;
+        }
+        for (int round = 0; round < o.rounds; round++)
+          for (auto& f : r.speculative) time_speculative(*b, o, prompt, round, f);
         runs.push_back(r);
       }
 
@@ -372,6 +515,7 @@ int main(int argc, char** argv) {
       j["prompt_tokens"] = o.prompt_tokens;
       j["prompt_ids"] = prompt;
       if (!o.prompt_file.empty()) j["prompt_file"] = o.prompt_file;
+      if (!o.prompt_chat.empty()) j["prompt_chat"] = o.prompt_chat;
       j["decode_tokens"] = o.decode;
       j["threads"] = o.threads;
       j["kv_bits"] = o.kv_bits;
@@ -413,6 +557,31 @@ int main(int argc, char** argv) {
                           {"decode_cpu_ms_per_token", c.cpu_ms},
                           {"ratio_vs_short_context", c.ratio}});
           x["context"] = cs;
+        }
+        if (!r.speculative.empty()) {
+          nlohmann::json ss = nlohmann::json::array();
+          for (auto& f : r.speculative)
+            ss.push_back({{"speculative", f.on},
+                          {"decode_tokens", f.tokens},
+                          {"decode_tokens_per_second", f.tokens / f.wall_s},
+                          {"decode_cpu_ms_per_token", f.cpu_s * 1000 / f.tokens},
+                          {"verification_steps", f.steps},
+                          {"draft_tokens", f.drafted},
+                          {"accepted_tokens", f.accepted},
+                          {"acceptance_rate", f.drafted ? double(f.accepted) / f.drafted : 0.0},
+                          {"speedup_vs_plain", r.speculative.size() == 2 ? (f.tokens / f.wall_s) /
+                                                   (r.speculative[0].tokens / r.speculative[0].wall_s) : 1.0},
+                          {"round_tokens_per_second", f.round_tps},
+                          {"round_cpu_ms_per_token", f.round_cpu_ms},
+                          {"generated_ids", f.generated}});
+          x["speculative"] = {{"temperature", o.temperature}, {"max_draft", o.spec.max_draft},
+                              {"ngram", {o.spec.min_ngram, o.spec.max_ngram}}, {"modes", ss}};
+          if (r.speculative.size() == 2) {
+            const auto &off = r.speculative[0], &on = r.speculative[1];
+            x["speculative"]["same_tokens"] = off.generated == on.generated;
+            x["speculative"]["median_round_speedup"] = median_ratio(on.round_tps, off.round_tps);
+            x["speculative"]["median_round_cpu_speedup"] = median_ratio(off.round_cpu_ms, on.round_cpu_ms);
+          }
         }
         if (o.reference && r.name == "bpf") {
           x["decode_ratio_vs_reference"] = r.decode_ms / ref.decode_ms;
@@ -482,6 +651,31 @@ int main(int argc, char** argv) {
         for (auto& c : r.context)
           std::printf("%-6s %-5s %16d %14.1f %12.1f %15.2fx\n", r.weights.c_str(), r.precision.c_str(), c.positions,
                       c.decode_ms, c.cpu_ms, c.ratio);
+    }
+    if (!o.speculative.empty()) {
+      std::printf("speculative decoding (%d rounds, modes alternated; %s; draft <= %d, n-grams %d..%d):\n", o.rounds,
+                  o.temperature > 0 ? ("sampled, temperature " + std::to_string(o.temperature)).c_str() : "greedy",
+                  o.spec.max_draft, o.spec.min_ngram, o.spec.max_ngram);
+      std::printf("%-6s %-5s %-5s %8s %12s %10s %8s %9s %9s %11s %10s\n", "path", "prec", "spec", "tokens",
+                  "decode t/s", "cpu ms/t", "steps", "drafted", "accepted", "acceptance", "vs plain");
+      for (auto& r : runs)
+        for (auto& f : r.speculative) {
+          const double tps = f.tokens / f.wall_s;
+          const double plain = r.speculative[0].tokens / r.speculative[0].wall_s;
+          std::printf("%-6s %-5s %-5s %8llu %12.1f %10.1f %8llu %9llu %9llu %10.1f%% %9.2fx\n", r.weights.c_str(),
+                      r.precision.c_str(), f.on ? "on" : "off", (unsigned long long)f.tokens, tps,
+                      f.cpu_s * 1000 / f.tokens, (unsigned long long)f.steps, (unsigned long long)f.drafted,
+                      (unsigned long long)f.accepted, f.drafted ? 100.0 * f.accepted / f.drafted : 0.0,
+                      r.speculative.size() == 2 ? tps / plain : 1.0);
+        }
+      for (auto& r : runs)
+        if (r.speculative.size() == 2) {
+          const auto &off = r.speculative[0], &on = r.speculative[1];
+          std::printf("%s %s: median of the per-round ratios: %.2fx tokens/s, %.2fx less CPU per token; same tokens "
+                      "with and without speculation: %s\n",
+                      r.weights.c_str(), r.precision.c_str(), median_ratio(on.round_tps, off.round_tps),
+                      median_ratio(off.round_cpu_ms, on.round_cpu_ms), off.generated == on.generated ? "yes" : "NO");
+        }
     }
     std::printf("peak resident memory of this process: %.0f MiB (1-minute load average %.1f)\n",
                 rss_bytes("VmHWM:") / 1048576.0, load_average());

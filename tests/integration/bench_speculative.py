@@ -1,0 +1,92 @@
+#!/usr/bin/python3
+"""Speculative decoding through qwen3-bpfd's gRPC API: the same chat request
+(default: tools/bench/prompts/xdp-repair.json) with SPECULATIVE_OFF and
+SPECULATIVE_ON alternated over --rounds rounds; decode tokens/s as the daemon
+reports it (Timings), draft/accepted tokens, and whether the tokens agree.
+Prints numbers; asserts nothing about speed.
+
+usage: bench_speculative.py --daemon BUILD/daemon/service/qwen3-bpfd --model DIR
+                            [--precision q24|q8] [--tokens 150] [--rounds 3] [--temperature 0]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daemon_test  # noqa: E402  (stub generation)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--daemon", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--precision", default="q24")
+    ap.add_argument("--tokens", type=int, default=150)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--chat", default=os.path.join(HERE, "../../tools/bench/prompts/xdp-repair.json"))
+    ap.add_argument("--proto-dir", default=os.path.join(HERE, "../../proto"))
+    args = ap.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="qwen3-bpfd-spec-")
+    daemon_test.PROTO_DIR = os.path.abspath(args.proto_dir)
+    daemon_test.generate_stubs(os.path.join(tmp, "stubs"))
+    pb, rpc = daemon_test.pb, daemon_test.pb_grpc
+    sock = os.path.join(tmp, "s.sock")
+    conf = os.path.join(tmp, "c.conf")
+    with open(conf, "w") as f:
+        f.write(f"model_dir = {os.path.abspath(args.model)}\nsocket_path = {sock}\nprecision = {args.precision}\n"
+                f"http_socket = off\nlog_level = warn\nstate_dir = {tmp}\npersist_sessions = false\n")
+    with open(args.chat) as f:
+        messages = [pb.ChatMessage(role=m["role"], content=m["content"]) for m in json.load(f)]
+    proc = subprocess.Popen([args.daemon, "--config", conf, "--foreground"], stderr=subprocess.DEVNULL)
+    try:
+        while not os.path.exists(sock):
+            time.sleep(0.02)
+        stub = rpc.Qwen3BpfStub(grpc.insecure_channel("unix:" + sock))
+        while stub.GetStatus(pb.GetStatusRequest(), timeout=5).load_state != pb.LOAD_STATE_READY:
+            time.sleep(0.05)
+
+        def run(mode, seed):
+            msgs = list(stub.Generate(pb.GenerateRequest(
+                messages=messages, speculative=mode,
+                sampling=pb.SamplingParams(temperature=args.temperature, top_k=20, top_p=0.9, seed=seed),
+                stopping=pb.StoppingCriteria(max_new_tokens=args.tokens, ignore_eos=True)), timeout=600))
+            return [m.token_id for m in msgs[:-1]], msgs[-1]
+
+        figures = {pb.SPECULATIVE_OFF: [], pb.SPECULATIVE_ON: []}
+        tokens = {}
+        for r in range(args.rounds):
+            for mode in (pb.SPECULATIVE_OFF, pb.SPECULATIVE_ON):
+                ids, last = run(mode, 1000 + r)
+                figures[mode].append(last)
+                tokens.setdefault(mode, ids)
+        for mode, name in ((pb.SPECULATIVE_OFF, "off"), (pb.SPECULATIVE_ON, "on")):
+            f = figures[mode]
+            tps = [m.timings.decode_tokens_per_second for m in f]
+            d = sum(m.usage.speculative_draft_tokens for m in f)
+            a = sum(m.usage.speculative_accepted_tokens for m in f)
+            print(f"speculative {name:3}: decode tok/s per round {', '.join(f'{x:.1f}' for x in tps)}; "
+                  f"drafted {d}, accepted {a} ({100.0 * a / d if d else 0:.1f}%)")
+        ratios = sorted(on.timings.decode_tokens_per_second / off.timings.decode_tokens_per_second
+                        for off, on in zip(figures[pb.SPECULATIVE_OFF], figures[pb.SPECULATIVE_ON]))
+        print(f"median per-round speedup {ratios[len(ratios) // 2]:.2f}x; same tokens (first round): "
+              f"{tokens[pb.SPECULATIVE_OFF] == tokens[pb.SPECULATIVE_ON]}")
+    finally:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
