@@ -303,8 +303,10 @@ grpc::Status Qwen3BpfService::GenerateVerified(grpc::ServerContext* ctx, const p
       const int cap = rt.sessions->limits().max_context - static_cast<int>(o.tokens.size());
       if (cap < 1) throw invalid_argument("the task and diagnostics do not fit the context");
       o.max_new_tokens = std::min(req->max_new_tokens() == 0 ? 1024 : req->max_new_tokens(), cap);
-      o.cancelled = core_.cancellation([ctx] { return ctx->IsCancelled(); });
-      const auto r = run_generate(rt, o, [](const GeneratedToken&) { return true; });
+      o.cancelled = [ctx] { return ctx->IsCancelled(); };
+      // Through the core like any generation: the config's `speculative`, the
+      // counters and the metrics apply to the attempts too.
+      const auto r = core_.generate(std::move(o), [](const GeneratedToken&) { return true; });
       if (r.finish == FinishReason::cancelled) throw unavailable("cancelled");
       return r.text;
     };
