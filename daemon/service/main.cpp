@@ -116,6 +116,7 @@ void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener
   note("default_context", std::to_string(current.default_context), std::to_string(next.default_context), true);
   note("max_context", std::to_string(current.max_context), std::to_string(next.max_context), true);
   note("default_max_new_tokens", std::to_string(current.default_max_new_tokens), std::to_string(next.default_max_new_tokens), true);
+  note("speculative", current.speculative ? "on" : "off", next.speculative ? "on" : "off", true);
   note("socket_group", current.socket_group, next.socket_group, true);
   note("admin_group", current.admin_group, next.admin_group, true);
   note("model_dir", current.effective_model_dir(), next.effective_model_dir(), false);
@@ -140,6 +141,7 @@ void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener
   if (Runtime* rt = host.runtime_if_ready()) rt->sessions->set_limits(session_limits_from(next, rt->backend->config()));
   listener.set_groups(next.socket_group, next.admin_group);
   core.set_default_max_new_tokens(next.default_max_new_tokens);
+  core.set_default_speculative(next.speculative);
   // Keys that need a restart keep their running values.
   next.model_dir = current.model_dir;
   next.backend = current.backend;

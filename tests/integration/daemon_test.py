@@ -228,7 +228,7 @@ class DaemonTest(unittest.TestCase):
         cls.vocab = cls.stub.GetStatus(pb.GetStatusRequest(), timeout=5).model.vocab_size
 
     @classmethod
-    def write_config(cls, log_level, admin_group="", socket_group="nogroup"):
+    def write_config(cls, log_level, admin_group="", socket_group="nogroup", speculative="on"):
         with open(cls.config_path, "w") as f:
             f.write(f"""# integration test configuration
 model_dir = {MODEL}
@@ -236,6 +236,7 @@ backend = {BACKEND}
 socket_path = {cls.socket_path}
 socket_group = {socket_group}   # nogroup: nobody is a member, daemon is not
 admin_group = {admin_group}
+speculative = {speculative}
 max_sessions = 4
 kv_budget_mib = {KV_BUDGET_MIB}
 session_ttl_seconds = 600
@@ -543,6 +544,23 @@ state_dir = {cls.tmp}/state
         # An unknown enum value is refused with a message.
         self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.generate, token_ids=ids, speculative=7,
                          contains="speculative")
+
+    def test_speculative_default_follows_a_reload(self):
+        ids = self.tokenize("a b c d a b c d a b c d a b c d a b")
+        stopping = pb.StoppingCriteria(max_new_tokens=24, ignore_eos=True)
+        try:
+            self.reload_with(speculative="off")
+            off = self.generate(token_ids=ids, stopping=stopping)
+            self.assertEqual(off[-1].usage.speculative_draft_tokens, 0)  # the new default applies
+            on = self.generate(token_ids=ids, stopping=stopping, speculative=pb.SPECULATIVE_ON)
+            self.assertGreater(on[-1].usage.speculative_draft_tokens, 0)  # a request still overrides it
+            self.assertEqual([m.token_id for m in on], [m.token_id for m in off])
+            self.reload_with(speculative="on")
+            self.assertGreater(self.generate(token_ids=ids, stopping=stopping)[-1].usage.speculative_draft_tokens, 0)
+        finally:
+            self.write_config(log_level="info")
+            self.proc.send_signal(signal.SIGHUP)
+            time.sleep(0.5)
 
     def test_speculative_stops_and_sessions_stay_in_step(self):
         ids = self.tokenize("x y z x y z x y z x y z x y")
@@ -865,7 +883,7 @@ state_dir = {cls.tmp}/state
         self.assertEqual(self.run_as("nobody", listing), "[]\nOK")
 
     def reload_with(self, **keys):
-        """Rewrites the config with `keys` (admin_group, socket_group), sends SIGHUP and
+        """Rewrites the config with `keys` (admin_group, socket_group, speculative), sends SIGHUP and
         waits until the daemon logs each of them as in force."""
         before = {k: self.daemon_log().count(f"reload: {k}") for k in keys}
         self.write_config(log_level="info", **keys)
