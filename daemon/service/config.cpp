@@ -94,9 +94,10 @@ void set_config_value(DaemonConfig& c, const std::string& key, const std::string
   } else if (key == "default_max_new_tokens") {
     c.default_max_new_tokens = parse_int(key, value, where, 1, 1 << 20);
   } else if (key == "speculative") {
-    if (value == "on" || value == "true" || value == "yes" || value == "1") c.speculative = true;
+    if (value == "auto") c.speculative.reset();
+    else if (value == "on" || value == "true" || value == "yes" || value == "1") c.speculative = true;
     else if (value == "off" || value == "false" || value == "no" || value == "0") c.speculative = false;
-    else throw invalid_argument(where + ": speculative must be on or off (got '" + value + "')");
+    else throw invalid_argument(where + ": speculative must be auto, on or off (got '" + value + "')");
   } else if (key == "prefill_chunk") {
     c.prefill_chunk = parse_int(key, value, where, 1, 4096);
   } else if (key == "log_level") {
@@ -189,6 +190,8 @@ LoopbackAddress parse_loopback_address(const std::string& value, const std::stri
   return a;
 }
 
+std::string speculative_text(const std::optional<bool>& s) { return !s ? "auto" : *s ? "on" : "off"; }
+
 std::map<std::string, std::string> describe_config(const DaemonConfig& c) {
   return {
       {"model_dir", c.effective_model_dir() + (c.uses_default_model() ? " (default model)" : "")},
@@ -207,7 +210,7 @@ std::map<std::string, std::string> describe_config(const DaemonConfig& c) {
       {"max_context", std::to_string(c.max_context)},
       {"default_max_new_tokens", std::to_string(c.default_max_new_tokens)},
       {"prefill_chunk", std::to_string(c.prefill_chunk)},
-      {"speculative", c.speculative ? "on" : "off"},
+      {"speculative", speculative_text(c.speculative)},
       {"log_level", c.log_level},
       {"state_dir", c.state_dir},
       {"persist_sessions", c.persist_sessions ? "true" : "false"},

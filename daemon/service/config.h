@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 namespace qwen3 {
@@ -25,7 +26,9 @@ struct DaemonConfig {
   int max_context = 8192;
   int default_max_new_tokens = 256;
   int prefill_chunk = 64;
-  bool speculative = true;          // prompt-lookup speculative decoding for requests that do not say
+  // Prompt-lookup speculative decoding for requests that do not say: on, off,
+  // or auto (unset): on where it pays (speculation_pays: not for bpf q8).
+  std::optional<bool> speculative;
   std::string log_level = "info";   // trace|debug|info|warn|error|critical|off
   std::string state_dir = "/var/lib/qwen3-bpfd";
   bool persist_sessions = true;     // save sessions at shutdown, restore them at start
@@ -63,5 +66,7 @@ struct LoopbackAddress {
 LoopbackAddress parse_loopback_address(const std::string& value, const std::string& where);
 // The keys and values, for logs and --check.
 std::map<std::string, std::string> describe_config(const DaemonConfig& config);
+// "auto", "on" or "off".
+std::string speculative_text(const std::optional<bool>& speculative);
 
 }  // namespace qwen3

@@ -247,7 +247,7 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   Steady::time_point last_token = t_decode;
   // Logprobs come from the plain step's scores; those requests decode plainly.
   std::optional<SpeculativeDecoder> spec;
-  if (o.speculative.value_or(true) && o.logprobs == 0) spec.emplace();
+  if (o.speculative.value_or(speculation_pays(rt.backend->info())) && o.logprobs == 0) spec.emplace();
   auto forward = [&](KvCache& kv, std::span<const int32_t> tokens, const ForwardWants& w) {
     return rt.scheduler->run(kv, tokens, w, o.cancelled);
   };
@@ -381,7 +381,7 @@ ResolvedSampling resolve_sampling(const SamplingRequest& r, const ModelConfig& m
 
 InferenceCore::InferenceCore(ModelHost& host) : host_(host), started_(std::chrono::steady_clock::now()) {
   default_max_new_tokens_ = host.config().default_max_new_tokens;
-  default_speculative_ = host.config().speculative;
+  set_default_speculative(host.config().speculative);
 }
 
 Runtime& InferenceCore::runtime_for_work() {
@@ -419,7 +419,10 @@ GenerateOutcome InferenceCore::generate(GenerateOptions o, const std::function<b
   Runtime& rt = runtime_for_work();
   o.cancelled = cancellation(std::move(o.cancelled));
   o.metrics = &metrics_;
-  if (!o.speculative) o.speculative = default_speculative_.load();
+  if (!o.speculative) {
+    const int d = default_speculative_.load();
+    o.speculative = d == kAuto ? speculation_pays(rt.backend->info()) : d == kOn;
+  }
   GenerateOutcome r = run_generate(rt, o, emit);
   metrics_.count_speculative(r.draft_tokens, r.accepted_tokens);
   counters_.prompt_tokens += r.prompt_tokens - r.cached_tokens;

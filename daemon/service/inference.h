@@ -153,8 +153,9 @@ class InferenceCore {
   void begin_shutdown() { shutting_down_ = true; }
   bool shutting_down() const { return shutting_down_; }
   void set_default_max_new_tokens(int n) { default_max_new_tokens_ = n; }
-  // Whether requests that do not say use speculative decoding (config `speculative`).
-  void set_default_speculative(bool on) { default_speculative_ = on; }
+  // Whether requests that do not say use speculative decoding (config
+  // `speculative`: on, off, or nullopt = auto, on where speculation_pays()).
+  void set_default_speculative(std::optional<bool> on) { default_speculative_ = !on ? kAuto : *on ? kOn : kOff; }
   // 0 (or absent): the configured default; must be >= 0.
   int max_new_tokens(int requested) const;
 
@@ -174,7 +175,8 @@ class InferenceCore {
   ModelHost& host_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<int> default_max_new_tokens_{256};
-  std::atomic<bool> default_speculative_{true};
+  static constexpr int kAuto = 0, kOn = 1, kOff = 2;
+  std::atomic<int> default_speculative_{kAuto};
   RequestCounters counters_;
   ServiceMetrics metrics_;
   std::chrono::steady_clock::time_point started_;

@@ -116,7 +116,7 @@ void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener
   note("default_context", std::to_string(current.default_context), std::to_string(next.default_context), true);
   note("max_context", std::to_string(current.max_context), std::to_string(next.max_context), true);
   note("default_max_new_tokens", std::to_string(current.default_max_new_tokens), std::to_string(next.default_max_new_tokens), true);
-  note("speculative", current.speculative ? "on" : "off", next.speculative ? "on" : "off", true);
+  note("speculative", speculative_text(current.speculative), speculative_text(next.speculative), true);
   note("socket_group", current.socket_group, next.socket_group, true);
   note("admin_group", current.admin_group, next.admin_group, true);
   note("model_dir", current.effective_model_dir(), next.effective_model_dir(), false);

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "scheduler/scheduler.h"
+#include "sampling/speculative.h"
 #include "service/config.h"
 #include "service/inference.h"
 #include "service/metrics.h"
@@ -819,21 +820,33 @@ TEST(Config, KvBitsIsEightOrSixteen) {
   EXPECT_EQ(c.kv_bits, 16);
 }
 
-TEST(Config, SpeculativeIsOnOrOff) {
+TEST(Config, SpeculativeIsAutoOnOrOff) {
   DaemonConfig c;
-  EXPECT_TRUE(c.speculative);  // on by default (issue 11)
+  EXPECT_FALSE(c.speculative.has_value());  // auto by default: on where it pays (issue 11)
+  EXPECT_EQ(describe_config(c).at("speculative"), "auto");
   set_config_value(c, "speculative", "off", "test.conf:1");
-  EXPECT_FALSE(c.speculative);
+  EXPECT_EQ(c.speculative, std::optional<bool>(false));
   EXPECT_EQ(describe_config(c).at("speculative"), "off");
   set_config_value(c, "speculative", "on", "test.conf:2");
-  EXPECT_TRUE(c.speculative);
+  EXPECT_EQ(c.speculative, std::optional<bool>(true));
   try {
     set_config_value(c, "speculative", "maybe", "test.conf:3");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("test.conf:3: speculative must be on or off (got 'maybe')"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("test.conf:3: speculative must be auto, on or off (got 'maybe')"),
+              std::string::npos);
   }
-  EXPECT_TRUE(c.speculative);
+  EXPECT_EQ(c.speculative, std::optional<bool>(true));
+  set_config_value(c, "speculative", "auto", "test.conf:4");
+  EXPECT_FALSE(c.speculative.has_value());
+}
+
+TEST(Speculation, PaysWhereAPassStreamsTheWeightsOnce) {
+  // The BPF q8 block kernel costs the same per position in a pass as alone
+  // (docs/performance.md), so auto leaves speculation off there.
+  EXPECT_FALSE(speculation_pays({.name = "bpf", .precision = "q8"}));
+  EXPECT_TRUE(speculation_pays({.name = "bpf", .precision = "q24"}));
+  EXPECT_TRUE(speculation_pays({.name = "reference", .precision = "f32"}));
 }
 
 TEST(Config, ErrorsNameTheKeyAndLine) {

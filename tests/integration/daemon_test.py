@@ -228,7 +228,7 @@ class DaemonTest(unittest.TestCase):
         cls.vocab = cls.stub.GetStatus(pb.GetStatusRequest(), timeout=5).model.vocab_size
 
     @classmethod
-    def write_config(cls, log_level, admin_group="", socket_group="nogroup", speculative="on"):
+    def write_config(cls, log_level, admin_group="", socket_group="nogroup", speculative="auto"):
         with open(cls.config_path, "w") as f:
             f.write(f"""# integration test configuration
 model_dir = {MODEL}
