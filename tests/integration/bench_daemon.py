@@ -10,7 +10,6 @@ usage: bench_daemon.py --daemon BUILD/daemon/service/qwen3-bpfd --model DIR
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -41,15 +40,11 @@ def main():
     with open(conf, "w") as f:
         f.write(f"model_dir = {os.path.abspath(args.model)}\nbackend = {args.backend}\nsocket_path = {sock}\n"
                 f"log_level = warn\nstate_dir = {tmp}\n")
-    proc = subprocess.Popen([args.daemon, "--config", conf], stderr=subprocess.DEVNULL)
+    t0 = time.time()
+    proc = daemon_test.start_daemon(conf, os.path.join(tmp, "daemon.log"), sock, 600, daemon=args.daemon)
+    load_s = time.time() - t0
     try:
-        while not os.path.exists(sock):
-            time.sleep(0.02)
         stub = rpc.Qwen3BpfStub(grpc.insecure_channel("unix:" + sock))
-        t0 = time.time()
-        while stub.GetStatus(pb.GetStatusRequest(), timeout=5).load_state != pb.LOAD_STATE_READY:
-            time.sleep(0.05)
-        load_s = time.time() - t0
         st = stub.GetStatus(pb.GetStatusRequest(), timeout=5)
 
         def run(prompt):

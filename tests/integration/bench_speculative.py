@@ -13,10 +13,8 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 
 import grpc
 
@@ -49,13 +47,9 @@ def main():
                 f"http_socket = off\nlog_level = warn\nstate_dir = {tmp}\npersist_sessions = false\n")
     with open(args.chat) as f:
         messages = [pb.ChatMessage(role=m["role"], content=m["content"]) for m in json.load(f)]
-    proc = subprocess.Popen([args.daemon, "--config", conf, "--foreground"], stderr=subprocess.DEVNULL)
+    proc = daemon_test.start_daemon(conf, os.path.join(tmp, "daemon.log"), sock, 600, daemon=args.daemon)
     try:
-        while not os.path.exists(sock):
-            time.sleep(0.02)
         stub = rpc.Qwen3BpfStub(grpc.insecure_channel("unix:" + sock))
-        while stub.GetStatus(pb.GetStatusRequest(), timeout=5).load_state != pb.LOAD_STATE_READY:
-            time.sleep(0.05)
 
         def run(mode, seed):
             msgs = list(stub.Generate(pb.GenerateRequest(

@@ -65,12 +65,13 @@ def generate_stubs(out_dir):
     pb, pb_grpc, health_pb, health_grpc = qwen3bpf_pb2, qwen3bpf_pb2_grpc, health_pb2, health_pb2_grpc
 
 
-def start_daemon(config_path, log_path, socket_path, timeout_s):
-    """Starts qwen3-bpfd with `config_path`, its output appended to `log_path`, and
-    returns the process once it answers READY on `socket_path`; raises
-    AssertionError with the log when it exits or is not ready in time."""
+def start_daemon(config_path, log_path, socket_path, timeout_s, daemon=None):
+    """Starts qwen3-bpfd (`daemon`, else $QWEN3_BPFD) with `config_path`, its output
+    appended to `log_path`, and returns the process once it answers READY on
+    `socket_path`; raises AssertionError with the log when it exits or is not
+    ready in time."""
     with open(log_path, "a") as log:
-        proc = subprocess.Popen([DAEMON, "--config", config_path], stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([daemon or DAEMON, "--config", config_path], stdout=log, stderr=subprocess.STDOUT)
     stub = pb_grpc.Qwen3BpfStub(grpc.insecure_channel("unix:" + socket_path))
     deadline = time.monotonic() + timeout_s
     while True:
