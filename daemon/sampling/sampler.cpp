@@ -168,6 +168,20 @@ int32_t Sampler::draw(const TokenDistribution& dist) {
   return dist.tokens.back().first;  // rounding left r just above the sum
 }
 
+int32_t Sampler::draw_excluding(const TokenDistribution& dist, int32_t excluded) {
+  const double p = dist.prob_of(excluded);
+  double r = uniform() * (1.0 - p);
+  int32_t last = -1;
+  for (const auto& [id, q] : dist.tokens) {
+    if (id == excluded) continue;
+    if (r < q) return id;
+    r -= q;
+    last = id;
+  }
+  if (last < 0) throw Error("sampler: nothing to draw once the rejected draft token is excluded");
+  return last;  // rounding left r just above the sum
+}
+
 double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
 
 std::vector<std::pair<int32_t, float>> Sampler::top_logprobs(const PositionLogits& scores, int n) {

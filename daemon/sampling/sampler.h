@@ -34,6 +34,11 @@ class Sampler {
   // distribution() reads no random state.
   TokenDistribution distribution(const PositionLogits& scores, std::span<const int32_t> history) const;
   int32_t draw(const TokenDistribution& dist);
+  // A draw from `dist` without `excluded` (whose probability is p): the uniform
+  // draw is scaled to [0, 1 - p) and the walk skips it, so the probabilities
+  // themselves are used as computed (in BPF for the BPF backend). `dist` must
+  // hold another token.
+  int32_t draw_excluding(const TokenDistribution& dist, int32_t excluded);
   // A uniform draw in [0, 1) from the same seeded generator.
   double uniform();
   bool greedy() const { return params_.temperature < kMinSamplingTemperature; }

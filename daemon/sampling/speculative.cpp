@@ -104,15 +104,15 @@ SpeculativeDecoder::Verdict SpeculativeDecoder::verify(Sampler& sampler, const F
       ++v.accepted;
       continue;
     }
-    if (p > 0.0) {  // d rejected: draw from p with d removed and renormalised
-      std::erase_if(dist.tokens, [d](const auto& t) { return t.first == d; });
-      for (auto& t : dist.tokens) t.second /= 1.0 - p;
-      if (dist.tokens.empty()) {  // rounding put p(d) just below 1; d is all there is
+    if (p > 0.0) {  // d rejected: draw from p with d removed (renormalised by the draw)
+      if (dist.tokens.size() == 1) {  // rounding put p(d) just below 1; d is all there is
         v.tokens.push_back(d);
         seen.push_back(d);
         ++v.accepted;
         continue;
       }
+      v.tokens.push_back(sampler.draw_excluding(dist, d));
+      break;
     }
     v.tokens.push_back(sampler.draw(dist));
     break;

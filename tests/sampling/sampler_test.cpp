@@ -128,6 +128,22 @@ TEST(Sampler, DistributionIsTheKeptSetRenormalised) {
   EXPECT_EQ(g.tokens[0].second, 1.0);
 }
 
+TEST(Sampler, DrawExcludingFollowsTheRestRenormalised) {
+  // {0: 0.5, 1: 0.3, 2: 0.2} without 0: 1 with 0.6, 2 with 0.4; 0 never.
+  Sampler s({.temperature = 1.0f, .seed = 11});
+  TokenDistribution d;
+  d.tokens = {{0, 0.5}, {1, 0.3}, {2, 0.2}};
+  std::map<int32_t, int> counts;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) counts[s.draw_excluding(d, 0)]++;
+  EXPECT_EQ(counts.count(0), 0u);
+  EXPECT_NEAR(double(counts[1]) / n, 0.6, 0.02);
+  EXPECT_NEAR(double(counts[2]) / n, 0.4, 0.02);
+  TokenDistribution only;
+  only.tokens = {{5, 1.0}};
+  EXPECT_THROW(s.draw_excluding(only, 5), Error);
+}
+
 TEST(Sampler, MinPDropsUnlikelyTokens) {
   // p = {0.6, 0.3, 0.1}: min_p 0.2 drops token 2 (0.1 < 0.2 * 0.6).
   Sampler s({.temperature = 1.0f, .min_p = 0.2f, .seed = 9});
