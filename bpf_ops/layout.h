@@ -101,6 +101,8 @@ struct qn_att_head {
   qn_u64 sum;  /* softmax: sum of exp weights */
   qn_s64 sq;   /* query shift */
   qn_s64 lb;   /* kv8: log2 of the Hadamard block */
+  qn_s64 voct; /* kv8: largest V scale octave over the cached positions */
+  qn_u64 inv;  /* kv8: qn_kv8_prob_inv(sum), once the sum is complete */
 };
 QN_INLINE qn_u32 qn_att_scores_off(qn_u32 g, qn_u32 ctx, qn_u32 hd, qn_u32 j) { return j * ctx * 4; }
 QN_INLINE qn_u32 qn_att_acc_off(qn_u32 g, qn_u32 ctx, qn_u32 hd, qn_u32 j) { return g * ctx * 4 + j * hd * 8; }

@@ -482,7 +482,7 @@ QN_INLINE qn_s32 qn_kv8_word(qn_s32 kcode, qn_s32 vcode) {
 QN_INLINE qn_s64 qn_kv8_kcode(qn_s64 word) { return word >> QN_KV8_V_BITS; }
 QN_INLINE qn_s64 qn_kv8_vcode(qn_s64 word) { return (qn_s64)((qn_u64)word << (64 - QN_KV8_V_BITS)) >> (64 - QN_KV8_V_BITS); }
 
-/* Score of one cached key from dot = sum (Hq >> sq)_i * code_i (|dot| < 2^33):
+/* Score of one cached key from dot = sum (Hq >> sq)_i * code_i (|dot| < 2^31):
  * score_Q16 = dot * S(e) * 2^(sq - 8) / (255 * 2^16 * B * sqrt(d))
  *           = (dot * mant >> 16) * c_q24 >> (32 + lb - sq - oct),
  * c_q24 = qn_attn_scale_q24(head_dim, 255) = 2^24 / (255 sqrt(d)). */
@@ -493,12 +493,31 @@ QN_INLINE qn_s32 qn_kv8_score(qn_s64 dot, qn_s64 e, int sq, int lb, qn_s64 c_q24
   return qn_sat32(qn_round_shift(t << up, (int)qn_max64(sh, 0)));
 }
 
-/* Weight of one cached value vector: p * (its max in Q16) * 2^8 (< 2^47). */
-QN_INLINE qn_s64 qn_kv8_vweight(qn_s64 p_q30, qn_s64 e) {
-  return qn_round_shift(p_q30 * qn_kv8_mant(e & 7), 30 + QN_KV8_UNIT_SHIFT - QN_VW_EXTRA - (int)(e >> 3));
+/* Two query heads share each 64-bit multiply of the compact layout's
+ * attention (ops_attention.h): the operand x0 + x1 * 2^32 times y sums to
+ * s0 + s1 * 2^32 (mod 2^64), and both lane sums come back exactly while
+ * |s0|, |s1| < 2^31. Hence the query's 15 bits, not 17: |sum q * kcode| <=
+ * 2^15 * 255 * 256 < 2^31 for head_dim <= 256 (model_plan), and value weights
+ * of at most 2^24 (below). */
+#define QN_KV8_Q_BITS 15
+QN_INLINE qn_u64 qn_lanes(qn_s64 x0, qn_s64 x1) { return (qn_u64)x0 + ((qn_u64)x1 << 32); }
+QN_INLINE qn_s64 qn_lane_lo(qn_u64 t) { return (qn_s64)(qn_s32)(qn_u32)t; }
+QN_INLINE qn_s64 qn_lane_hi(qn_u64 t) { return (qn_s64)(t - (qn_u64)qn_lane_lo(t)) >> 32; }
+
+/* Weight of one cached value vector, relative to m, the largest V scale
+ * octave (e >> 3) over the cached positions: p * mant(e) * 2^(oct - m - 22)
+ * <= 2^30 * 60097 * 2^-22 < 2^24. Then sum_i w_i <= (2^30 + n/2) * 60097 *
+ * 2^-22 + n/2 (each rounding adds <= 1/2) and 63 * sum_i w_i < 2^31 for any
+ * n < 2^20 cached positions: the lanes above hold. */
+#define QN_KV8_VW_SHIFT 22
+QN_INLINE qn_s64 qn_kv8_vweight(qn_s64 p_q30, qn_s64 e, qn_s64 m) {
+  return qn_round_shift(p_q30 * qn_kv8_mant(e & 7), (int)(QN_KV8_VW_SHIFT + m - (e >> 3)));
 }
-/* Rotated output element, 8 bits finer than Q16, from sum_i w_i * vcode_i. */
-QN_INLINE qn_s64 qn_kv8_out_rot(qn_s64 acc) { return qn_div_round(acc, QN_KV8_V_LEVELS); }
+/* Rotated output element, 8 bits finer than Q16, from sum_i w_i * vcode_i:
+ * w_i * 2^(m - 8) is p * S(e) in the Q24 of the int16 layout's weights. */
+QN_INLINE qn_s64 qn_kv8_out_rot(qn_s64 acc, qn_s64 m) {
+  return qn_div_round(acc * ((qn_s64)1 << m), (qn_s64)QN_KV8_V_LEVELS << (30 - QN_KV8_VW_SHIFT));
+}
 /* Output element (Q16) from the back-rotated sum H * out_rot. */
 QN_INLINE qn_s32 qn_kv8_out(qn_s64 z, int lb) { return qn_sat32(qn_round_shift(z, QN_VW_EXTRA + lb)); }
 
@@ -621,6 +640,27 @@ QN_INLINE qn_u64 qn_exp2_neg_q44(qn_u64 t_q32) {
   qn_u64 x = ((t_q32 & 0xffff) * (qn_u64)QN_LN2_Q30) >> 16; /* low bits * ln 2, Q46 (< 2^30) */
   r -= (r * x + (1ULL << 45)) >> 46;
   return (qn_u64)qn_round_shift((qn_s64)(r << (QN_SAMPLE_WFRAC - 30)), (int)n);
+}
+
+/* exp(d) in Q30 for d <= 0 in Q16, as attention's softmax weights it: the
+ * octaves t = -d * log2(e) in Q16 as in qn_exp_neg_q30, then 2^-frac(t) by
+ * the two tables (one product, one rounding) instead of 16 chained factors.
+ * Exactly 2^30 at d = 0 (the softmax's largest weight) and exactly 0 from
+ * QN_EXP_ZERO_Q16 below. */
+QN_INLINE qn_s64 qn_attn_exp_q30(qn_s64 d_q16) {
+  qn_u64 a = (qn_u64)qn_min64(qn_max64(-d_q16, 0), 1LL << 26);
+  qn_u64 t = (a * (qn_u64)QN_LOG2E_Q30 + (1ULL << 29)) >> 30;
+  qn_s64 n = qn_min64((qn_s64)(t >> 16), 40);
+  qn_u64 r = ((qn_u64)qn_exp2_t1[(t >> 8) & 255] * qn_exp2_t2[t & 255] + (1ULL << 29)) >> 30;
+  return qn_round_shift((qn_s64)r, (int)n);
+}
+
+/* Compact layout: the probability of a position, p = e * 2^30 / sum, as one
+ * product with inv = floor(2^62 / sum), computed once per head (no division
+ * per position). sum >= e (the max's weight is in it), so p <= 2^30. */
+QN_INLINE qn_u64 qn_kv8_prob_inv(qn_u64 sum) { return (1ULL << 62) / sum; }
+QN_INLINE qn_s64 qn_kv8_prob(qn_s64 e_q30, qn_u64 inv) {
+  return (qn_s64)(((qn_u64)e_q30 * inv + (1ULL << 31)) >> 32);
 }
 
 /* The top-p mass target: ceil(W * tp / 2^32), tp = top_p * 2^32 (<= 2^32), W < 2^62. */

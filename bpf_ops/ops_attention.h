@@ -8,8 +8,10 @@
  *      exp) -> sum p*v -> [kv8: Hadamard back]
  * The query heads of a kv head's GQA group run together: each pass over the
  * cached positions (scores, exp, weighted V sum) looks an entry up once and
- * reads each K/V word once for all of them; per head the integer math is that
- * of tests/bpf/fixed_model.h (attend, attend_kv8), head by head.
+ * reads each K/V word once for all of them; with the compact layout a pair of
+ * heads also shares each 64-bit multiply (two 32-bit lanes, numerics.h:
+ * qn_lanes). Per head the integer math is that of tests/bpf/fixed_model.h
+ * (attend, attend_kv8), head by head.
  * int16 K/V carry an int32 max per vector; the compact layout (kv_bytes 1)
  * packs a 9-bit K code and a 7-bit V code per element into one 16-bit word
  * and carries the log scale codes in the low bits of K codes 0..15 (numerics.h).
@@ -101,13 +103,15 @@ static __always_inline void kv8_hadamard(s64 *x) {
 }
 
 /* A scale code hidden in the least significant bits of K codes first..first+7
- * (bit 7 of the words): K's at 0, V's at 8. */
+ * (bit 7 of the words): K's at 0, V's at 8. Four words per u64 load; one
+ * multiply gathers their four bits (at 0, 16, 32, 48) into bits 45..48
+ * (16i + 15(3 - i) = 45 + i, and no other pair of terms lands there). */
+static __always_inline s64 kv8_scale_nibble(u64 w) {
+  return (s64)(((((w >> QN_KV8_V_BITS) & 0x0001000100010001ULL) * 0x0000200040008001ULL) >> 45) & 15);
+}
 static __always_inline s64 kv8_scale_code(const u8 *words, u32 first) {
-  const short *w = (const short *)words + first;
-  s64 e = 0;
-#pragma unroll
-  for (int i = 0; i < QN_KV8_SCALE_CODES; i++) e |= (s64)((w[i] >> QN_KV8_V_BITS) & 1) << i;
-  return e;
+  const u64 *w = (const u64 *)((const short *)words + first); /* first is 0 or 8: 8-byte aligned */
+  return kv8_scale_nibble(w[0]) | kv8_scale_nibble(w[1]) << 4;
 }
 
 /* Rotates x (int64, hd); returns its scale code. */
@@ -197,6 +201,58 @@ static __always_inline void att_dots(const short *kw, const s32 *q0, const s32 *
   *dot1 = d1;
 }
 
+/* The compact layout's pairs of query heads (j, j + 1) share each multiply
+ * (numerics.h: qn_lanes): q of the pair sits packed in att_acc(j + 1) while
+ * the scores are computed, the weighted V sums accumulate packed in
+ * att_acc(j) and are unpacked before the output.
+ * Scores: eight elements per asm block, 5 instructions per element (clang's
+ * 7 spent copies on the shifts); a sign-extending 16-bit load and one
+ * arithmetic shift make the 9-bit K code at the top of the word. */
+#define ATT_QK_DIM(ok, oq)                \
+  "%[k] = *(s16 *)(%[kw] + " ok ")\n\t" \
+  "%[k] s>>= 7\n\t"                     \
+  "%[q] = *(u64 *)(%[qp] + " oq ")\n\t" \
+  "%[k] *= %[q]\n\t"                    \
+  "%[t] += %[k]\n\t"
+
+static __always_inline u64 att_qk8_asm(const short *kw, const u64 *qp, u64 t) {
+  u64 k, q;
+  asm volatile(ATT_QK_DIM("0", "0") ATT_QK_DIM("2", "8") ATT_QK_DIM("4", "16") ATT_QK_DIM("6", "24")
+               ATT_QK_DIM("8", "32") ATT_QK_DIM("10", "40") ATT_QK_DIM("12", "48") ATT_QK_DIM("14", "56")
+               : [t] "+r"(t), [k] "=&r"(k), [q] "=&r"(q)
+               : [kw] "r"(kw), [qp] "r"(qp)
+               : "memory");
+  return t;
+}
+
+static __always_inline void att_dots_lanes(const short *kw, const u64 *qp, u32 hd, s64 *dot0, s64 *dot1) {
+  u64 t = 0;
+  for (u32 n = hd / 8; n; n--) { /* head_dim is a multiple of 8 (model_plan) */
+    t = att_qk8_asm(kw, qp, t);
+    kw += 8;
+    qp += 8;
+  }
+  *dot0 = qn_lane_lo(t);
+  *dot1 = qn_lane_hi(t);
+}
+
+/* Weighted V sums: each u64 load brings four K|V words (little endian: word
+ * t in bits 16t..16t+15); two shifts cut out the 7-bit V code at the bottom,
+ * sign-extended. (Two positions per pass over the sums measured slower.) */
+#define VCODE(w, t) ((u64)((s64)((w) << (57 - 16 * (t))) >> 57))
+
+static __always_inline void att_axpy_lanes(const u64 *vw, u64 *a, u64 wp, u32 hd) {
+  for (u32 n = hd / 4; n; n--) {
+    u64 w = *vw;
+    a[0] += wp * VCODE(w, 0);
+    a[1] += wp * VCODE(w, 1);
+    a[2] += wp * VCODE(w, 2);
+    a[3] += wp * VCODE(w, 3);
+    vw++;
+    a += 4;
+  }
+}
+
 /* Adds one cached V vector weighted by w0 (and, when two, w1) to a0 (a1). */
 static __always_inline void att_axpy(const short *vw, s64 *a0, s64 *a1, s64 w0, s64 w1, u32 hd, int compact,
                                      int two) {
@@ -229,7 +285,10 @@ static __always_inline void att_score_store(const struct att_state *st, struct q
 static __always_inline void att_score_heads(const struct att_state *st, u8 *b, const short *kw, s64 kscale,
                                             u32 pos, u32 j, int compact, int two) {
   s64 d0, d1;
-  att_dots(kw, att_q(b, j), att_q(b, j + two), SHAPE.head_dim, compact, two, &d0, &d1);
+  if (compact && two)
+    att_dots_lanes(kw, (const u64 *)att_acc(b, j + 1), SHAPE.head_dim, &d0, &d1);
+  else
+    att_dots(kw, att_q(b, j), att_q(b, j + two), SHAPE.head_dim, compact, two, &d0, &d1);
   struct qn_att_head *hs = att_heads(b);
   att_score_store(st, &hs[j], att_scores(b, j) + pos, d0, kscale, compact);
   if (two) att_score_store(st, &hs[j + 1], att_scores(b, j + 1) + pos, d1, kscale, compact);
@@ -245,14 +304,17 @@ static __always_inline long att_score_pos(const struct att_state *st, u8 *b, str
   u32 ko = kv_k_off(st->layer, acc->h), mo = kv_kmax_off(st->layer, acc->h);
   if (ko > SHAPE.kv_pos_bytes - kv_vec_bytes()) return qn_fail(st->thread, __LINE__);
   s64 kscale;
+  const u32 g = att_group();
   if (compact) {
     kscale = kv8_scale_code(e + ko, 0);
+    s64 voct = kv8_scale_code(e + ko, QN_KV8_SCALE_CODES) >> 3; /* K and V share the words */
+    struct qn_att_head *hs = att_heads(b);
+    for (u32 j = 0; j < g; j++) hs[j].voct = qn_max64(hs[j].voct, voct);
   } else {
     if (mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
     kscale = *(const s32 *)(e + mo);
   }
   const short *kw = (const short *)(e + ko);
-  const u32 g = att_group();
   u32 j = 0;
   for (; j + 1 < g; j += 2) att_score_heads(st, b, kw, kscale, pos, j, compact, 1);
   if (j < g) att_score_heads(st, b, kw, kscale, pos, j, compact, 0);
@@ -262,6 +324,24 @@ static __always_inline long att_score_pos(const struct att_state *st, u8 *b, str
  * scratch lookups and the session's outer-map lookup are paid once per chunk. */
 #define ATT_CHUNK 4
 
+/* BPF has no prefetch: one load per cache line of the next chunk's vectors,
+ * issued before this chunk's work, lets those misses overlap with it. */
+static __always_inline void att_touch_chunk(const struct att_state *st, struct qn_acc *acc, void *kv, u32 first,
+                                            u32 n) {
+  u32 ko = kv_k_off(st->layer, acc->h);
+  if (ko > SHAPE.kv_pos_bytes - kv_vec_bytes()) return;
+  u64 sink = 0;
+  for (u32 t = 0; t < ATT_CHUNK; t++) {
+    u32 pos = first + t;
+    if (pos >= n) break;
+    const u8 *e = bpf_map_lookup_elem(kv, &pos);
+    if (!e) break;
+    e += ko;
+    for (u32 c = 0; c < kv_vec_bytes() / 64; c++) sink += *(const u64 *)(e + c * 64);
+  }
+  asm volatile("" ::"r"(sink));
+}
+
 static __always_inline long att_score_chunk(const struct att_state *st, u64 i, int compact) {
   u8 *b = att_scratch(st->thread);
   struct qn_acc *acc = acc_of(st->thread);
@@ -269,6 +349,7 @@ static __always_inline long att_score_chunk(const struct att_state *st, u64 i, i
   void *kv = bpf_map_lookup_elem(&kv_outer, &slot);
   if (!b || !acc || !kv) return qn_fail(st->thread, __LINE__);
   const u32 n = acc->pos + 1;
+  att_touch_chunk(st, acc, kv, ((u32)i + 1) * ATT_CHUNK, n);
   for (u32 t = 0; t < ATT_CHUNK; t++) {
     u32 pos = (u32)i * ATT_CHUNK + t;
     if (pos >= n) break;
@@ -298,8 +379,7 @@ static long att_exp_cb(u64 i, void *ctx) {
     for (u32 j = 0; j < g; j++) {
       s32 *sc = att_scores(b, j) + pos;
       s64 d = (s64)*sc - hs[j].smax;
-      /* far below the max the exponential is exactly 0: skip computing it */
-      s64 x = d > -QN_EXP_ZERO_Q16 ? qn_exp_neg_q30(d) : 0;
+      s64 x = qn_attn_exp_q30(d); /* two table loads: cheaper than a mispredicted skip */
       *sc = (s32)x;
       hs[j].sum += (u64)x;
     }
@@ -308,19 +388,22 @@ static long att_exp_cb(u64 i, void *ctx) {
 }
 
 /* Weight of a cached value vector for one head; exactly 0 for exp weight 0. */
-static __always_inline s64 att_vweight(s32 e_q30, u64 sum, s64 vscale, int compact) {
-  s64 p = qn_attn_prob(e_q30, sum);
-  return compact ? qn_kv8_vweight(p, vscale) : qn_attn_vweight(p, (s32)vscale);
+static __always_inline s64 att_vweight(s32 e_q30, const struct qn_att_head *hh, s64 vscale, int compact) {
+  if (compact) return qn_kv8_vweight(qn_kv8_prob(e_q30, hh->inv), vscale, hh->voct);
+  return qn_attn_vweight(qn_attn_prob(e_q30, hh->sum), (s32)vscale);
 }
 
 /* Adds the cached value vector at vw, weighted, to the sums of query heads j
  * and, when two, j + 1: one read of each V word serves both heads. */
 static __always_inline void att_acc_heads(u8 *b, const short *vw, s64 vscale, u32 pos, u32 j, int compact, int two) {
   struct qn_att_head *hs = att_heads(b);
-  s64 w0 = att_vweight(att_scores(b, j)[pos], hs[j].sum, vscale, compact);
-  s64 w1 = two ? att_vweight(att_scores(b, j + 1)[pos], hs[j + 1].sum, vscale, compact) : 0;
+  s64 w0 = att_vweight(att_scores(b, j)[pos], &hs[j], vscale, compact);
+  s64 w1 = two ? att_vweight(att_scores(b, j + 1)[pos], &hs[j + 1], vscale, compact) : 0;
   if (w0 == 0 && w1 == 0) return; /* adds exactly nothing */
-  att_axpy(vw, att_acc(b, j), att_acc(b, j + two), w0, w1, SHAPE.head_dim, compact, two);
+  if (compact && two)
+    att_axpy_lanes((const u64 *)vw, (u64 *)att_acc(b, j), qn_lanes(w0, w1), SHAPE.head_dim);
+  else
+    att_axpy(vw, att_acc(b, j), att_acc(b, j + two), w0, w1, SHAPE.head_dim, compact, two);
 }
 
 static __always_inline long att_acc_pos(const struct att_state *st, u8 *b, struct qn_acc *acc, void *kv, u32 pos,
@@ -390,14 +473,21 @@ static long att_prep_cb(u64 i, void *ctx) {
     for (u32 d = 0; d < SHAPE.head_dim; d++) rmx = (u64)qn_max64((s64)rmx, (s64)qn_abs64(accv[d]));
     mx = (s64)rmx;
   }
-  s32 sq = qn_input_shift((u64)mx, QN_Q_BITS);
+  s32 sq = qn_input_shift((u64)mx, kv_compact() ? QN_KV8_Q_BITS : QN_Q_BITS);
   for (u32 d = 0; d < SHAPE.head_dim; d++) {
     q[d] = (s32)qn_round_shift(kv_compact() ? accv[d] : t1[d], sq);
     accv[d] = 0;
   }
+  if (kv_compact() && (j & 1)) { /* second head of a pair: pack the pair's query into its acc */
+    const s32 *q0 = att_q(b, j - 1);
+    for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] = (s64)qn_lanes(q0[d], q[d]);
+  }
+  QN_BARRIER(j); /* checked again: clang keeps j's offset from before the first check */
+  if (j >= att_group()) return qn_fail(st->thread, __LINE__);
   struct qn_att_head *hh = &att_heads(b)[j];
   hh->sq = sq;
   hh->lb = kv8_lb();
+  hh->voct = 0;
   hh->smax = -2147483647; /* every score is >= this (saturated) */
   hh->sum = 0;
   return 0;
@@ -416,7 +506,16 @@ static long att_out_cb(u64 i, void *ctx) {
   out += p * QD_PAD + o;
   s64 *accv = att_acc(b, j);
   if (kv_compact()) { /* the values were stored rotated: rotate the weighted sum back */
-    for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] = qn_kv8_out_rot(accv[d]);
+    if (!(j & 1) && j + 1 < att_group()) { /* first head of a pair: unpack both sums */
+      s64 *acc1 = att_acc(b, j + 1);
+      for (u32 d = 0; d < SHAPE.head_dim; d++) {
+        u64 t = (u64)accv[d];
+        accv[d] = qn_lane_lo(t);
+        acc1[d] = qn_lane_hi(t);
+      }
+    }
+    const s64 voct = att_heads(b)[j].voct;
+    for (u32 d = 0; d < SHAPE.head_dim; d++) accv[d] = qn_kv8_out_rot(accv[d], voct);
     kv8_hadamard(accv);
     for (u32 d = 0; d < SHAPE.head_dim; d++) out[d] = qn_kv8_out(accv[d], kv8_lb());
     return 0;
@@ -495,6 +594,10 @@ static long att_item_cb(u64 i, void *ctx) {
   u32 chunks = (pos + ATT_CHUNK) / ATT_CHUNK; /* of the pos + 1 cached positions */
   bpf_loop(chunks, att_score_cb, (void *)st, 0);
   bpf_loop(chunks, att_exp_cb, (void *)st, 0);
+  if (kv_compact()) {
+    struct qn_att_head *hs = att_heads(b);
+    for (u32 j = 0; j < g; j++) hs[j].inv = qn_kv8_prob_inv(hs[j].sum); /* sum >= 2^30: the max's weight */
+  }
   bpf_loop(chunks, att_acc_cb, (void *)st, 0);
   if (qn_err(st->thread)) return 1;
   bpf_loop(g, att_out_cb, (void *)st, 0);

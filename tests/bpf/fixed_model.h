@@ -179,7 +179,7 @@ inline std::vector<int32_t> attend_kv8(const std::vector<int32_t>& q_in, const s
   hadamard(qr, lb);
   uint64_t mx = 0;
   for (int64_t e : qr) mx = std::max<uint64_t>(mx, qn_abs64(e));
-  int sq = qn_input_shift(mx, QN_Q_BITS);
+  int sq = qn_input_shift(mx, QN_KV8_Q_BITS);
   std::vector<int32_t> q(head_dim);
   for (uint32_t d = 0; d < head_dim; d++) q[d] = static_cast<int32_t>(qn_round_shift(qr[d], sq));
   int64_t c = qn_attn_scale_q24(head_dim, QN_KV8_K_LEVELS);
@@ -193,15 +193,18 @@ inline std::vector<int32_t> attend_kv8(const std::vector<int32_t>& q_in, const s
   }
   uint64_t sum = 0;
   for (auto& s : scores) {
-    s = qn_exp_neg_q30(s - smax);
+    s = qn_attn_exp_q30(s - smax);
     sum += static_cast<uint64_t>(s);
   }
+  const uint64_t inv = qn_kv8_prob_inv(sum);
+  int64_t voct = 0;  // the largest V scale octave: the value weights are relative to it
+  for (const auto& words : kv) voct = std::max(voct, kv8_scale_code(words, QN_KV8_SCALE_CODES) >> 3);
   std::vector<int64_t> acc(head_dim, 0);
   for (size_t j = 0; j < kv.size(); j++) {
-    int64_t w = qn_kv8_vweight(qn_attn_prob(scores[j], sum), kv8_scale_code(kv[j], QN_KV8_SCALE_CODES));
+    int64_t w = qn_kv8_vweight(qn_kv8_prob(scores[j], inv), kv8_scale_code(kv[j], QN_KV8_SCALE_CODES), voct);
     for (uint32_t d = 0; d < head_dim; d++) acc[d] += w * qn_kv8_vcode(kv[j][d]);
   }
-  for (auto& a : acc) a = qn_kv8_out_rot(a);
+  for (auto& a : acc) a = qn_kv8_out_rot(a, voct);
   hadamard(acc, lb);
   std::vector<int32_t> out(head_dim);
   for (uint32_t d = 0; d < head_dim; d++) out[d] = qn_kv8_out(acc[d], lb);
@@ -226,7 +229,7 @@ inline std::vector<int32_t> attend(std::vector<int32_t> q, const std::vector<Qua
   }
   uint64_t sum = 0;
   for (auto& s : scores) {
-    s = qn_exp_neg_q30(s - smax);
+    s = qn_attn_exp_q30(s - smax);
     sum += static_cast<uint64_t>(s);
   }
   std::vector<int64_t> acc(head_dim, 0);

@@ -532,12 +532,70 @@ TEST(KvCompact, HadamardTwiceScalesByTheBlock) {
   }
 }
 
-// The exponential the attention's exp pass skips below -QN_EXP_ZERO_Q16 is
-// exactly 0 there, and not yet 0 a little above it.
+// Both exponentials are exactly 0 from -QN_EXP_ZERO_Q16 on (the value pass
+// skips a position whose weights are all 0), and not yet 0 a little above.
 TEST(AttentionNumerics, ExpIsZeroPastTheSkipThreshold) {
-  for (int64_t d = -QN_EXP_ZERO_Q16; d > -QN_EXP_ZERO_Q16 - (1LL << 22); d -= 97) ASSERT_EQ(qn_exp_neg_q30(d), 0) << d;
+  for (int64_t d = -QN_EXP_ZERO_Q16; d > -QN_EXP_ZERO_Q16 - (1LL << 22); d -= 97) {
+    ASSERT_EQ(qn_exp_neg_q30(d), 0) << d;
+    ASSERT_EQ(qn_attn_exp_q30(d), 0) << d;
+  }
   EXPECT_EQ(qn_exp_neg_q30(-(1LL << 40)), 0);
+  EXPECT_EQ(qn_attn_exp_q30(-(1LL << 40)), 0);
   EXPECT_GT(qn_exp_neg_q30(-20 * 65536), 0);
+  EXPECT_GT(qn_attn_exp_q30(-20 * 65536), 0);
+}
+
+// The softmax's table exponential: exactly 1.0 at the max (the bounds below
+// rest on it), and within the rounding of its Q16 octave count (relative
+// ln 2 * 2^-17) plus 2 units of exp(d) over the whole range.
+TEST(AttentionNumerics, TableExpIsExactAtTheMaxAndCloseToExp) {
+  EXPECT_EQ(qn_attn_exp_q30(0), 1LL << 30);
+  EXPECT_EQ(qn_attn_exp_q30(12345), 1LL << 30);  // d > 0 counts as 0
+  double worst = 0;
+  for (int64_t d = 0; d > -QN_EXP_ZERO_Q16; d -= 7) {
+    double want = std::exp(double(d) / 65536) * double(1LL << 30);
+    double err = std::abs(double(qn_attn_exp_q30(d)) - want);
+    ASSERT_LE(err, want * std::log(2.0) * std::ldexp(1.0, -17) + 2.0) << d;
+    if (want >= double(1 << 20)) worst = std::max(worst, err / want);
+  }
+  std::printf("table exp: max relative error %.3g where exp(d) >= 2^-10\n", worst);
+}
+
+// Two query heads' sums share one u64 and both come back exactly at the
+// extremes the layout allows: |q| <= 2^15, K codes +-255, 256 dims.
+TEST(AttentionNumerics, LanesCarryTwoSumsExactly) {
+  std::mt19937_64 rng(7);
+  for (int c = 0; c < 2000; c++) {
+    const int64_t qmax = 1LL << QN_KV8_Q_BITS;
+    uint64_t t = 0;
+    int64_t s0 = 0, s1 = 0;
+    for (int d = 0; d < 256; d++) {
+      int mode = c % 4;  // all +, all -, opposite signs, random
+      int64_t k = mode == 3 ? int64_t(rng() % 511) - 255 : 255;
+      int64_t q0 = mode == 1 ? -qmax : mode == 3 ? int64_t(rng() % (2 * qmax + 1)) - qmax : qmax;
+      int64_t q1 = mode == 2 ? -q0 : mode == 3 ? int64_t(rng() % (2 * qmax + 1)) - qmax : q0;
+      t += qn_lanes(q0, q1) * uint64_t(k);
+      s0 += q0 * k;
+      s1 += q1 * k;
+    }
+    ASSERT_LT(std::abs(s0), 1LL << 31);
+    ASSERT_EQ(qn_lane_lo(t), s0) << c;
+    ASSERT_EQ(qn_lane_hi(t), s1) << c;
+  }
+}
+
+// The value weights' lane bound: 63 * sum_i w_i < 2^31 with every position at
+// the largest scale, for one position holding all the mass and for 2^20
+// positions sharing it; a lone position's probability is exactly 1.0.
+TEST(AttentionNumerics, ValueWeightsStayInTheirLane) {
+  const int64_t m = QN_KV8_CODE_MAX >> 3, e = QN_KV8_CODE_MAX;  // largest mantissa at octave m
+  EXPECT_EQ(qn_kv8_prob(1LL << 30, qn_kv8_prob_inv(1ULL << 30)), 1LL << 30);
+  EXPECT_LT(QN_KV8_V_LEVELS * qn_kv8_vweight(1LL << 30, e, m), 1LL << 31);
+  for (uint64_t n : {2ULL, 3ULL, 2048ULL, 40960ULL, 1ULL << 20}) {
+    uint64_t inv = qn_kv8_prob_inv(n << 30);  // n equal weights: the most rounding up
+    int64_t w = qn_kv8_vweight(qn_kv8_prob(1LL << 30, inv), e, m);
+    ASSERT_LT(QN_KV8_V_LEVELS * w * int64_t(n), 1LL << 31) << n;
+  }
 }
 
 // The program takes a GQA group's query heads in pairs (plus a single one

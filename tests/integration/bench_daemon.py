@@ -9,9 +9,7 @@ usage: bench_daemon.py --daemon BUILD/daemon/service/qwen3-bpfd --model DIR
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 
@@ -31,20 +29,9 @@ def main():
     ap.add_argument("--proto-dir", default=os.path.join(os.path.dirname(__file__), "../../proto"))
     args = ap.parse_args()
 
-    tmp = tempfile.mkdtemp(prefix="qwen3-bpfd-bench-")
-    daemon_test.PROTO_DIR = os.path.abspath(args.proto_dir)
-    daemon_test.generate_stubs(os.path.join(tmp, "stubs"))
-    pb, rpc = daemon_test.pb, daemon_test.pb_grpc
-    sock = os.path.join(tmp, "s.sock")
-    conf = os.path.join(tmp, "c.conf")
-    with open(conf, "w") as f:
-        f.write(f"model_dir = {os.path.abspath(args.model)}\nbackend = {args.backend}\nsocket_path = {sock}\n"
-                f"log_level = warn\nstate_dir = {tmp}\n")
-    t0 = time.time()
-    proc = daemon_test.start_daemon(conf, os.path.join(tmp, "daemon.log"), sock, 600, daemon=args.daemon)
-    load_s = time.time() - t0
-    try:
-        stub = rpc.Qwen3BpfStub(grpc.insecure_channel("unix:" + sock))
+    with daemon_test.BenchDaemon(args.daemon, args.model, args.proto_dir, "qwen3-bpfd-bench-",
+                                 backend=args.backend) as d:
+        pb, stub = daemon_test.pb, d.stub
         st = stub.GetStatus(pb.GetStatusRequest(), timeout=5)
 
         def run(prompt):
@@ -69,14 +56,10 @@ def main():
         total = sum(r.usage.completion_tokens for r in results)
         print(f"model {args.model}: {st.model.num_hidden_layers} layers, hidden {st.model.hidden_size}; "
               f"backend {st.backend.name} ({st.backend.weight_path}, {st.backend.precision}), "
-              f"{st.backend.bpf_programs} programs, {st.backend.bpf_maps} maps; ready after {load_s:.1f} s")
+              f"{st.backend.bpf_programs} programs, {st.backend.bpf_maps} maps; ready after {d.ready_s:.1f} s")
         print(f"1 stream:  {args.tokens} tokens in {single_s:.2f} s = {args.tokens / single_s:.1f} tok/s "
               f"(prefill {one.timings.prefill_ms:.1f} ms, decode {one.timings.decode_tokens_per_second:.1f} tok/s)")
         print(f"{args.clients} streams: {total} tokens in {multi_s:.2f} s = {total / multi_s:.1f} tok/s aggregate")
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,7 @@ usage: bench_speculative.py --daemon BUILD/daemon/service/qwen3-bpfd --model DIR
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 
 import grpc
 
@@ -36,20 +34,11 @@ def main():
     ap.add_argument("--proto-dir", default=os.path.join(HERE, "../../proto"))
     args = ap.parse_args()
 
-    tmp = tempfile.mkdtemp(prefix="qwen3-bpfd-spec-")
-    daemon_test.PROTO_DIR = os.path.abspath(args.proto_dir)
-    daemon_test.generate_stubs(os.path.join(tmp, "stubs"))
-    pb, rpc = daemon_test.pb, daemon_test.pb_grpc
-    sock = os.path.join(tmp, "s.sock")
-    conf = os.path.join(tmp, "c.conf")
-    with open(conf, "w") as f:
-        f.write(f"model_dir = {os.path.abspath(args.model)}\nsocket_path = {sock}\nprecision = {args.precision}\n"
-                f"http_socket = off\nlog_level = warn\nstate_dir = {tmp}\npersist_sessions = false\n")
-    with open(args.chat) as f:
-        messages = [pb.ChatMessage(role=m["role"], content=m["content"]) for m in json.load(f)]
-    proc = daemon_test.start_daemon(conf, os.path.join(tmp, "daemon.log"), sock, 600, daemon=args.daemon)
-    try:
-        stub = rpc.Qwen3BpfStub(grpc.insecure_channel("unix:" + sock))
+    with daemon_test.BenchDaemon(args.daemon, args.model, args.proto_dir, "qwen3-bpfd-spec-",
+                                 precision=args.precision, http_socket="off", persist_sessions="false") as d:
+        pb, stub = daemon_test.pb, d.stub
+        with open(args.chat) as f:
+            messages = [pb.ChatMessage(role=m["role"], content=m["content"]) for m in json.load(f)]
 
         def run(mode, seed):
             msgs = list(stub.Generate(pb.GenerateRequest(
@@ -76,10 +65,6 @@ def main():
                         for off, on in zip(figures[pb.SPECULATIVE_OFF], figures[pb.SPECULATIVE_ON]))
         print(f"median per-round speedup {ratios[len(ratios) // 2]:.2f}x; same tokens (first round): "
               f"{tokens[pb.SPECULATIVE_OFF] == tokens[pb.SPECULATIVE_ON]}")
-    finally:
-        proc.terminate()
-        proc.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -90,6 +90,41 @@ def start_daemon(config_path, log_path, socket_path, timeout_s, daemon=None):
         time.sleep(0.05)
 
 
+class BenchDaemon:
+    """For the bench scripts: a daemon of their own in a fresh temp dir, with
+    stubs from `proto_dir`, a config of the model, socket, log and state keys
+    plus `keys`; `stub` is its client, `ready_s` the seconds to READY.
+    Stopped and cleaned up on exit:  with BenchDaemon(...) as d: d.stub..."""
+
+    def __init__(self, daemon, model, proto_dir, prefix, **keys):
+        global PROTO_DIR
+        self.tmp = tempfile.mkdtemp(prefix=prefix)
+        PROTO_DIR = os.path.abspath(proto_dir)
+        generate_stubs(os.path.join(self.tmp, "stubs"))
+        sock = os.path.join(self.tmp, "s.sock")
+        conf = os.path.join(self.tmp, "c.conf")
+        lines = dict(model_dir=os.path.abspath(model), socket_path=sock, log_level="warn", state_dir=self.tmp)
+        lines.update(keys)
+        with open(conf, "w") as f:
+            f.write("".join(f"{k} = {v}\n" for k, v in lines.items()))
+        t0 = time.time()
+        try:
+            self.proc = start_daemon(conf, os.path.join(self.tmp, "daemon.log"), sock, 600, daemon=daemon)
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+        self.ready_s = time.time() - t0
+        self.stub = pb_grpc.Qwen3BpfStub(grpc.insecure_channel("unix:" + sock))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait(30)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
 class NotifyListener:
     """The datagram socket that stands in for systemd's NOTIFY_SOCKET."""
 
