@@ -599,10 +599,11 @@ TEST(AttentionNumerics, ValueWeightsStayInTheirLane) {
 }
 
 // The program takes a GQA group's query heads in pairs (plus a single one
-// for odd groups): groups of 1 and 3 (the ops tests above use 2) against the
-// bit-exact model, both K/V layouts, prefill then decode.
+// for odd groups; with compact K/V a pair shares each multiply): groups of
+// 1, 3, 4, 5 and 8 (the ops tests above use 2; Qwen3's dense configs use 2
+// to 8) against the bit-exact model, both K/V layouts, prefill then decode.
 TEST(AttentionGroups, SingleAndOddGroupsMatchModel) {
-  for (uint32_t group : {1u, 3u})
+  for (uint32_t group : {1u, 3u, 4u, 5u, 8u})
     for (uint32_t bits : {16u, 8u}) {
       ModelConfig c = small_config();
       c.num_key_value_heads = 2;
