@@ -217,6 +217,9 @@ class FaultTest(unittest.TestCase):
                     state["inflight"] = len(req.token_ids) + req.stopping.max_new_tokens
                     pending = (req, sid)
                     if rng.random() < 0.1:
+                        # A cancelled stream commits what it had (the prompt and the tokens so far):
+                        # killed before the worker learns it, any such length is a correct restore.
+                        state["cancel_prompt"] = len(req.token_ids)
                         self.cancel_stream(stub, req, sid, sessions)
                     else:
                         self.finish_stream(stub, req, sid, sessions)
@@ -321,6 +324,8 @@ for m in stub.Generate(pb.GenerateRequest(prompt='killed mid-stream', stopping=p
         for sid, v in sessions.items():
             if isinstance(v, dict):
                 out[sid] = {v["history"]} | ({v["history"] + v["inflight"]} if v["inflight"] else set())
+                if v["inflight"] and v.get("cancel_prompt") is not None:
+                    out[sid] |= set(range(v["history"] + v["cancel_prompt"], v["history"] + v["inflight"] + 1))
         return out
 
     def test_kill_9_under_load(self):
