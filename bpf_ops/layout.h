@@ -116,27 +116,32 @@ QN_INLINE qn_u64 qn_att_bytes(qn_u32 g, qn_u32 ctx, qn_u32 hd) {
   return qn_round8((qn_u64)qn_att_heads_off(g, ctx, hd) + (qn_u64)g * sizeof(struct qn_att_head));
 }
 
-/* ---- one position of a session's KV cache (kv_inner_map value), bytes ----------
- * Per layer: int16 (kv_bytes 2): K [n_kv][hd] s16 | V [n_kv][hd] s16 | kmax [n_kv] s32 | vmax [n_kv] s32;
- * compact (kv_bytes 1): the K|V words [n_kv][hd] s16 only (scale codes in-band,
- * numerics.h), so K and V share offsets. docs/kv-cache.md. */
+/* ---- a session's KV cache (kv_inner_map), bytes ----------------------------------
+ * One entry holds QN_KV_BLOCK consecutive positions of one kv head of one
+ * layer, so a pass over the cache reads each head's records contiguously (the
+ * hardware prefetcher follows it) with one map lookup per block of positions.
+ * Entries are keyed block-major (qn_kv_key): a cache of n positions needs the
+ * first qn_kv_entries(n) keys. One record (position) of one kv head:
+ *   int16 (kv_bytes 2): K [hd] s16 | V [hd] s16 | kmax s32 | vmax s32;
+ *   compact (kv_bytes 1): the K|V words [hd] s16 only (scale codes in-band,
+ *   numerics.h), so K and V share the offset. docs/kv-cache.md. */
+#define QN_KV_BLOCK 32 /* positions per entry: a power of two, a multiple of the attention chunk */
 QN_INLINE qn_u32 qn_kv_vec_bytes(qn_u32 hd) { return hd * 2; }
-QN_INLINE qn_u32 qn_kv_layer_bytes(qn_u32 n_kv, qn_u32 hd, qn_u32 kv_bytes) {
-  return 2 * n_kv * hd * kv_bytes + (kv_bytes == 2 ? 8 * n_kv : 0);
+QN_INLINE qn_u32 qn_kv_rec_bytes(qn_u32 hd, qn_u32 kv_bytes) { return kv_bytes == 1 ? hd * 2 : hd * 4 + 8; }
+QN_INLINE qn_u32 qn_kv_entry_bytes(qn_u32 hd, qn_u32 kv_bytes) { return QN_KV_BLOCK * qn_kv_rec_bytes(hd, kv_bytes); }
+QN_INLINE qn_u32 qn_kv_key(qn_u32 n_layers, qn_u32 n_kv, qn_u32 layer, qn_u32 h, qn_u32 pos) {
+  return ((pos / QN_KV_BLOCK) * n_layers + layer) * n_kv + h;
 }
-QN_INLINE qn_u32 qn_kv_k_off(qn_u32 layer_bytes, qn_u32 hd, qn_u32 layer, qn_u32 h) {
-  return layer * layer_bytes + h * qn_kv_vec_bytes(hd);
+QN_INLINE qn_u64 qn_kv_entries(qn_u32 n_layers, qn_u32 n_kv, qn_u32 positions) {
+  return (qn_u64)((positions + QN_KV_BLOCK - 1) / QN_KV_BLOCK) * n_layers * n_kv;
 }
-QN_INLINE qn_u32 qn_kv_v_off(qn_u32 layer_bytes, qn_u32 n_kv, qn_u32 hd, qn_u32 kv_bytes, qn_u32 layer, qn_u32 h) {
-  if (kv_bytes == 1) return qn_kv_k_off(layer_bytes, hd, layer, h);
-  return layer * layer_bytes + (n_kv + h) * qn_kv_vec_bytes(hd);
-}
-QN_INLINE qn_u32 qn_kv_kmax_off(qn_u32 layer_bytes, qn_u32 n_kv, qn_u32 hd, qn_u32 layer, qn_u32 h) {
-  return layer * layer_bytes + 2 * n_kv * qn_kv_vec_bytes(hd) + h * 4;
-}
-QN_INLINE qn_u32 qn_kv_vmax_off(qn_u32 layer_bytes, qn_u32 n_kv, qn_u32 hd, qn_u32 layer, qn_u32 h) {
-  return qn_kv_kmax_off(layer_bytes, n_kv, hd, layer, h) + n_kv * 4;
-}
+/* the record of position pos inside its entry */
+QN_INLINE qn_u32 qn_kv_rec_off(qn_u32 rec_bytes, qn_u32 pos) { return (pos & (QN_KV_BLOCK - 1)) * rec_bytes; }
+/* inside one record */
+QN_INLINE qn_u32 qn_kv_k_off(void) { return 0; }
+QN_INLINE qn_u32 qn_kv_v_off(qn_u32 hd, qn_u32 kv_bytes) { return kv_bytes == 1 ? 0 : qn_kv_vec_bytes(hd); }
+QN_INLINE qn_u32 qn_kv_kmax_off(qn_u32 hd) { return 2 * qn_kv_vec_bytes(hd); }
+QN_INLINE qn_u32 qn_kv_vmax_off(qn_u32 hd) { return qn_kv_kmax_off(hd) + 4; }
 
 /* ---- map value sizes of the shared buffers (one entry unless stated) ------------ */
 /* resid / qkv / attn / mlp: [QN_PMAX][pad] int32 Q16 */

@@ -17,8 +17,8 @@ struct qn_shape {
   qn_u32 max_row_bytes;               /* largest row of any matrix */
   qn_u32 max_in;                      /* largest matmul input length (padded) */
   qn_u32 max_ctx;                     /* longest KV cache (positions) */
-  qn_u32 kv_pos_bytes;                /* one position of one session's cache */
-  qn_u32 kv_layer_bytes;              /* one layer of one position */
+  qn_u32 kv_rec_bytes;                /* one position of one kv head in a session's cache */
+  qn_u32 kv_entry_bytes;              /* one KV map entry: QN_KV_BLOCK records (layout.h) */
   qn_u32 norms_len;                   /* int32 elements in the norms map */
   qn_u32 kv_bytes;                    /* 1: int8 K/V, 2: int16 K/V */
   qn_u32 threads;                     /* worker threads: entries of the per-worker maps */
@@ -62,6 +62,7 @@ struct qn_args {
   qn_u32 pass_off;        /* attention: pass row of that first position (sessions share a pass) */
   qn_u32 layer;
   qn_u32 kv_slot;         /* attention: the session's slot in the outer KV map */
+  qn_u32 kv_positions;    /* attention: that cache's capacity (its entries hold whole blocks) */
   qn_u32 norm_off;        /* int32 offset of this step's norm weights in the norms map */
   qn_u32 norm2_off;       /* attention: k-norm weights (norm_off: q-norm) */
   qn_u32 head_begin, head_end; /* attention: kv heads of this worker */

@@ -15,6 +15,9 @@
  * int16 K/V carry an int32 max per vector; the compact layout (kv_bytes 1)
  * packs a 9-bit K code and a 7-bit V code per element into one 16-bit word
  * and carries the log scale codes in the low bits of K codes 0..15 (numerics.h).
+ * A cache entry holds QN_KV_BLOCK positions of one kv head and layer
+ * (layout.h): each pass reads a head's records in address order, one lookup
+ * per chunk of positions.
  * Causality holds because position p's K/V are written before p attends.
  * Workers own disjoint KV heads, so they never touch the same cache bytes.
  */
@@ -57,28 +60,24 @@ static __always_inline s32 *att_tmp1(u8 *b) {
 static __always_inline struct qn_att_head *att_heads(u8 *b) {
   return (struct qn_att_head *)(b + qn_att_heads_off(att_group(), SHAPE.max_ctx, SHAPE.head_dim));
 }
-static __always_inline u8 *kv_entry(u32 slot, u32 pos) {
-  void *inner = bpf_map_lookup_elem(&kv_outer, &slot);
-  if (!inner) return 0;
-  return bpf_map_lookup_elem(inner, &pos);
-}
-
-/* Byte offsets inside one position's KV entry: layout.h (qn_kv_*). */
+/* The session's cache entries and records: layout.h (qn_kv_*). */
 static __always_inline int kv_compact(void) { return SHAPE.kv_bytes == 1; }
 /* int16: one vector of K or V; compact: the K|V words of one kv head */
 static __always_inline u32 kv_vec_bytes(void) { return qn_kv_vec_bytes(SHAPE.head_dim); }
 static __always_inline s32 kv_levels(void) { return kv_compact() ? QN_KV8_K_LEVELS : QN_KV_LEVELS16; }
-static __always_inline u32 kv_k_off(u32 layer, u32 h) {
-  return qn_kv_k_off(SHAPE.kv_layer_bytes, SHAPE.head_dim, layer, h);
+static __always_inline u32 kv_v_off(void) { return qn_kv_v_off(SHAPE.head_dim, SHAPE.kv_bytes); }
+static __always_inline u32 kv_kmax_off(void) { return qn_kv_kmax_off(SHAPE.head_dim); }
+static __always_inline u32 kv_vmax_off(void) { return qn_kv_vmax_off(SHAPE.head_dim); }
+/* The entry of the block holding position pos of kv head h in layer. */
+static __always_inline u8 *kv_block(void *kv, u32 layer, u32 h, u32 pos) {
+  u32 key = qn_kv_key(SHAPE.n_layers, SHAPE.n_kv_heads, layer, h, pos);
+  return bpf_map_lookup_elem(kv, &key);
 }
-static __always_inline u32 kv_v_off(u32 layer, u32 h) {
-  return qn_kv_v_off(SHAPE.kv_layer_bytes, SHAPE.n_kv_heads, SHAPE.head_dim, SHAPE.kv_bytes, layer, h);
-}
-static __always_inline u32 kv_kmax_off(u32 layer, u32 h) {
-  return qn_kv_kmax_off(SHAPE.kv_layer_bytes, SHAPE.n_kv_heads, SHAPE.head_dim, layer, h);
-}
-static __always_inline u32 kv_vmax_off(u32 layer, u32 h) {
-  return qn_kv_vmax_off(SHAPE.kv_layer_bytes, SHAPE.n_kv_heads, SHAPE.head_dim, layer, h);
+/* Position pos's record in its block's entry e (0 if a check fails). */
+static __always_inline u8 *kv_rec(u8 *e, u32 pos) {
+  u32 off = qn_kv_rec_off(SHAPE.kv_rec_bytes, pos);
+  if (off > SHAPE.kv_entry_bytes - SHAPE.kv_rec_bytes) return 0;
+  return e + off;
 }
 
 /* In-place integer Walsh-Hadamard transform of x[0 .. hd) in blocks of
@@ -296,64 +295,51 @@ static __always_inline void att_score_heads(const struct att_state *st, u8 *b, c
 
 /* Query heads are taken in pairs (n_heads / n_kv_heads is 2 at the 0.6B
  * shape); an odd group ends with a single head. */
-static __always_inline long att_score_pos(const struct att_state *st, u8 *b, struct qn_acc *acc, void *kv, u32 pos,
-                                          int compact) {
+static __always_inline long att_score_pos(const struct att_state *st, u8 *b, u8 *blk, u32 pos, int compact) {
   if (pos >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
-  u8 *e = bpf_map_lookup_elem(kv, &pos);
-  if (!e) return qn_fail(st->thread, __LINE__);
-  u32 ko = kv_k_off(st->layer, acc->h), mo = kv_kmax_off(st->layer, acc->h);
-  if (ko > SHAPE.kv_pos_bytes - kv_vec_bytes()) return qn_fail(st->thread, __LINE__);
+  u8 *r = kv_rec(blk, pos);
+  if (!r) return qn_fail(st->thread, __LINE__);
   s64 kscale;
   const u32 g = att_group();
   if (compact) {
-    kscale = kv8_scale_code(e + ko, 0);
-    s64 voct = kv8_scale_code(e + ko, QN_KV8_SCALE_CODES) >> 3; /* K and V share the words */
+    kscale = kv8_scale_code(r, 0);
+    s64 voct = kv8_scale_code(r, QN_KV8_SCALE_CODES) >> 3; /* K and V share the words */
     struct qn_att_head *hs = att_heads(b);
     for (u32 j = 0; j < g; j++) hs[j].voct = qn_max64(hs[j].voct, voct);
   } else {
-    if (mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
-    kscale = *(const s32 *)(e + mo);
+    kscale = *(const s32 *)(r + kv_kmax_off());
   }
-  const short *kw = (const short *)(e + ko);
+  const short *kw = (const short *)r;
   u32 j = 0;
   for (; j + 1 < g; j += 2) att_score_heads(st, b, kw, kscale, pos, j, compact, 1);
   if (j < g) att_score_heads(st, b, kw, kscale, pos, j, compact, 0);
   return 0;
 }
 /* Positions per callback of the passes over the cache: the call, the
- * scratch lookups and the session's outer-map lookup are paid once per chunk. */
-#define ATT_CHUNK 4
+ * scratch lookups and the session's map lookups are paid once per chunk.
+ * A chunk lies inside one cache entry (QN_KV_BLOCK is a multiple). */
+#define ATT_CHUNK 16
+_Static_assert(QN_KV_BLOCK % ATT_CHUNK == 0, "a chunk of positions must not straddle two cache entries");
 
-/* BPF has no prefetch: one load per cache line of the next chunk's vectors,
- * issued before this chunk's work, lets those misses overlap with it. */
-static __always_inline void att_touch_chunk(const struct att_state *st, struct qn_acc *acc, void *kv, u32 first,
-                                            u32 n) {
-  u32 ko = kv_k_off(st->layer, acc->h);
-  if (ko > SHAPE.kv_pos_bytes - kv_vec_bytes()) return;
-  u64 sink = 0;
-  for (u32 t = 0; t < ATT_CHUNK; t++) {
-    u32 pos = first + t;
-    if (pos >= n) break;
-    const u8 *e = bpf_map_lookup_elem(kv, &pos);
-    if (!e) break;
-    e += ko;
-    for (u32 c = 0; c < kv_vec_bytes() / 64; c++) sink += *(const u64 *)(e + c * 64);
-  }
-  asm volatile("" ::"r"(sink));
+/* The cache entry holding chunk i of kv head acc->h (0 if a lookup fails). */
+static __always_inline u8 *att_chunk_block(const struct att_state *st, const struct qn_acc *acc, u64 i) {
+  u32 slot = st->slot;
+  void *kv = bpf_map_lookup_elem(&kv_outer, &slot);
+  if (!kv) return 0;
+  return kv_block(kv, st->layer, acc->h, (u32)i * ATT_CHUNK);
 }
 
 static __always_inline long att_score_chunk(const struct att_state *st, u64 i, int compact) {
   u8 *b = att_scratch(st->thread);
   struct qn_acc *acc = acc_of(st->thread);
-  u32 slot = st->slot;
-  void *kv = bpf_map_lookup_elem(&kv_outer, &slot);
-  if (!b || !acc || !kv) return qn_fail(st->thread, __LINE__);
+  if (!b || !acc) return qn_fail(st->thread, __LINE__);
+  u8 *blk = att_chunk_block(st, acc, i);
+  if (!blk) return qn_fail(st->thread, __LINE__);
   const u32 n = acc->pos + 1;
-  att_touch_chunk(st, acc, kv, ((u32)i + 1) * ATT_CHUNK, n);
   for (u32 t = 0; t < ATT_CHUNK; t++) {
     u32 pos = (u32)i * ATT_CHUNK + t;
     if (pos >= n) break;
-    long r = att_score_pos(st, b, acc, kv, pos, compact);
+    long r = att_score_pos(st, b, blk, pos, compact);
     if (r) return r;
   }
   return 0;
@@ -406,26 +392,21 @@ static __always_inline void att_acc_heads(u8 *b, const short *vw, s64 vscale, u3
     att_axpy(vw, att_acc(b, j), att_acc(b, j + two), w0, w1, SHAPE.head_dim, compact, two);
 }
 
-static __always_inline long att_acc_pos(const struct att_state *st, u8 *b, struct qn_acc *acc, void *kv, u32 pos,
-                                        int compact) {
+static __always_inline long att_acc_pos(const struct att_state *st, u8 *b, u8 *blk, u32 pos, int compact) {
   if (pos >= SHAPE.max_ctx) return qn_fail(st->thread, __LINE__);
   const u32 g = att_group();
   /* exp weight 0 in every head (score > 20.8 below each max): skip the read */
   s32 any = 0;
   for (u32 j = 0; j < g; j++) any |= att_scores(b, j)[pos];
   if (any == 0) return 0;
-  u8 *e = bpf_map_lookup_elem(kv, &pos);
-  if (!e) return qn_fail(st->thread, __LINE__);
-  u32 vo = kv_v_off(st->layer, acc->h), mo = kv_vmax_off(st->layer, acc->h);
-  if (vo > SHAPE.kv_pos_bytes - kv_vec_bytes()) return qn_fail(st->thread, __LINE__);
+  u8 *r = kv_rec(blk, pos);
+  if (!r) return qn_fail(st->thread, __LINE__);
   s64 vscale;
-  if (compact) {
-    vscale = kv8_scale_code(e + vo, QN_KV8_SCALE_CODES);
-  } else {
-    if (mo > SHAPE.kv_pos_bytes - 4) return qn_fail(st->thread, __LINE__);
-    vscale = *(const s32 *)(e + mo);
-  }
-  const short *vw = (const short *)(e + vo);
+  if (compact)
+    vscale = kv8_scale_code(r, QN_KV8_SCALE_CODES);
+  else
+    vscale = *(const s32 *)(r + kv_vmax_off());
+  const short *vw = (const short *)(r + kv_v_off());
   u32 j = 0;
   for (; j + 1 < g; j += 2) att_acc_heads(b, vw, vscale, pos, j, compact, 1);
   if (j < g) att_acc_heads(b, vw, vscale, pos, j, compact, 0);
@@ -434,14 +415,14 @@ static __always_inline long att_acc_pos(const struct att_state *st, u8 *b, struc
 static __always_inline long att_acc_chunk(const struct att_state *st, u64 i, int compact) {
   u8 *b = att_scratch(st->thread);
   struct qn_acc *acc = acc_of(st->thread);
-  u32 slot = st->slot;
-  void *kv = bpf_map_lookup_elem(&kv_outer, &slot);
-  if (!b || !acc || !kv) return qn_fail(st->thread, __LINE__);
+  if (!b || !acc) return qn_fail(st->thread, __LINE__);
+  u8 *blk = att_chunk_block(st, acc, i);
+  if (!blk) return qn_fail(st->thread, __LINE__);
   const u32 n = acc->pos + 1;
   for (u32 t = 0; t < ATT_CHUNK; t++) {
     u32 pos = (u32)i * ATT_CHUNK + t;
     if (pos >= n) break;
-    long r = att_acc_pos(st, b, acc, kv, pos, compact);
+    long r = att_acc_pos(st, b, blk, pos, compact);
     if (r) return r;
   }
   return 0;
@@ -527,16 +508,16 @@ static long att_out_cb(u64 i, void *ctx) {
 
 /* Writes K (normed, RoPE-rotated) and V of kv head h at position pos. */
 static __always_inline u32 write_kv(const struct att_state *st, u8 *b, u32 p, u32 pos, u32 h) {
-  u8 *e = kv_entry(st->slot, pos);
+  u32 slot = st->slot;
+  void *kv = bpf_map_lookup_elem(&kv_outer, &slot);
+  if (!kv) return __LINE__;
+  u8 *blk = kv_block(kv, st->layer, h, pos);
+  if (!blk) return __LINE__;
+  u8 *e = kv_rec(blk, pos);
   if (!e) return __LINE__;
-  u32 layer = st->layer;
   s64 mx = head_norm_rope(b, p, SHAPE.q_dim + h * SHAPE.head_dim, st->knorm_off, pos);
   if (mx < 0) return __LINE__;
-  u32 ko = kv_k_off(layer, h), vo = kv_v_off(layer, h);
-  u32 km = kv_kmax_off(layer, h), vm = kv_vmax_off(layer, h);
-  if (ko > SHAPE.kv_pos_bytes - kv_vec_bytes() || vo > SHAPE.kv_pos_bytes - kv_vec_bytes() ||
-      (!kv_compact() && (km > SHAPE.kv_pos_bytes - 4 || vm > SHAPE.kv_pos_bytes - 4)))
-    return __LINE__;
+  const u32 ko = 0, vo = kv_v_off(), km = kv_kmax_off(), vm = kv_vmax_off();
   s32 *t1 = att_tmp1(b);
   s32 *qkv = buf_lookup(&qkv_buf, 0);
   u32 off = SHAPE.q_dim + SHAPE.kv_dim + h * SHAPE.head_dim;
@@ -617,8 +598,9 @@ int qn_attention(struct qn_args *a) {
   st.knorm_off = a->norm2_off;
   st.hb = a->head_begin;
   st.nh = a->head_end - a->head_begin;
-    st.c_q24 = qn_attn_scale_q24(SHAPE.head_dim, kv_levels());
+  st.c_q24 = qn_attn_scale_q24(SHAPE.head_dim, kv_levels());
   if (st.thread >= SHAPE.threads || st.npos == 0 || st.npos > QN_PMAX || st.pass_off > QN_PMAX - st.npos ||
+      a->kv_positions > SHAPE.max_ctx || st.pos0 > a->kv_positions || st.npos > a->kv_positions - st.pos0 ||
       a->head_begin >= a->head_end ||
       a->head_end > SHAPE.n_kv_heads || st.layer >= SHAPE.n_layers || (SHAPE.kv_bytes != 1 && SHAPE.kv_bytes != 2)) {
     a->status = __LINE__;

@@ -134,7 +134,7 @@ BpfBackend::BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOpt
       std::fprintf(stderr, "bpf program %s: %u instructions processed by the verifier\n", st.name.c_str(),
                    st.verified_insns);
   pool_ = std::make_unique<WorkerPool>(opts.threads);
-  slots_ = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->kv_value_size());
+  slots_ = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->layout().shape);
   convert_norms();
   fill_rope_table(*progs_, *pool_);
   convert_weights();
@@ -312,6 +312,7 @@ void BpfBackend::attention_op(uint32_t layer, const Pass& pass, std::span<const 
       a.pos0 = seqs[s.item].start + s.token_off;
       a.pass_off = s.pass_off;
       a.kv_slot = seqs[s.item].kv->slot();
+      a.kv_positions = static_cast<uint32_t>(seqs[s.item].kv->max_context());
       progs_->attention(a);
     }
   });

@@ -3,7 +3,9 @@
 #include <bpf/bpf.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -12,8 +14,12 @@
 
 namespace qwen3::engine {
 
-KvSlots::KvSlots(int outer_fd, uint32_t value_size)
-    : outer_fd_(dup(outer_fd)), value_size_(value_size), used_(QN_MAX_SESSIONS, false) {
+KvSlots::KvSlots(int outer_fd, const qn_shape& shape)
+    : outer_fd_(dup(outer_fd)),
+      value_size_(shape.kv_entry_bytes),
+      n_layers_(shape.n_layers),
+      n_kv_heads_(shape.n_kv_heads),
+      used_(QN_MAX_SESSIONS, false) {
   if (outer_fd_ < 0) throw Error(std::string("cannot dup the KV outer map fd: ") + strerror(errno));
 }
 
@@ -35,6 +41,10 @@ void KvSlots::release(uint32_t slot) {
   if (slot < used_.size()) used_[slot] = false;
 }
 
+uint64_t KvSlots::entries(int positions) const {
+  return qn_kv_entries(n_layers_, n_kv_heads_, static_cast<uint32_t>(std::max(positions, 0)));
+}
+
 int KvSlots::live() const {
   std::lock_guard lock(mu_);
   int n = 0;
@@ -46,8 +56,9 @@ BpfKvCache::BpfKvCache(std::shared_ptr<KvSlots> slots, int max_context)
     : slots_(std::move(slots)), max_context_(max_context) {
   if (max_context <= 0) throw invalid_argument("KV cache max_context must be positive");
   LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_INNER_MAP);
-  fd_ = bpf_map_create(BPF_MAP_TYPE_ARRAY, "qwen3_kv", 4, slots_->value_size(),
-                       static_cast<uint32_t>(max_context), &opts);
+  const uint64_t entries = slots_->entries(max_context);
+  if (entries > UINT32_MAX) throw resource_exhausted("a KV cache of " + std::to_string(max_context) + " positions needs more map entries than a BPF array holds");
+  fd_ = bpf_map_create(BPF_MAP_TYPE_ARRAY, "qwen3_kv", 4, slots_->value_size(), static_cast<uint32_t>(entries), &opts);
   if (fd_ < 0)
     throw resource_exhausted("cannot create a KV cache map for " + std::to_string(max_context) +
                              " positions (" + std::to_string(bytes() >> 20) + " MiB): " + strerror(errno));

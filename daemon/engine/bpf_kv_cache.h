@@ -1,8 +1,8 @@
-// A session's KV cache: one BPF array map (one entry per position: int16 K/V
-// with per-vector scales, or the compact one-byte-per-value layout;
-// docs/kv-cache.md) created with the session and
-// freed with it, reachable by the programs through a slot of the outer
-// ARRAY_OF_MAPS map.
+// A session's KV cache: one BPF array map (one entry per block of
+// QN_KV_BLOCK positions of one kv head of one layer: int16 K/V with
+// per-vector scales, or the compact one-byte-per-value layout; layout.h,
+// docs/kv-cache.md) created with the session and freed with it, reachable by
+// the programs through a slot of the outer ARRAY_OF_MAPS map.
 #pragma once
 
 #include <cstdint>
@@ -12,23 +12,27 @@
 
 #include "engine/backend.h"
 
+struct qn_shape;
+
 namespace qwen3::engine {
 
 // The outer map's free slots; shared by the backend and every cache so a
 // cache outliving the backend still releases its slot cleanly.
 class KvSlots {
  public:
-  KvSlots(int outer_fd, uint32_t value_size);  // dups outer_fd
+  KvSlots(int outer_fd, const qn_shape& shape);  // dups outer_fd
   ~KvSlots();
   uint32_t acquire();          // throws resource_exhausted when all slots are in use
   void release(uint32_t slot);
   int outer_fd() const { return outer_fd_; }
   uint32_t value_size() const { return value_size_; }
+  uint64_t entries(int positions) const;  // of a cache holding that many positions
   int live() const;
 
  private:
   int outer_fd_;
   uint32_t value_size_;
+  uint32_t n_layers_, n_kv_heads_;
   mutable std::mutex mu_;
   std::vector<bool> used_;
 };
@@ -39,7 +43,7 @@ class BpfKvCache : public KvCache {
   ~BpfKvCache() override;
   int positions() const override { return positions_; }
   int max_context() const override { return max_context_; }
-  size_t bytes() const override { return size_t(max_context_) * slots_->value_size(); }
+  size_t bytes() const override { return slots_->entries(max_context_) * slots_->value_size(); }
   void truncate(int n) override;
 
   void set_positions(int n) { positions_ = n; }

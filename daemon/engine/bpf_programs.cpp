@@ -137,12 +137,12 @@ void configure(Skel* s, const ProgramLayout& l) {
 }
 
 // The outer KV map's template: libbpf takes an existing map as the inner map
-// definition, which carries the model's per-position value size.
+// definition, which carries the model's value size (one block of records, layout.h).
 class KvTemplate {
  public:
   explicit KvTemplate(const qn_shape& sh) {
     LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_INNER_MAP);
-    fd_ = bpf_map_create(BPF_MAP_TYPE_ARRAY, "qwen3_kv_tmpl", 4, sh.kv_pos_bytes, 1, &opts);
+    fd_ = bpf_map_create(BPF_MAP_TYPE_ARRAY, "qwen3_kv_tmpl", 4, sh.kv_entry_bytes, 1, &opts);
     if (fd_ < 0) throw Error(std::string("cannot create the KV template map: ") + strerror(errno));
   }
   ~KvTemplate() { close(fd_); }

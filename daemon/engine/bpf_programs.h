@@ -82,7 +82,7 @@ class BpfPrograms {
   size_t weights_size() const { return weights_size_; }
 
   int kv_outer_fd() const;
-  uint32_t kv_value_size() const { return layout_.shape.kv_pos_bytes; }
+  uint32_t kv_value_size() const { return layout_.shape.kv_entry_bytes; }
 
  private:
   // One mmap of a BPF map; unmapped when destroyed.

@@ -80,8 +80,8 @@ ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena,
   s.kv_bytes = kv_bits / 8;
   // int16: K, V, then an int32 max per vector; int8: K, V only (the rotated
   // layout keeps each vector's scale code inside its codes; docs/kv-cache.md)
-  s.kv_layer_bytes = qn_kv_layer_bytes(s.n_kv_heads, hd, s.kv_bytes);
-  s.kv_pos_bytes = s.n_layers * s.kv_layer_bytes;
+  s.kv_rec_bytes = qn_kv_rec_bytes(hd, s.kv_bytes);
+  s.kv_entry_bytes = qn_kv_entry_bytes(hd, s.kv_bytes);
   l.hid_pad = pad_to_group(s.hidden);
   l.qkv_pad = pad_to_group(s.qkv_dim);
   l.qd_pad = pad_to_group(s.q_dim);

@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
         l.progs->qkv()[i] = static_cast<int32_t>(nd(rng) * 65536);
     };
     random_qkv();
-    l.slots = std::make_shared<KvSlots>(l.progs->kv_outer_fd(), l.progs->kv_value_size());
+    l.slots = std::make_shared<KvSlots>(l.progs->kv_outer_fd(), l.progs->layout().shape);
     l.kv = std::make_unique<BpfKvCache>(l.slots, static_cast<int>(max_ctx));
     for (uint32_t p0 = 0; fill && p0 < max_ctx; p0 += QN_PMAX) {
       random_qkv();
@@ -119,6 +119,7 @@ int main(int argc, char** argv) {
       a.npos = std::min<uint32_t>(QN_PMAX, max_ctx - p0);
       a.pos0 = p0;
       a.kv_slot = l.kv->slot();
+      a.kv_positions = uint32_t(l.kv->max_context());
       a.norm_off = l.plan.norms[0].q;
       a.norm2_off = l.plan.norms[0].k;
       a.head_end = c.num_key_value_heads;
@@ -140,6 +141,7 @@ int main(int argc, char** argv) {
         a.pos0 = contexts[ci] - 1;
         a.layer = fill ? 0 : static_cast<uint32_t>(r % c.num_hidden_layers);
         a.kv_slot = l.kv->slot();
+        a.kv_positions = uint32_t(l.kv->max_context());
         a.norm_off = l.plan.norms[a.layer].q;
         a.norm2_off = l.plan.norms[a.layer].k;
         a.head_begin = 0;

@@ -354,7 +354,7 @@ TEST_P(OpsTest, EmbedDequantizesRows) {
 }
 
 TEST_P(OpsTest, AttentionMatchesModelAndFloat) {
-  auto slots = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->kv_value_size());
+  auto slots = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->layout().shape);
   BpfKvCache kv(slots, 16);
   const ModelConfig& c = cfg_;
   const uint32_t hd = c.head_dim, qp = plan_.layout.qkv_pad, layer = 1;
@@ -379,6 +379,7 @@ TEST_P(OpsTest, AttentionMatchesModelAndFloat) {
     a.pos0 = pos;
     a.layer = layer;
     a.kv_slot = kv.slot();
+    a.kv_positions = uint32_t(kv.max_context());
     a.norm_off = no.q;
     a.norm2_off = no.k;
     for (uint32_t t = 0; t < 2; t++) {
@@ -446,26 +447,39 @@ TEST_P(OpsTest, AttentionMatchesModelAndFloat) {
         }
       }
     }
-    // the cache holds exactly the model's quantized K/V
+    // the cache holds exactly the model's quantized K/V, in the record of
+    // position pos - 1 inside its block's entry (layout.h: qn_kv_*)
+    const qn_shape& sh = plan_.layout.shape;
+    ASSERT_EQ(sh.kv_entry_bytes, QN_KV_BLOCK * sh.kv_rec_bytes);
+    ASSERT_EQ(sh.kv_rec_bytes, kv8 ? 2u * hd : 4u * hd + 8);  // compact: nothing but one K|V word per element
     std::vector<uint8_t> entry(progs_->kv_value_size());
-    uint32_t key = pos - 1;
-    ASSERT_EQ(bpf_map_lookup_elem(kv.map_fd(), &key, entry.data()), 0);
-    const uint32_t lb = plan_.layout.shape.kv_layer_bytes, eb = 2;
-    auto elem = [&](uint32_t off) {
-      int16_t v;
-      std::memcpy(&v, &entry[off], 2);
-      return int32_t(v);
-    };
-    if (kv8) {
-      ASSERT_EQ(lb, 2u * c.num_key_value_heads * hd);  // nothing but one K|V word per element
-      for (int h = 0; h < c.num_key_value_heads; h++)
-        for (uint32_t d = 0; d < hd; d++) ASSERT_EQ(elem(layer * lb + (h * hd + d) * eb), mkv[h].back()[d]);
-    }
-    for (int h = 0; !kv8 && h < c.num_key_value_heads; h++)
+    for (int h = 0; h < c.num_key_value_heads; h++) {
+      uint32_t key = qn_kv_key(sh.n_layers, sh.n_kv_heads, layer, h, pos - 1);
+      ASSERT_EQ(bpf_map_lookup_elem(kv.map_fd(), &key, entry.data()), 0);
+      const uint32_t rec = qn_kv_rec_off(sh.kv_rec_bytes, pos - 1);
+      auto elem = [&](uint32_t off) {
+        int16_t v;
+        std::memcpy(&v, &entry[rec + off], 2);
+        return int32_t(v);
+      };
+      auto scale = [&](uint32_t off) {
+        int32_t v;
+        std::memcpy(&v, &entry[rec + off], 4);
+        return v;
+      };
       for (uint32_t d = 0; d < hd; d++) {
-        ASSERT_EQ(elem(layer * lb + (h * hd + d) * eb), mk[h].back().q[d]);
-        ASSERT_EQ(elem(layer * lb + ((c.num_key_value_heads + h) * hd + d) * eb), mv[h].back().q[d]);
+        if (kv8) {
+          ASSERT_EQ(elem(d * 2), mkv[h].back()[d]);
+        } else {
+          ASSERT_EQ(elem(d * 2), mk[h].back().q[d]);
+          ASSERT_EQ(elem(qn_kv_v_off(hd, 2) + d * 2), mv[h].back().q[d]);
+        }
       }
+      if (!kv8) {
+        ASSERT_EQ(scale(qn_kv_kmax_off(hd)), mk[h].back().max);
+        ASSERT_EQ(scale(qn_kv_vmax_off(hd)), mv[h].back().max);
+      }
+    }
   }
   std::printf("attention: max |bpf - float| = %.3g (outputs up to %.3g; int%u K/V)\n", worst, scale,
               GetParam().kv_bits);
@@ -617,7 +631,7 @@ TEST(AttentionGroups, SingleAndOddGroupsMatchModel) {
         progs.norms()[i] = static_cast<int32_t>(ud(rng) * (1 << QN_NORM_FRAC));
       WorkerPool pool(2);
       fill_rope_table(progs, pool);
-      auto slots = std::make_shared<KvSlots>(progs.kv_outer_fd(), progs.kv_value_size());
+      auto slots = std::make_shared<KvSlots>(progs.kv_outer_fd(), progs.layout().shape);
       BpfKvCache kv(slots, 16);
       const uint32_t hd = c.head_dim, qp = plan.layout.qkv_pad, layer = 1;
       const NormOffsets& no = plan.norms[layer];
@@ -634,6 +648,7 @@ TEST(AttentionGroups, SingleAndOddGroupsMatchModel) {
         a.pos0 = pos;
         a.layer = layer;
         a.kv_slot = kv.slot();
+        a.kv_positions = uint32_t(kv.max_context());
         a.norm_off = no.q;
         a.norm2_off = no.k;
         a.head_end = 2;
@@ -665,12 +680,13 @@ TEST(AttentionGroups, SingleAndOddGroupsMatchModel) {
 }
 
 TEST_P(OpsTest, AttentionRejectsPositionsPastTheCache) {
-  auto slots = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->kv_value_size());
+  auto slots = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->layout().shape);
   BpfKvCache kv(slots, 4);
   qn_args a{};
   a.npos = 2;
   a.pos0 = 3;  // position 4 does not exist in a 4-position cache
   a.kv_slot = kv.slot();
+  a.kv_positions = uint32_t(kv.max_context());
   a.norm_off = plan_.norms[0].q;
   a.norm2_off = plan_.norms[0].k;
   a.head_end = 1;
@@ -681,7 +697,7 @@ TEST_P(OpsTest, AttentionRejectsPositionsPastTheCache) {
 // exactly what the same rows compute as a pass of their own, and writes the
 // same K/V (the model comparison above covers pass_off = 0).
 TEST_P(OpsTest, AttentionSliceAtPassOffsetEqualsItsOwnPass) {
-  auto slots = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->kv_value_size());
+  auto slots = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->layout().shape);
   BpfKvCache shared_a(slots, 16), shared_b(slots, 16), own_a(slots, 16), own_b(slots, 16);
   const uint32_t qp = plan_.layout.qkv_pad, dp = plan_.layout.qd_pad, layer = 1;
   const NormOffsets& no = plan_.norms[layer];
@@ -694,6 +710,7 @@ TEST_P(OpsTest, AttentionSliceAtPassOffsetEqualsItsOwnPass) {
     a.pass_off = pass_off;
     a.layer = layer;
     a.kv_slot = kv.slot();
+    a.kv_positions = uint32_t(kv.max_context());
     a.norm_off = no.q;
     a.norm2_off = no.k;
     for (uint32_t t = 0; t < 2; t++) {
@@ -703,10 +720,11 @@ TEST_P(OpsTest, AttentionSliceAtPassOffsetEqualsItsOwnPass) {
       progs_->attention(a);
     }
   };
-  auto entries = [&](const BpfKvCache& kv, uint32_t n) {
-    std::vector<uint8_t> all(size_t(n) * progs_->kv_value_size());
-    for (uint32_t p = 0; p < n; p++)
-      EXPECT_EQ(bpf_map_lookup_elem(kv.map_fd(), &p, all.data() + size_t(p) * progs_->kv_value_size()), 0);
+  auto entries = [&](const BpfKvCache& kv, uint32_t n) {  // every entry holding positions 0 .. n - 1
+    const uint64_t m = slots->entries(int(n));
+    std::vector<uint8_t> all(size_t(m) * progs_->kv_value_size());
+    for (uint32_t e = 0; e < m; e++)
+      EXPECT_EQ(bpf_map_lookup_elem(kv.map_fd(), &e, all.data() + size_t(e) * progs_->kv_value_size()), 0);
     return all;
   };
   // step 1: a has 3 positions at rows 0..2, b 5 at rows 3..7; step 2: b decodes at row 0, a 2 positions at rows 14..15
@@ -736,6 +754,7 @@ TEST_P(OpsTest, AttentionSliceAtPassOffsetEqualsItsOwnPass) {
   bad.npos = 3;
   bad.pass_off = QN_PMAX - 2;  // the slice would run past the pass
   bad.kv_slot = shared_a.slot();
+  bad.kv_positions = uint32_t(shared_a.max_context());
   bad.norm_off = no.q;
   bad.norm2_off = no.k;
   bad.head_end = 1;
@@ -913,8 +932,10 @@ TEST(ProgramsVerify, AtThe06bShape) {
   for (auto [prec, kv_bits] :
        {std::pair{Precision::q24, 16u}, std::pair{Precision::q8, 16u}, std::pair{Precision::q24, 8u}}) {
     ModelPlan plan = make_model_plan(c, prec, false, 2, 4096, kv_bits);
-    // the compact layout is exactly one byte per cached value: 28 x 2 x 8 x 128
-    EXPECT_EQ(plan.layout.shape.kv_pos_bytes, kv_bits == 8 ? 57344u : 116480u);
+    // the compact layout is exactly one byte per cached value: 2 x 128 per
+    // position and kv head (int16: 2 x 2 x 128 and two int32 scales)
+    EXPECT_EQ(plan.layout.shape.kv_rec_bytes, kv_bits == 8 ? 256u : 520u);
+    EXPECT_EQ(plan.layout.shape.kv_entry_bytes, QN_KV_BLOCK * plan.layout.shape.kv_rec_bytes);
     plan.layout.weight_entries = 1;  // verification only: no weights needed
     BpfPrograms progs(plan.layout);
     for (auto& st : progs.stats()) {
