@@ -41,6 +41,16 @@ struct PositionLogits {
   int32_t argmax = -1;
   std::vector<std::pair<int32_t, float>> top_k;  // sorted by logit, descending
   std::vector<float> full;                       // vocab_size floats when asked
+  // The backend's own fixed-point logits (Q16: logit * 2^16 as int32), from
+  // a backend that computes in fixed point (BPF; the reference backend leaves
+  // them empty). The floats above are these / 65536 rounded to float, exact
+  // only below |logit| 256; sampling in the kernel reads these.
+  // top_k_q16[i] is top_k[i]'s logit (empty, or as long as top_k).
+  std::vector<int32_t> top_k_q16;
+  // The whole vocabulary's by id: whenever `full` is asked for, and also when
+  // the top-k asked for is more than the backend's kernel selects (BPF: 64),
+  // so that sampling makes that cut in the kernel, not from the sorted list.
+  std::vector<int32_t> full_q16;
 };
 
 struct ForwardResult {

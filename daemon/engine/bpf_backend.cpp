@@ -321,22 +321,40 @@ void BpfBackend::attention_op(uint32_t layer, const Pass& pass, std::span<const 
 PositionLogits BpfBackend::collect(uint32_t c, const ForwardWants& wants) const {
   PositionLogits pl;
   // argmax and top-k as merged over the workers by qn_topk_merge (sorted,
-  // best first; a pass keeps the largest k any of its items asked for)
+  // best first; a pass keeps the largest k any of its items asked for). The
+  // kernel's Q16 logits go along exactly (top_k_q16, full_q16): the floats
+  // are exact only below |logit| 256, and sampling (qn_sample) reads these.
   const qn_topk_slot* s = progs_->merged_topk(c);
   pl.argmax = s->argmax_id;
   const int32_t* logits = progs_->logits() + size_t(c) * cfg_.vocab_size;
-  if (wants.top_k > QN_TOPK_MAX) {  // beyond what the kernel keeps: select from the kernel's logits
+  const bool wide = wants.top_k > QN_TOPK_MAX;  // more than the kernel selects
+  if (wide) {
+    // The list the caller reports (Forward's top scores): ordered from the
+    // kernel's logits by a sort, no arithmetic. Sampling does not use it: the
+    // whole vocabulary goes along (full_q16) and qn_sample makes the cut.
     std::vector<std::pair<int32_t, int32_t>> cand;  // (logit, id)
+    cand.reserve(cfg_.vocab_size);
     for (int32_t i = 0; i < cfg_.vocab_size; i++) cand.push_back({logits[i], i});
     const size_t k = std::min<size_t>(wants.top_k, cand.size());
     std::partial_sort(cand.begin(), cand.begin() + k, cand.end(), [](auto& a, auto& b) {
       return a.first != b.first ? a.first > b.first : a.second < b.second;
     });
-    for (size_t i = 0; i < k; i++) pl.top_k.push_back({cand[i].second, cand[i].first / 65536.0f});
+    pl.top_k.reserve(k);
+    pl.top_k_q16.reserve(k);
+    for (size_t i = 0; i < k; i++) {
+      pl.top_k.push_back({cand[i].second, cand[i].first / 65536.0f});
+      pl.top_k_q16.push_back(cand[i].first);
+    }
   } else {
     const int k = std::min(wants.top_k, std::min<int>(s->count, QN_TOPK_MAX));
-    for (int i = 0; i < k; i++) pl.top_k.push_back({s->e[i].id, s->e[i].logit / 65536.0f});
+    pl.top_k.reserve(std::max(k, 0));
+    pl.top_k_q16.reserve(std::max(k, 0));
+    for (int i = 0; i < k; i++) {
+      pl.top_k.push_back({s->e[i].id, s->e[i].logit / 65536.0f});
+      pl.top_k_q16.push_back(s->e[i].logit);
+    }
   }
+  if (wants.full_logits || wide) pl.full_q16.assign(logits, logits + cfg_.vocab_size);
   if (wants.full_logits) {
     pl.full.resize(cfg_.vocab_size);
     for (int32_t i = 0; i < cfg_.vocab_size; i++) pl.full[i] = logits[i] / 65536.0f;

@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
+#include <string>
 
+#include <spdlog/spdlog.h>
+
+#include "common/error.h"
 #include "engine/bpf_programs.h"
 
 namespace qwen3::engine {
@@ -43,13 +48,36 @@ qn_sample_hdr sample_params_fixed(const SamplingParams& params, uint32_t n) {
 
 namespace {
 
-// The kernel's logits reach PositionLogits as k / 65536.0f: exact for |k| <
-// 2^24 (|logit| < 256), otherwise the float nearest to it, whose Q16 value is
-// what both this path and the float one then see.
+// A float logit in Q16, for scores without the backend's own fixed-point
+// values (tests, or scores built elsewhere): exact for the kernel's floats
+// below |logit| 256, the float's nearest Q16 value beyond.
 bool to_q16(float v, int32_t* q) {
   if (!std::isfinite(v) || std::fabs(v) >= 32768.0f) return false;
   *q = static_cast<int32_t>(std::lrint(double(v) * 65536.0));
   return true;
+}
+
+// Why the kernel declines a position; each reason is logged once per process.
+enum class Decline { too_many, not_q16, bad_id, count };
+
+std::nullopt_t decline(Decline why, size_t n, uint32_t vocab) {
+  static std::once_flag once[size_t(Decline::count)];
+  std::call_once(once[size_t(why)], [&] {
+    const char* what = "";
+    switch (why) {
+      case Decline::too_many: what = "more candidates than qn_sample takes"; break;
+      case Decline::not_q16:
+        what = "scores without Q16 logits and a float logit Q16 cannot hold (non-finite or |logit| >= 32768)";
+        break;
+      case Decline::bad_id: what = "a candidate id outside the vocabulary"; break;
+      case Decline::count: break;
+    }
+    spdlog::warn(
+        "sampling: {} ({} candidates, vocabulary {}, qn_sample limit {}): the probabilities of such positions are "
+        "computed by the float Sampler in user space, not in BPF (logged once)",
+        what, n, vocab, QN_SAMPLE_MAX);
+  });
+  return std::nullopt;
 }
 
 }  // namespace
@@ -57,16 +85,32 @@ bool to_q16(float v, int32_t* q) {
 std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const PositionLogits& scores,
                                                      const SamplingParams& params, std::span<const int32_t> history) {
   const uint32_t vocab = progs.layout().shape.vocab;
-  const bool full = !scores.full.empty();
-  const size_t n = full ? scores.full.size() : scores.top_k.size();
-  if (n == 0 || n > vocab || n > QN_SAMPLE_MAX) return std::nullopt;
+  // The candidates: the whole vocabulary when the scores carry it (the top-k
+  // cut, if any, is then qn_sample's), else the top-k list; their logits the
+  // backend's own Q16 values when it kept them, else the floats in Q16.
+  const bool whole = !scores.full_q16.empty() || !scores.full.empty();
+  const std::vector<int32_t>& exact = whole ? scores.full_q16 : scores.top_k_q16;
+  const size_t n_float = whole ? scores.full.size() : scores.top_k.size();
+  if (!exact.empty() && n_float != 0 && exact.size() != n_float)
+    throw invalid_argument("sampling: the scores' Q16 logits (" + std::to_string(exact.size()) +
+                           ") do not match their float logits (" + std::to_string(n_float) + ")");
+  if (!whole && !exact.empty() && n_float == 0)
+    throw invalid_argument("sampling: the scores' top-k Q16 logits come without their ids");
+  const size_t n = exact.empty() ? n_float : exact.size();
+  if (n == 0) return std::nullopt;  // nothing to sample from: the Sampler says so
+  if (n > QN_SAMPLE_MAX) return decline(Decline::too_many, n, vocab);
+  if (n > vocab) return decline(Decline::bad_id, n, vocab);
   uint8_t* buf = progs.sample_buf();
   auto* cand = reinterpret_cast<qn_topk_entry*>(buf + qn_sample_cand_off());
   for (size_t i = 0; i < n; i++) {
-    const int32_t id = full ? static_cast<int32_t>(i) : scores.top_k[i].first;
-    if (id < 0 || static_cast<uint32_t>(id) >= vocab) return std::nullopt;
+    const int32_t id = whole ? static_cast<int32_t>(i) : scores.top_k[i].first;
+    if (id < 0 || static_cast<uint32_t>(id) >= vocab) return decline(Decline::bad_id, n, vocab);
     cand[i].id = id;
-    if (!to_q16(full ? scores.full[i] : scores.top_k[i].second, &cand[i].logit)) return std::nullopt;
+    if (!exact.empty()) {
+      cand[i].logit = exact[i];
+    } else if (!to_q16(whole ? scores.full[i] : scores.top_k[i].second, &cand[i].logit)) {
+      return decline(Decline::not_q16, n, vocab);
+    }
   }
   qn_sample_hdr h = sample_params_fixed(params, static_cast<uint32_t>(n));
   if (h.flags & QN_SAMPLE_PENALTY) {

@@ -18,11 +18,18 @@ class BpfPrograms;
 // exponents; out-of-range values clamped, docs/numerics.md) over n candidates.
 qn_sample_hdr sample_params_fixed(const SamplingParams& params, uint32_t n);
 
-// Runs qn_sample over the scores' candidates (full logits if present, else
-// the top-k list). nullopt for scores a Q16 logit cannot hold (non-finite,
-// |logit| >= 32768: never the kernel's own) or ids outside the vocabulary.
-// Throws qwen3::Error when the program rejects its input. The caller
-// serialises calls (one sample_buf).
+// Runs qn_sample over the scores' candidates: the whole vocabulary when they
+// carry it (full_q16, else full; a top-k cut is then made in the kernel),
+// else the top-k list. Logits are the backend's exact Q16 values (full_q16,
+// top_k_q16) when present; only scores without them (tests, the reference
+// backend's) are rounded from float to Q16. nullopt, with a warning logged
+// once per reason, when the kernel cannot take them: more than QN_SAMPLE_MAX
+// candidates (a vocabulary above 2^18; Qwen3's is 151,936), float logits Q16
+// cannot hold (non-finite, |logit| >= 32768: never the kernel's own), or ids
+// outside the vocabulary; also (silently) for no candidates at all. Throws
+// qwen3::Error(invalid_argument) for Q16 logits that do not match the
+// floats' count, and qwen3::Error when the program rejects its input. The
+// caller serialises calls (one sample_buf).
 std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const PositionLogits& scores,
                                                      const SamplingParams& params, std::span<const int32_t> history);
 

@@ -76,7 +76,10 @@ ForwardWants Sampler::wants() const {
   if (greedy() && !penalty) {
     w.top_k = 1;  // argmax is all we need
   } else if (params_.top_k > 0 && !penalty) {
-    w.top_k = params_.top_k;  // the kernel's top-k is exactly the candidate set
+    // The backend's top-k is exactly the candidate set. A backend whose kernel
+    // selects fewer (BPF: 64) adds the whole vocabulary's fixed-point logits
+    // (PositionLogits::full_q16) and makes the cut in the kernel.
+    w.top_k = params_.top_k;
   } else {
     w.full_logits = true;  // nucleus over the whole vocabulary, or penalised logits
   }

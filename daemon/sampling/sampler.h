@@ -23,7 +23,8 @@ class Sampler {
   // declines; the backend must outlive the sampler.
   explicit Sampler(const SamplingParams& params, Backend* backend = nullptr);
 
-  // What to ask the backend for so that sample() has what it needs.
+  // What to ask the backend for so that sample() has what it needs: the
+  // argmax, the top-k list (params' top_k, no penalty) or the full logits.
   ForwardWants wants() const;
   // Chooses the next token from one position's scores and the ids seen so far.
   // Never fails on the scores' values: NaN logits count as -inf, an +inf logit

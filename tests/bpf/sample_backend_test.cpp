@@ -3,11 +3,14 @@
 //     forward pass's own scores (== the C++ model, bit for bit) and close to
 //     the float Sampler's, for the Qwen3 defaults (kernel top-20), a penalty
 //     (full logits), a nucleus over the whole vocabulary, greedy + penalty;
+//   - a sampling top-k beyond the kernel's list (64) cut by qn_sample over the
+//     whole vocabulary's Q16 logits, not from the list selected in user space;
 //   - one bpf() call per distribution, none for plain greedy;
 //   - request threads computing distributions while the engine thread runs
 //     forward passes on the same backend get the single-threaded results.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -45,13 +48,15 @@ double tv(const TokenDistribution& a, const TokenDistribution& b) {
   return t / 2;
 }
 
-// The model's result on the same scores (their floats are exact Q16 values).
+// The model's result on the same scores: the backend's own Q16 logits, the
+// whole vocabulary when it reports them.
 TokenDistribution model_distribution(const PositionLogits& s, const SamplingParams& p, std::span<const int32_t> hist) {
   std::vector<qn_topk_entry> cand;
-  if (!s.full.empty())
-    for (size_t i = 0; i < s.full.size(); i++) cand.push_back({int32_t(i), int32_t(std::lrint(s.full[i] * 65536.0))});
+  EXPECT_FALSE(s.full_q16.empty() && s.top_k_q16.empty()) << "the BPF backend reports its Q16 logits";
+  if (!s.full_q16.empty())
+    for (size_t i = 0; i < s.full_q16.size(); i++) cand.push_back({int32_t(i), s.full_q16[i]});
   else
-    for (auto& [id, l] : s.top_k) cand.push_back({id, int32_t(std::lrint(l * 65536.0))});
+    for (size_t i = 0; i < s.top_k.size(); i++) cand.push_back({s.top_k[i].first, s.top_k_q16.at(i)});
   const uint32_t vocab = uint32_t(backend().config().vocab_size);
   std::vector<uint32_t> seen(qn_sample_seen_words(vocab), 0);
   for (int32_t id : hist) seen[uint32_t(id) >> 5] |= 1u << (id & 31);
@@ -85,6 +90,51 @@ TEST(SampleBackend, KernelDistributionEqualsModelAndIsCloseToFloat) {
     std::printf("T %.2f top_k %d top_p %.2f min_p %.2f penalty %.2f: %zu kept, TV to float %.3g\n", p.temperature,
                 p.top_k, p.top_p, p.min_p, p.repetition_penalty, k.tokens.size(), d);
     EXPECT_LT(d, 1e-4) << "T " << p.temperature;
+  }
+}
+
+// A sampling top-k beyond the kernel's list (64): the backend hands qn_sample
+// the whole vocabulary's Q16 logits and the program makes the cut (its radix
+// select), bit for bit the model's; the list it reports is for reporting only.
+TEST(SampleBackend, TopKBeyondTheKernelListIsCutByQnSample) {
+  const int vocab = backend().config().vocab_size;
+  const std::vector<SamplingParams> cases = {
+      {.temperature = 0.8f, .top_k = 100},
+      {.temperature = 1.0f, .top_k = 100, .top_p = 0.9f},
+      {.temperature = 0.6f, .top_k = 1000, .min_p = 0.01f},
+  };
+  for (const SamplingParams& p : cases) {
+    SCOPED_TRACE("top_k " + std::to_string(p.top_k));
+    Sampler kernel(p, &backend());
+    const PositionLogits s = scores_for(kernel);
+    ASSERT_EQ(s.full_q16.size(), size_t(vocab));
+    ASSERT_TRUE(s.full.empty());  // not asked for
+    ASSERT_EQ(s.top_k.size(), size_t(p.top_k));
+    ASSERT_EQ(s.top_k_q16.size(), s.top_k.size());
+    for (size_t i = 0; i < s.top_k.size(); i++) {
+      ASSERT_EQ(s.top_k_q16[i], s.full_q16[s.top_k[i].first]);
+      ASSERT_EQ(s.top_k[i].second, float(s.top_k_q16[i]) / 65536.0f);
+    }
+    uint64_t c0 = calls();
+    const TokenDistribution k = kernel.distribution(s, kPrompt);
+    EXPECT_EQ(calls() - c0, 1u);  // qn_sample; the float path makes no bpf() call
+    const TokenDistribution m = model_distribution(s, p, kPrompt);
+    std::map<int32_t, double> km(k.tokens.begin(), k.tokens.end()), mm(m.tokens.begin(), m.tokens.end());
+    EXPECT_EQ(km, mm);
+    for (auto& [id, q] : k.tokens)  // Q40 probabilities, as only the kernel computes them
+      EXPECT_EQ(std::ldexp(q, QN_SAMPLE_PFRAC), std::floor(std::ldexp(q, QN_SAMPLE_PFRAC)));
+    const TokenDistribution f = Sampler(p).distribution(s, kPrompt);  // float, from the reported list
+    std::printf("top_k %d top_p %.2f min_p %.2f: %zu kept, TV to float %.3g\n", p.top_k, p.top_p, p.min_p,
+                k.tokens.size(), tv(k, f));
+    EXPECT_LT(tv(k, f), 1e-4);
+    // The cut is the kernel's: a different reported list changes nothing.
+    PositionLogits other = s;
+    std::reverse(other.top_k.begin(), other.top_k.end());
+    std::reverse(other.top_k_q16.begin(), other.top_k_q16.end());
+    for (auto& [id, l] : other.top_k) id = (id + 1) % vocab;
+    c0 = calls();
+    EXPECT_EQ(kernel.distribution(other, kPrompt).tokens, k.tokens);
+    EXPECT_EQ(calls() - c0, 1u);
   }
 }
 

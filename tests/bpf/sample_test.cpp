@@ -7,10 +7,13 @@
 //     distance within the bound derived from the fixed-point precision
 //     (docs/numerics.md), wherever the float's own cut decisions are not
 //     within that precision of their thresholds;
+//   - uses the backend's exact Q16 logits where float cannot tell them apart
+//     (above 256) or hold them (near 32768);
 //   - rejects parameters outside its fixed-point ranges.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -259,6 +262,137 @@ const double kWeightRel = 3 * std::ldexp(1, -30) + std::ldexp(1, -31) + std::lde
 // The two parts of that bound on their own, against double: 2^-t over
 // every table entry and random low bits (relative 3.4e-9, plus the Q44
 // rounding), and the temperature factor over the whole temperature range.
+// The kernel's Q16 logits reach qn_sample as they are (PositionLogits::
+// top_k_q16 / full_q16), not through float: above |logit| 256 a float cannot
+// hold every Q16 value, and near 32768 it rounds to 32768, which Q16 cannot
+// hold at all (the float path used to take over there).
+std::map<int32_t, double> as_map(const TokenDistribution& d) { return {d.tokens.begin(), d.tokens.end()}; }
+std::map<int32_t, double> as_map(const fixed::SampleOut& o) {
+  std::map<int32_t, double> m;
+  for (const auto& e : o.kept) m[e.id] = std::ldexp(double(e.w), -QN_SAMPLE_PFRAC);
+  return m;
+}
+
+TEST(SampleKernel, UsesTheExactQ16LogitsBeyondTheFloatsPrecision) {
+  const uint32_t vocab = 1000;
+  BpfPrograms& progs = programs(vocab);
+  const int32_t L = 300 * 65536;  // 300.0; L + 1 is 300.0000153, the same float
+  ASSERT_EQ(float(L + 1) / 65536.0f, float(L) / 65536.0f);
+  // the kernel's top-k list: logit descending, id ascending among equals
+  const std::vector<qn_topk_entry> list = {{7, L + 1}, {3, L}, {11, L - 2 * 65536}, {20, L - 3 * 65536}};
+  PositionLogits s;
+  for (const auto& c : list) {
+    s.top_k.push_back({c.id, float(c.logit) / 65536.0f});  // as BpfBackend::collect reports them
+    s.top_k_q16.push_back(c.logit);
+  }
+  PositionLogits rounded = s;  // the same floats without the exact values
+  rounded.top_k_q16.clear();
+  for (const SamplingParams& p : {SamplingParams{.temperature = 1.0f}, SamplingParams{.temperature = 1.0f, .top_k = 1},
+                                  SamplingParams{.temperature = 0.01f, .top_p = 0.5f}}) {
+    SCOPED_TRACE("top_k " + std::to_string(p.top_k) + " top_p " + std::to_string(p.top_p));
+    const auto k = kernel_distribution(progs, s, p, {});
+    ASSERT_TRUE(k.has_value());
+    const fixed::SampleOut m = fixed::sample_model(sample_params_fixed(p, uint32_t(list.size())), list, {});
+    EXPECT_EQ(as_map(*k), as_map(m));
+    ASSERT_FALSE(k->tokens.empty());
+    EXPECT_EQ(k->tokens.front().first, 7);  // best first: one Q16 unit above id 3
+    if (p.top_k == 1 || p.top_p < 1.0f) {
+      EXPECT_EQ(k->tokens.size(), 1u);
+    } else {
+      // p7 / p3 = e^(2^-16 / T): ~3.8e-6 more mass for id 7
+      EXPECT_GT(k->prob_of(7) - k->prob_of(3), 3e-6);
+      EXPECT_NEAR(k->prob_of(7) / k->prob_of(3), std::exp(std::ldexp(1.0, -16)), 1e-8);
+    }
+    // Through float the two tie: what the exact values avoid.
+    const auto r = kernel_distribution(progs, rounded, p, {});
+    ASSERT_TRUE(r.has_value());
+    if (p.top_k == 0 && p.top_p >= 1.0f) {
+      EXPECT_EQ(r->prob_of(7), r->prob_of(3));
+    }
+  }
+
+  // The whole vocabulary around 300: a top-k of 1 keeps id 7, one Q16 unit
+  // above id 3; through float they tie and the lower id would win.
+  {
+    std::vector<qn_topk_entry> all(vocab);
+    PositionLogits w;
+    for (uint32_t i = 0; i < vocab; i++) {
+      const int32_t q = i == 7 ? L + 1 : i == 3 ? L : L - 65536 * int32_t(1 + i % 50);
+      all[i] = {int32_t(i), q};
+      w.full_q16.push_back(q);
+      w.full.push_back(float(q) / 65536.0f);
+    }
+    const SamplingParams p{.temperature = 1.0f, .top_k = 1};
+    const auto k = kernel_distribution(progs, w, p, {});
+    ASSERT_TRUE(k.has_value());
+    EXPECT_EQ(as_map(*k), as_map(fixed::sample_model(sample_params_fixed(p, vocab), all, {})));
+    ASSERT_EQ(k->tokens.size(), 1u);
+    EXPECT_EQ(k->tokens[0].first, 7);
+    PositionLogits r = w;
+    r.full_q16.clear();
+    const auto kr = kernel_distribution(progs, r, p, {});
+    ASSERT_TRUE(kr.has_value());
+    ASSERT_EQ(kr->tokens.size(), 1u);
+    EXPECT_EQ(kr->tokens[0].first, 3);
+  }
+
+  // The whole vocabulary, next to Q16's top (32767.99998 is 32768.0f as a float).
+  std::vector<qn_topk_entry> all(vocab);
+  PositionLogits w;
+  for (uint32_t i = 0; i < vocab; i++) {
+    const int32_t q = i == 500 ? INT32_MAX : i == 400 ? INT32_MAX - 1 : INT32_MAX - 65536 - int32_t(i) * 977;
+    all[i] = {int32_t(i), q};
+    w.full_q16.push_back(q);
+    w.full.push_back(float(q) / 65536.0f);
+  }
+  ASSERT_EQ(w.full[500], 32768.0f);
+  for (const SamplingParams& p :
+       {SamplingParams{.temperature = 0.7f}, SamplingParams{.temperature = 1.0f, .top_k = 100},
+        SamplingParams{.temperature = 1.0f, .min_p = 0.5f, .repetition_penalty = 1.3f}}) {
+    SCOPED_TRACE("top_k " + std::to_string(p.top_k) + " penalty " + std::to_string(p.repetition_penalty));
+    const std::vector<int32_t> history = {400, 9};
+    const auto k = kernel_distribution(progs, w, p, history);
+    ASSERT_TRUE(k.has_value());
+    const fixed::SampleOut m = fixed::sample_model(sample_params_fixed(p, vocab), all, bitmap(vocab, history));
+    EXPECT_EQ(as_map(*k), as_map(m));
+    if (p.repetition_penalty == 1.0f) {
+      EXPECT_GT(k->prob_of(500), k->prob_of(400));
+    }
+    PositionLogits only_q16 = w;  // what collect reports for a wide top-k: Q16 only
+    only_q16.full.clear();
+    const auto k2 = kernel_distribution(progs, only_q16, p, history);
+    ASSERT_TRUE(k2.has_value());
+    EXPECT_EQ(k2->tokens, k->tokens);
+  }
+  PositionLogits floats_only = w;  // |logit| >= 32768 as a float: the kernel declines (logged once)
+  floats_only.full_q16.clear();
+  EXPECT_FALSE(kernel_distribution(progs, floats_only, SamplingParams{.temperature = 1.0f}, {}).has_value());
+
+  PositionLogits mismatched = s;  // Q16 values that do not match the list
+  mismatched.top_k_q16.pop_back();
+  EXPECT_THROW(kernel_distribution(progs, mismatched, SamplingParams{.temperature = 1.0f}, {}), Error);
+}
+
+// A vocabulary above QN_SAMPLE_MAX (not Qwen3's): its top-k lists are still
+// the kernel's; the whole vocabulary is declined (logged once) and left to
+// the float Sampler, the one documented degradation.
+TEST(SampleKernel, DeclinesMoreCandidatesThanItTakesButNotTheirTopKList) {
+  const uint32_t vocab = QN_SAMPLE_MAX + 32;
+  BpfPrograms& progs = programs(vocab);
+  PositionLogits s;
+  for (uint32_t i = 0; i < vocab; i++) s.full_q16.push_back(int32_t(i % 977) * 1000);
+  const SamplingParams p{.temperature = 1.0f, .top_p = 0.9f};
+  EXPECT_FALSE(kernel_distribution(progs, s, p, {}).has_value());
+  for (int32_t id = vocab - 20; id < int32_t(vocab); id++) {
+    s.top_k.push_back({id, float(id) / 65536.0f});
+    s.top_k_q16.push_back(id);
+  }
+  s.full_q16.clear();
+  const auto k = kernel_distribution(progs, s, p, {});
+  ASSERT_TRUE(k.has_value());
+  EXPECT_FALSE(k->tokens.empty());
+}
+
 TEST(SampleFormulas, ExponentialAndTemperatureFactorWithinTheirBounds) {
   std::mt19937_64 rng(7);
   const double exp_rel = 3 * std::ldexp(1, -30) + std::ldexp(1, -31) + std::ldexp(1, -33);
