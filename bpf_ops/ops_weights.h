@@ -47,23 +47,105 @@ struct qn_dot2 {
   s64 a, b;
 };
 
-/* q24: plain int64 products, two accumulators. */
+/* q24: plain int64 products, two accumulators. One asm block per group of
+ * 64 columns (constant offsets: no pointer updates inside): 3 loads, 2
+ * multiplies and 2 adds per column of the two rows. clang's loop spilled
+ * and reloaded registers around them (~10 instructions per column). */
+#define QN_Q24_ASM_COL(o)                  \
+  "%[x] = *(s32 *)(%[px] + " o ")\n\t" \
+  "%[w] = *(s32 *)(%[pa] + " o ")\n\t" \
+  "%[w] *= %[x]\n\t"                     \
+  "%[a] += %[w]\n\t"                     \
+  "%[w] = *(s32 *)(%[pb] + " o ")\n\t" \
+  "%[w] *= %[x]\n\t"                     \
+  "%[b] += %[w]\n\t"
+_Static_assert(QN_GROUP == 64 && QN_Q24_GROUP_BYTES == 256, "q24_group_asm's offsets are those of 64 int32 columns");
+
+static __always_inline void q24_group_asm(const QN_WQ s32 *pa, const QN_WQ s32 *pb, const s32 *px, s64 *acc_a,
+                                          s64 *acc_b) {
+  s64 a = *acc_a, b = *acc_b, w, x;
+  asm volatile(
+      QN_Q24_ASM_COL("0")
+      QN_Q24_ASM_COL("4")
+      QN_Q24_ASM_COL("8")
+      QN_Q24_ASM_COL("12")
+      QN_Q24_ASM_COL("16")
+      QN_Q24_ASM_COL("20")
+      QN_Q24_ASM_COL("24")
+      QN_Q24_ASM_COL("28")
+      QN_Q24_ASM_COL("32")
+      QN_Q24_ASM_COL("36")
+      QN_Q24_ASM_COL("40")
+      QN_Q24_ASM_COL("44")
+      QN_Q24_ASM_COL("48")
+      QN_Q24_ASM_COL("52")
+      QN_Q24_ASM_COL("56")
+      QN_Q24_ASM_COL("60")
+      QN_Q24_ASM_COL("64")
+      QN_Q24_ASM_COL("68")
+      QN_Q24_ASM_COL("72")
+      QN_Q24_ASM_COL("76")
+      QN_Q24_ASM_COL("80")
+      QN_Q24_ASM_COL("84")
+      QN_Q24_ASM_COL("88")
+      QN_Q24_ASM_COL("92")
+      QN_Q24_ASM_COL("96")
+      QN_Q24_ASM_COL("100")
+      QN_Q24_ASM_COL("104")
+      QN_Q24_ASM_COL("108")
+      QN_Q24_ASM_COL("112")
+      QN_Q24_ASM_COL("116")
+      QN_Q24_ASM_COL("120")
+      QN_Q24_ASM_COL("124")
+      QN_Q24_ASM_COL("128")
+      QN_Q24_ASM_COL("132")
+      QN_Q24_ASM_COL("136")
+      QN_Q24_ASM_COL("140")
+      QN_Q24_ASM_COL("144")
+      QN_Q24_ASM_COL("148")
+      QN_Q24_ASM_COL("152")
+      QN_Q24_ASM_COL("156")
+      QN_Q24_ASM_COL("160")
+      QN_Q24_ASM_COL("164")
+      QN_Q24_ASM_COL("168")
+      QN_Q24_ASM_COL("172")
+      QN_Q24_ASM_COL("176")
+      QN_Q24_ASM_COL("180")
+      QN_Q24_ASM_COL("184")
+      QN_Q24_ASM_COL("188")
+      QN_Q24_ASM_COL("192")
+      QN_Q24_ASM_COL("196")
+      QN_Q24_ASM_COL("200")
+      QN_Q24_ASM_COL("204")
+      QN_Q24_ASM_COL("208")
+      QN_Q24_ASM_COL("212")
+      QN_Q24_ASM_COL("216")
+      QN_Q24_ASM_COL("220")
+      QN_Q24_ASM_COL("224")
+      QN_Q24_ASM_COL("228")
+      QN_Q24_ASM_COL("232")
+      QN_Q24_ASM_COL("236")
+      QN_Q24_ASM_COL("240")
+      QN_Q24_ASM_COL("244")
+      QN_Q24_ASM_COL("248")
+      QN_Q24_ASM_COL("252")
+      : [a] "+r"(a), [b] "+r"(b), [w] "=&r"(w), [x] "=&r"(x)
+      : [pa] "r"((const s32 *)pa), [pb] "r"((const s32 *)pb), [px] "r"(px) /* arena: the cast makes it a kernel address */
+      : "memory");
+  *acc_a = a;
+  *acc_b = b;
+}
+
 static __always_inline void dot2_q24(const QN_WQ u8 *ra, const QN_WQ u8 *rb, const s32 *x, u32 groups,
                                      struct qn_dot2 *out) {
   s64 acc_a = 0, acc_b = 0;
   const QN_WQ s32 *pa = (const QN_WQ s32 *)ra, *pb = (const QN_WQ s32 *)rb;
   const s32 *px = x;
-  for (u32 g = 0; g < groups * (QN_GROUP / 4); g++) {
-    QN_KERNEL_ORDER(pa, pb, px);
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-      s64 xv = px[k];
-      acc_a += (s64)pa[k] * xv;
-      acc_b += (s64)pb[k] * xv;
-    }
-    pa += 4;
-    pb += 4;
-    px += 4;
+  for (u32 g = 0; g < groups; g++) {
+    q24_group_asm(pa, pb, px, &acc_a, &acc_b);
+    pa += QN_GROUP;
+    pb += QN_GROUP;
+    px += QN_GROUP;
   }
   out->a = acc_a;
   out->b = acc_b;

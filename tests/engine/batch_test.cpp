@@ -5,6 +5,7 @@
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <random>
@@ -32,16 +33,23 @@ std::vector<int32_t> random_ids(std::mt19937_64& rng, int n, int vocab) {
   return ids;
 }
 
-// The bytes of a cache's first `positions` entries (one map entry per position).
+// The records of a cache's first `positions` positions, every layer and kv
+// head (entries of QN_KV_BLOCK positions each, layout.h: qn_kv_*).
 std::vector<uint8_t> kv_bytes(KvCache& kv) {
   auto& c = dynamic_cast<engine::BpfKvCache&>(kv);
   bpf_map_info info{};
   uint32_t len = sizeof info;
   EXPECT_EQ(bpf_map_get_info_by_fd(c.map_fd(), &info, &len), 0);
-  std::vector<uint8_t> all(size_t(info.value_size) * kv.positions());
-  for (int p = 0; p < kv.positions(); p++) {
-    uint32_t key = static_cast<uint32_t>(p);
-    EXPECT_EQ(bpf_map_lookup_elem(c.map_fd(), &key, all.data() + size_t(p) * info.value_size), 0);
+  const uint32_t blocks = (uint32_t(kv.max_context()) + QN_KV_BLOCK - 1) / QN_KV_BLOCK;
+  const uint32_t per_block = info.max_entries / blocks, rec = info.value_size / QN_KV_BLOCK;  // layers x kv heads
+  EXPECT_EQ(per_block * blocks, info.max_entries);
+  std::vector<uint8_t> entry(info.value_size), all;
+  for (uint32_t key = 0; key < info.max_entries; key++) {
+    const uint32_t first = key / per_block * QN_KV_BLOCK;
+    if (first >= uint32_t(kv.positions())) break;  // keys are block-major
+    EXPECT_EQ(bpf_map_lookup_elem(c.map_fd(), &key, entry.data()), 0);
+    const uint32_t n = std::min<uint32_t>(QN_KV_BLOCK, uint32_t(kv.positions()) - first);
+    all.insert(all.end(), entry.begin(), entry.begin() + size_t(n) * rec);
   }
   return all;
 }

@@ -248,7 +248,8 @@ TEST(Sessions, FreeingKvCachesLeavesNoMapsBehind) {
     for (uint32_t id : own_kv_map_ids())
       if (!before.count(id)) mine.push_back(id);
     EXPECT_EQ(mine.size(), 5u);
-    EXPECT_EQ(caches[0]->bytes(), size_t(100) * 2 * (2 * 2 * 32 * 2 + 8 * 2));  // layers * (K+V int16 + scales)
+    // 100 positions take 4 whole blocks of 32; per position layers * kv heads * (K+V int16 + 2 scales)
+    EXPECT_EQ(caches[0]->bytes(), size_t(128) * 2 * 2 * (2 * 32 * 2 + 8));
     std::vector<int32_t> ids{1, 2, 3};
     b.forward(*caches[2], ids, {});
     for (uint32_t id : mine) EXPECT_TRUE(map_exists(id));

@@ -20,6 +20,7 @@ Environment (set by CMake): QWEN3_BPFD, QWEN3_TEST_MODEL, QWEN3_PROTO_DIR,
 QWEN3_BACKEND.
 """
 
+import collections
 import json
 import os
 import random
@@ -137,6 +138,8 @@ class FaultTest(unittest.TestCase):
                     f"default_max_new_tokens = 16\nprefill_chunk = 16\nlog_level = info\n")
         self.proc = None
         self.stats = Stats()
+        # sid -> its last calls and what they returned: printed when a restore check fails
+        self.trail = collections.defaultdict(lambda: collections.deque(maxlen=8))
         self.up = threading.Event()      # the daemon serves; workers wait on it
         self.ending = threading.Event()  # workers stop
         self.rss = []                    # (daemon run, seconds, bytes)
@@ -216,6 +219,8 @@ class FaultTest(unittest.TestCase):
                         stopping=pb.StoppingCriteria(max_new_tokens=rng.randrange(2, 14), ignore_eos=True))
                     state["inflight"] = len(req.token_ids) + req.stopping.max_new_tokens
                     pending = (req, sid)
+                    self.trail[sid].append(f"{time.monotonic():.3f} generate from {state['history']}: "
+                                           f"{len(req.token_ids)} + {req.stopping.max_new_tokens}")
                     if rng.random() < 0.1:
                         # A cancelled stream commits what it had (the prompt and the tokens so far):
                         # killed before the worker learns it, any such length is a correct restore.
@@ -248,6 +253,8 @@ class FaultTest(unittest.TestCase):
         if sid is not None:
             # APPEND: the effective prompt is the history plus the new tokens.
             sessions[sid] = {"history": last.usage.prompt_tokens + last.usage.completion_tokens, "inflight": None}
+            self.trail[sid].append(f"{time.monotonic():.3f} finished: {last.usage.prompt_tokens} + "
+                                   f"{last.usage.completion_tokens}, reason {last.finish_reason}")
         self.stats.add("served")
 
     def cancel_stream(self, stub, req, sid, sessions):
@@ -255,12 +262,14 @@ class FaultTest(unittest.TestCase):
         next(call)
         call.cancel()
         self.stats.add("cancelled")
+        self.trail[sid].append(f"{time.monotonic():.3f} cancelled after its first message")
         # What it holds now is as the daemon committed it: asked once it is free again.
         deadline = time.monotonic() + 20
         while True:
             s = stub.GetSession(self.pb.GetSessionRequest(session_id=sid), timeout=10).session
             if not s.busy:
                 sessions[sid] = {"history": s.history_tokens, "inflight": None}
+                self.trail[sid].append(f"{time.monotonic():.3f} after the cancel: {s.history_tokens} tokens")
                 return
             if time.monotonic() > deadline:
                 self.stats.odd(f"{sid} still busy 20 s after its stream was cancelled")
@@ -347,8 +356,10 @@ for m in stub.Generate(pb.GenerateRequest(prompt='killed mid-stream', stopping=p
 
         # The kill -9, in the middle of the load; workers hold still until the restore is checked.
         self.up.clear()
+        killed_at = time.monotonic()
         self.proc.send_signal(signal.SIGKILL)
         self.assertEqual(self.proc.wait(30), -signal.SIGKILL)
+        killed_log = self.log()
         sampler.join()
         first = self.proc.pid
         time.sleep(1.0)  # requests in flight fail and their workers note it
@@ -379,7 +390,10 @@ for m in stub.Generate(pb.GenerateRequest(prompt='killed mid-stream', stopping=p
             self.assertIn(sid, listing, f"session {sid} (a completed request) was not restored:\n" + self.log())
             s = listing[sid]
             self.assertFalse(s.busy, f"{sid} still restoring after 30 s")
-            self.assertIn(s.history_tokens, allowed, f"{sid} restored with {s.history_tokens} tokens")
+            self.assertIn(s.history_tokens, allowed,
+                          f"{sid} restored with {s.history_tokens} tokens; killed at {killed_at:.3f}; its calls:\n  " +
+                          "\n  ".join(self.trail[sid]) + "\nthe killed daemon's log (tail):\n" +
+                          "\n".join(l for l in killed_log.splitlines()[-60:]))
             self.assertEqual(s.positions, max(s.history_tokens - 1, 0) if s.history_tokens else 0, sid)
             restored[sid] = s.history_tokens
         # Workers go on from what was restored.

@@ -56,7 +56,7 @@
 #include "model/model_dir.h"
 #include "reference/reference_backend.h"
 #include "sampling/speculative.h"
-#include "layout.h"  // QN_THREADS_LIMIT
+#include "layout.h"  // QN_THREADS_LIMIT, qn_kv_*
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -256,25 +256,38 @@ struct DecodeGroup {
 };
 
 // Brings a BPF cache to `positions` cached positions: a real prefill of the
-// prompt, then its K/V entries repeated (one map entry per position,
-// docs/kv-cache.md). Attention's work per position does not depend on the values.
+// prompt, then its K/V records repeated (entries of QN_KV_BLOCK positions of
+// one kv head and layer, layout.h: qn_kv_*; docs/kv-cache.md). Attention's
+// work per position does not depend on the values.
 void fill_by_copy(qwen3::Backend& b, qwen3::KvCache& kv, const std::vector<int32_t>& prompt, int positions) {
   auto* cache = dynamic_cast<qwen3::engine::BpfKvCache*>(&kv);
   if (!cache) throw qwen3::invalid_argument("--context-fill copy needs the BPF backend's caches");
   b.forward(kv, prompt, {});
+  const auto& cfg = b.config();
+  const uint32_t layers = cfg.num_hidden_layers, heads = cfg.num_key_value_heads;
   bpf_map_info info{};
   uint32_t len = sizeof info;
   if (bpf_map_get_info_by_fd(cache->map_fd(), &info, &len) != 0 ||
-      info.max_entries != static_cast<uint32_t>(kv.max_context()))
-    throw qwen3::invalid_argument("the KV cache is not one map entry per position; use --context-fill prefill");
-  std::vector<uint8_t> entry(info.value_size);
-  const int n = static_cast<int>(prompt.size());
-  for (int pos = n; pos < positions; pos++) {
-    uint32_t from = static_cast<uint32_t>(pos % n), to = static_cast<uint32_t>(pos);
-    if (bpf_map_lookup_elem(cache->map_fd(), &from, entry.data()) != 0 ||
-        bpf_map_update_elem(cache->map_fd(), &to, entry.data(), BPF_ANY) != 0)
-      throw qwen3::Error("copying KV entry " + std::to_string(from) + " -> " + std::to_string(to) + " failed");
-  }
+      info.max_entries != qn_kv_entries(layers, heads, static_cast<uint32_t>(kv.max_context())) ||
+      info.value_size % QN_KV_BLOCK != 0)
+    throw qwen3::invalid_argument("the KV cache is not in blocks of QN_KV_BLOCK records; use --context-fill prefill");
+  const uint32_t rec = info.value_size / QN_KV_BLOCK;
+  std::vector<uint8_t> all(size_t(info.max_entries) * info.value_size);
+  auto entry = [&](uint32_t key) { return all.data() + size_t(key) * info.value_size; };
+  for (uint32_t key = 0; key < info.max_entries; key++)
+    if (bpf_map_lookup_elem(cache->map_fd(), &key, entry(key)) != 0)
+      throw qwen3::Error("reading KV entry " + std::to_string(key) + " failed");
+  const uint32_t n = static_cast<uint32_t>(prompt.size());
+  for (uint32_t pos = n; pos < static_cast<uint32_t>(positions); pos++)
+    for (uint32_t l = 0; l < layers; l++)
+      for (uint32_t h = 0; h < heads; h++) {
+        const uint32_t from = pos % n;
+        std::memcpy(entry(qn_kv_key(layers, heads, l, h, pos)) + qn_kv_rec_off(rec, pos),
+                    entry(qn_kv_key(layers, heads, l, h, from)) + qn_kv_rec_off(rec, from), rec);
+      }
+  for (uint32_t key = 0; key < info.max_entries; key++)
+    if (bpf_map_update_elem(cache->map_fd(), &key, entry(key), BPF_ANY) != 0)
+      throw qwen3::Error("writing KV entry " + std::to_string(key) + " failed");
   cache->set_positions(positions);
 }
 
