@@ -43,6 +43,8 @@ QN_INLINE qn_u32 qn_group_bytes(qn_u32 precision) {
 QN_INLINE qn_u32 qn_group_off(qn_u32 precision, qn_u32 g) { return g * qn_group_bytes(precision); }
 /* q8: byte offset of the outlier tail (int64 [QN_OUT_COLS]) in a row of `groups` groups. */
 QN_INLINE qn_u32 qn_q8_tail_off(qn_u32 groups) { return groups * QN_Q8_GROUP_BYTES; }
+/* outlier column k's int64 weight in a q8 row image's tail */
+QN_INLINE qn_u32 qn_q8_tail_elem_off(qn_u32 groups, qn_u32 k) { return qn_q8_tail_off(groups) + 8 * k; }
 QN_INLINE qn_u32 qn_row_bytes(qn_u32 precision, qn_u32 groups) {
   return precision == QN_PREC_Q8 ? qn_q8_tail_off(groups) + QN_OUT_TAIL_BYTES : groups * QN_Q24_GROUP_BYTES;
 }

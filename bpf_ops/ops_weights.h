@@ -208,6 +208,8 @@ static __always_inline void q8_lanes(u64 t, s64 bias, s64 *lo, s64 *hi) {
 
 /* A whole group (64 columns, constant offsets: no pointer or counter
  * updates inside). t0..t3: the lane-pair sums mod 2^64. */
+_Static_assert(QN_GROUP == 64 && QN_Q8_BLOCK_ROWS == 8,
+               "q8_group_asm's offsets are those of 64 columns of one u64 (8 rows' codes) each");
 static __always_inline void q8_group_asm(const QN_WQ u64 *pv, const s32 *px, u64 *s0, u64 *s1, u64 *s2,
                                          u64 *s3) {
   u64 t0, t1, t2, t3, v, x, u, m;

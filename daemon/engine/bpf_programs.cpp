@@ -322,6 +322,8 @@ int BpfPrograms::map_count() const {
   return n;
 }
 
+int BpfPrograms::program_count() const { return static_cast<int>(stats().size()); }
+
 std::vector<ProgramStat> BpfPrograms::stats() const {
   std::vector<ProgramStat> out;
   for (auto [fd, name] : {std::pair{prog_matmul_, "qn_matmul"}, std::pair{prog_matmul_proj_, "qn_matmul_proj"},

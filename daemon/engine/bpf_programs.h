@@ -61,7 +61,7 @@ class BpfPrograms {
   uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
   const ProgramLayout& layout() const { return layout_; }
   std::vector<ProgramStat> stats() const;
-  int program_count() const { return q8_ ? 9 : 7; }
+  int program_count() const;  // loaded (q24 skips the packed prefill programs)
   int map_count() const;
 
   // mmapped buffers (see bpf_ops/maps.h for their layout).
@@ -111,7 +111,7 @@ class BpfPrograms {
   Skeleton skel_{nullptr, nullptr};
   bpf_object* obj_ = nullptr;
   bpf_map* kv_outer_ = nullptr;
-  bool q8_ = false;
+  bool q8_ = false;  // layout_.shape.precision == QN_PREC_Q8: the packed prefill programs exist
   int prog_matmul_pre_ = -1, prog_matmul_proj_pre_ = -1;
   int prog_matmul_ = -1, prog_matmul_proj_ = -1, prog_attention_ = -1, prog_embed_ = -1;
   int prog_rope_ = -1, prog_topk_merge_ = -1, prog_sample_ = -1;

@@ -172,7 +172,7 @@ double dequant(const uint8_t* row, uint32_t c, Precision p, int frac, uint32_t c
   for (size_t i = 0; q8 && i < ocols.size(); i++)
     if (ocols[i] == c) {
       int64_t v;
-      std::memcpy(&v, row + qn_q8_tail_off(qn_groups_for(cols)) + 8 * i, 8);
+      std::memcpy(&v, row + qn_q8_tail_elem_off(qn_groups_for(cols), i), 8);
       return std::ldexp(static_cast<double>(v), -frac);
     }
   if (!q8) {

@@ -81,7 +81,7 @@ inline int64_t dot(const uint8_t* row, const int32_t* x, uint32_t groups, Precis
       if (g + 1 == groups)
         for (int k = 0; k < QN_OUT_COLS; k++) {
           int64_t w;
-          std::memcpy(&w, row + qn_q8_tail_off(groups) + 8 * k, 8);
+          std::memcpy(&w, row + qn_q8_tail_elem_off(groups, k), 8);
           acc += w * x[ocol[k]];
         }
     } else {
@@ -254,7 +254,7 @@ inline int32_t embed_value(const uint8_t* row, uint32_t c, Precision p, const qn
     for (int i = 0; i < QN_OUT_COLS; i++)
       if (m.ocol[i] == c) {
         int64_t w;
-        std::memcpy(&w, row + qn_q8_tail_off(m.groups) + 8 * i, 8);
+        std::memcpy(&w, row + qn_q8_tail_elem_off(m.groups, i), 8);
         v = qn_sat32(int64_t(v) + qn_round_shift(w, wfrac - QN_ACT_FRAC));
       }
     return v;

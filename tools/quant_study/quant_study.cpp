@@ -55,11 +55,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kMaxExact = 4;  // exact columns per matrix (QN_OUT_COLS)
+constexpr int kMaxExact = QN_OUT_COLS;  // exact columns per matrix
 
 struct Variant {
   std::string name;
-  int group = 64;
+  int group = QN_GROUP;  // the engine's; a variant may study others
   double noise_pct = 0;  // > 0: noise instead of int8
   bool mse = false, gptq = false, actcols = false, nocols = false, engine = false;
   std::string only;  // matrix kind, empty = all
@@ -333,8 +333,8 @@ SetResult process_set(const Variant& v, const MatrixSet& set, std::vector<float>
       if (v.noise_pct > 0) {
         std::mt19937_64 rng(seed + uint64_t(r) * 0x9e3779b97f4a7c15ull);
         std::normal_distribution<double> nd(0.0, 1.0);
-        for (int64_t c0 = 0; c0 < cols; c0 += 64) {
-          const int64_t n = std::min<int64_t>(64, cols - c0);
+        for (int64_t c0 = 0; c0 < cols; c0 += v.group) {  // noise scaled per group, as int8's scales
+          const int64_t n = std::min<int64_t>(v.group, cols - c0);
           double ss = 0;
           int cnt = 0;
           for (int64_t k = 0; k < n; k++)
