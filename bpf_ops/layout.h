@@ -162,10 +162,13 @@ QN_INLINE qn_u32 qn_topk_key(qn_u32 thread, qn_u32 c) { return thread * QN_PMAX 
  * hist [256] u64 (radix-select histogram) | topk (struct qn_topk_slot: the
  * top-k list of k <= QN_TOPK_MAX, ids = candidate indices) | cand [vocab] (id, Q16 logit) in |
  * seen [ceil(vocab / 32)] u32 bitmap of the history's ids | out [vocab]
- * struct qn_sample_entry (kept ids, Q40 probabilities). */
+ * struct qn_sample_entry (kept ids, Q40 probabilities). With QN_SAMPLE_LSE
+ * the program reads only n, flags and cand, and writes only lse_q16 (kept 0):
+ * the log-normalizer of the reported logprobs. */
 #define QN_SAMPLE_MAX (1u << 18)      /* candidates: keeps the weight sums below 2^62 */
 #define QN_SAMPLE_GREEDY 1u           /* flags: the penalised argmax only */
 #define QN_SAMPLE_PENALTY 2u          /* flags: apply the repetition penalty to seen ids */
+#define QN_SAMPLE_LSE 4u              /* flags, alone: only lse_q16 of the candidates as given (T = 1, no cut) */
 struct qn_sample_hdr {
   /* in (user space) */
   qn_u32 n;         /* candidates, <= min(vocab, QN_SAMPLE_MAX) */
@@ -181,6 +184,7 @@ struct qn_sample_hdr {
   /* out */
   qn_u32 kept;      /* entries of out */
   qn_s32 err;       /* first failed check (source line), 0 ok */
+  qn_s64 lse_q16;   /* QN_SAMPLE_LSE: max + ln(sum exp(l - max)) of the candidates, Q16 (qn_lse_q16) */
   /* the program's state across its loops */
   qn_s32 best_l;    /* best penalised logit */
   qn_u32 best_i;    /* its candidate index (the first among equals) */

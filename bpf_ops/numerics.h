@@ -682,4 +682,25 @@ QN_INLINE qn_u64 qn_prob_recip(qn_u64 d) {
 }
 QN_INLINE qn_u64 qn_sample_prob_q40(qn_u64 w, qn_u64 R, int s) { return qn_mulhi_u64(w, R) >> (s - 10); }
 
+/* ---- the log-normalizer of the reported logprobs (qn_sample, QN_SAMPLE_LSE) ----
+ * lse = M + ln(S / 2^44) in Q16, M the best of the candidates' Q16 logits and
+ * S the sum of their softmax weights at temperature 1, each computed as the
+ * sampling weights are (qn_exp2_neg_q44 of qn_sample_octaves, the best
+ * 2^44 exactly, 0 from 46 octaves on); S < 2^62 for QN_SAMPLE_MAX candidates.
+ * A logprob is then (l - lse) / 2^16: two kernel integers subtracted.
+ * ln(S / 2^44): log2 bit by bit in Q57 (qn_log2_q16_q57), times ln 2 (Q62),
+ * rounded to Q16 once. Error bound: docs/numerics.md, "Logprobs in BPF". */
+/* The temperature factor of T = 1 = 2^31 * 2^-31 (qn_temp_factor). */
+QN_INLINE qn_u64 qn_lse_factor(int *csh) { return qn_temp_factor(1u << 31, 31, csh); }
+
+/* ln(S / 2^44) in Q16, rounded to nearest, for 2^44 <= S < 2^62. */
+QN_INLINE qn_s64 qn_ln_q44_q16(qn_u64 S) {
+  qn_u64 l2 = qn_log2_q16_q57(S) - (28ULL << 57); /* log2(S / 2^44) in Q57, in [0, 18) */
+  qn_u64 ln = qn_mulhi_u64(l2, QN_LN2_Q62);        /* ln(S / 2^44) in Q55 (truncated) */
+  return (qn_s64)((ln + (1ULL << 38)) >> 39);
+}
+
+/* lse in Q16 (int64: M + ln(n) may pass 2^31) from the best logit and the weight sum. */
+QN_INLINE qn_s64 qn_lse_q16(qn_s32 M, qn_u64 S) { return (qn_s64)M + qn_ln_q44_q16(S); }
+
 #endif

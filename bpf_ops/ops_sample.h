@@ -15,6 +15,10 @@
  *   4. top-p: in the same order, a candidate is kept while the mass before
  *      it is below ceil(top_p * W): the same radix select, summing weights;
  *   5. the kept weights normalised to Q40 (one reciprocal, then a product each).
+ * With QN_SAMPLE_LSE (alone) only the log-normalizer of the logprobs the API
+ * reports: pass 1 without a penalty or top-k gives the best logit M, one more
+ * pass sums the weights at temperature 1 (as in 3.), and lse_q16 = M +
+ * ln(S / 2^44) (qn_lse_q16); no cut, nothing written to out.
  * Every loop is a bpf_loop over at most QN_SAMPLE_MAX candidates or 256
  * digits; the state lives in the map header, so each callback is verified once.
  * The C++ model is tests/bpf/fixed_sample.h (by sorting, not radix select).
@@ -246,9 +250,48 @@ static long smp_norm_cb(u64 it, void *ctx) {
   return 0;
 }
 
+/* QN_SAMPLE_LSE: the sum of every candidate's weight at temperature 1 */
+static __always_inline long smp_lse_one(u8 *b, struct qn_sample_hdr *h, u32 i) {
+  struct qn_topk_entry *c = smp_cand(b, i);
+  if (!c) return smp_fail(h, __LINE__);
+  u64 t = qn_sample_octaves((u64)((s64)h->best_l - (s64)c->logit), h->cm, h->csh);
+  if ((t >> 32) >= QN_SAMPLE_W_ZERO) return 0; /* weighs 0: skip the exponential */
+  h->W += qn_exp2_neg_q44(t);
+  return 0;
+}
+static long smp_lse_cb(u64 it, void *ctx) {
+  const struct smp_loop *lp = ctx;
+  u8 *b = smp_buf();
+  if (!b) return 1;
+  struct qn_sample_hdr *h = (void *)b;
+  SMP_FOR_STRIP(it, lp->n, i) if (smp_lse_one(b, h, i)) return 1;
+  return 0;
+}
+static __always_inline s32 smp_lse(struct qn_sample_hdr *h, u8 *b, u32 n) {
+  if (h->flags != QN_SAMPLE_LSE) return __LINE__; /* no penalty, no greedy: the model's own distribution */
+  h->err = 0;
+  h->kept = 0;
+  h->best_l = 0;
+  h->best_i = 0;
+  h->k_list = 0;
+  struct smp_loop lp = {0, 0, n};
+  bpf_loop(SMP_STRIPS(n), smp_penalty_cb, &lp, 0); /* the best logit (and the ids checked) */
+  if (h->err) return h->err;
+  int csh = 0;
+  h->cm = qn_lse_factor(&csh);
+  h->csh = csh;
+  h->W = 0;
+  bpf_loop(SMP_STRIPS(n), smp_lse_cb, &lp, 0);
+  if (h->err) return h->err;
+  if (h->W < (1ULL << QN_SAMPLE_WFRAC)) return __LINE__; /* the best weighs 2^44 */
+  h->lse_q16 = qn_lse_q16(h->best_l, h->W);
+  return 0;
+}
+
 static __always_inline s32 smp_run(struct qn_sample_hdr *h, u8 *b) {
   const u32 n = h->n;
   if (n == 0 || n > SHAPE.vocab || n > QN_SAMPLE_MAX) return __LINE__;
+  if (h->flags & QN_SAMPLE_LSE) return smp_lse(h, b, n);
   const int greedy = (h->flags & QN_SAMPLE_GREEDY) != 0;
   if ((h->flags & QN_SAMPLE_PENALTY) && (h->pm < (1u << 23) || h->pm >= (1u << 24) || h->pe > 32))
     return __LINE__;

@@ -107,6 +107,21 @@ class Backend {
     (void)scores, (void)params, (void)history;
     return std::nullopt;
   }
+
+  // The log-normalizer of one position's scores, for the logprobs the API
+  // reports (position_logprobs, daemon/sampling): lse = max + ln(sum_i
+  // exp(l_i - max)) at temperature 1 over the candidates the scores carry
+  // (the whole vocabulary when they carry it, full_q16 / full, else the
+  // top-k list), in Q16 from the backend's own Q16 logits, so that a
+  // candidate's logprob is (l_q16 - lse) / 2^16. nullopt: the caller computes
+  // the log-softmax in float, which is the default (the reference backend);
+  // the BPF backend computes it in the kernel (qn_sample, QN_SAMPLE_LSE) for
+  // scores that carry its Q16 logits. Safe to call from any thread, also
+  // while forward() runs.
+  virtual std::optional<int64_t> log_normalizer_q16(const PositionLogits& scores) {
+    (void)scores;
+    return std::nullopt;
+  }
 };
 
 }  // namespace qwen3

@@ -68,6 +68,11 @@ class BpfBackend final : public BpfBackendApi {
     std::lock_guard lock(sample_mu_);
     return kernel_distribution(*progs_, scores, params, history);
   }
+  // The logprobs' normalizer in the kernel too (qn_sample, QN_SAMPLE_LSE), under the same lock.
+  std::optional<int64_t> log_normalizer_q16(const PositionLogits& scores) override {
+    std::lock_guard lock(sample_mu_);
+    return kernel_log_normalizer(*progs_, scores);
+  }
 
  private:
   void trace(const char* stage, int layer, uint32_t pos0, uint32_t npos, const int32_t* buf, uint32_t stride,

@@ -57,12 +57,13 @@ bool to_q16(float v, int32_t* q) {
   return true;
 }
 
-// Why the kernel declines a position; each reason is logged once per process.
+// Why the kernel declines a position; each reason is logged once per process
+// and use (sampling probabilities, logprobs).
 enum class Decline { too_many, not_q16, bad_id, count };
 
-std::nullopt_t decline(Decline why, size_t n, uint32_t vocab) {
-  static std::once_flag once[size_t(Decline::count)];
-  std::call_once(once[size_t(why)], [&] {
+std::nullopt_t decline(Decline why, size_t n, uint32_t vocab, bool logprobs = false) {
+  static std::once_flag once[2][size_t(Decline::count)];
+  std::call_once(once[logprobs][size_t(why)], [&] {
     const char* what = "";
     switch (why) {
       case Decline::too_many: what = "more candidates than qn_sample takes"; break;
@@ -72,10 +73,16 @@ std::nullopt_t decline(Decline why, size_t n, uint32_t vocab) {
       case Decline::bad_id: what = "a candidate id outside the vocabulary"; break;
       case Decline::count: break;
     }
-    spdlog::warn(
-        "sampling: {} ({} candidates, vocabulary {}, qn_sample limit {}): the probabilities of such positions are "
-        "computed by the float Sampler in user space, not in BPF (logged once)",
-        what, n, vocab, QN_SAMPLE_MAX);
+    if (logprobs)
+      spdlog::warn(
+          "logprobs: {} ({} candidates, vocabulary {}, qn_sample limit {}): the log-softmax of such positions is "
+          "computed in float in user space, not in BPF (logged once)",
+          what, n, vocab, QN_SAMPLE_MAX);
+    else
+      spdlog::warn(
+          "sampling: {} ({} candidates, vocabulary {}, qn_sample limit {}): the probabilities of such positions are "
+          "computed by the float Sampler in user space, not in BPF (logged once)",
+          what, n, vocab, QN_SAMPLE_MAX);
   });
   return std::nullopt;
 }
@@ -139,6 +146,35 @@ std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const P
     for (uint32_t i = 0; i < kept; i++) put(out[i]);
   }
   return d;
+}
+
+std::optional<int64_t> kernel_log_normalizer(BpfPrograms& progs, const PositionLogits& scores) {
+  const uint32_t vocab = progs.layout().shape.vocab;
+  // The same candidates as position_logprobs (daemon/sampling) reports: the
+  // whole vocabulary when the scores carry it, else the top-k list.
+  const bool whole = !scores.full_q16.empty() || !scores.full.empty();
+  const std::vector<int32_t>& q16 = whole ? scores.full_q16 : scores.top_k_q16;
+  const size_t n_float = whole ? scores.full.size() : scores.top_k.size();
+  if (q16.empty()) return std::nullopt;  // not the kernel's scores: the float log-softmax
+  if ((whole && n_float != 0 && q16.size() != n_float) || (!whole && q16.size() != n_float))
+    throw invalid_argument("logprobs: the scores' Q16 logits (" + std::to_string(q16.size()) +
+                           ") do not match their float logits (" + std::to_string(n_float) + ")");
+  const size_t n = q16.size();
+  if (n > QN_SAMPLE_MAX) return decline(Decline::too_many, n, vocab, true);
+  if (n > vocab) return decline(Decline::bad_id, n, vocab, true);
+  uint8_t* buf = progs.sample_buf();
+  auto* cand = reinterpret_cast<qn_topk_entry*>(buf + qn_sample_cand_off());
+  for (size_t i = 0; i < n; i++) {
+    const int32_t id = whole ? static_cast<int32_t>(i) : scores.top_k[i].first;
+    if (id < 0 || static_cast<uint32_t>(id) >= vocab) return decline(Decline::bad_id, n, vocab, true);
+    cand[i] = {id, q16[i]};
+  }
+  qn_sample_hdr h{};
+  h.n = static_cast<uint32_t>(n);
+  h.flags = QN_SAMPLE_LSE;
+  *progs.sample_hdr() = h;
+  progs.sample();
+  return progs.sample_hdr()->lse_q16;
 }
 
 }  // namespace qwen3::engine

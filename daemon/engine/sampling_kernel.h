@@ -33,4 +33,17 @@ qn_sample_hdr sample_params_fixed(const SamplingParams& params, uint32_t n);
 std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const PositionLogits& scores,
                                                      const SamplingParams& params, std::span<const int32_t> history);
 
+// The log-normalizer of the logprobs the API reports (Backend::
+// log_normalizer_q16), by qn_sample with QN_SAMPLE_LSE: lse = max + ln(sum
+// exp(l - max)) at temperature 1, in Q16, over the candidates the scores
+// carry: the whole vocabulary's Q16 logits (full_q16) when the scores carry
+// the whole vocabulary, else the top-k list's (top_k_q16). nullopt when those
+// candidates have no Q16 logits (scores that did not come from the kernel:
+// the caller's float log-softmax takes them), for no candidates, or (logged
+// once) for more than QN_SAMPLE_MAX or ids outside the vocabulary. Throws
+// qwen3::Error(invalid_argument) for Q16 logits that do not match the floats'
+// count, qwen3::Error when the program rejects its input. The caller
+// serialises calls (one sample_buf).
+std::optional<int64_t> kernel_log_normalizer(BpfPrograms& progs, const PositionLogits& scores);
+
 }  // namespace qwen3::engine

@@ -187,31 +187,77 @@ int32_t Sampler::draw_excluding(const TokenDistribution& dist, int32_t excluded)
 
 double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
 
-std::vector<std::pair<int32_t, float>> Sampler::top_logprobs(const PositionLogits& scores, int n) {
-  auto cand = candidates_of(scores);
-  if (cand.empty() || n <= 0) return {};
-  const size_t m = std::min(cand.size(), static_cast<size_t>(n));
-  std::partial_sort(cand.begin(), cand.begin() + m, cand.end(), better);
-  // log-sum-exp over every candidate the scores carry.
-  const double best = cand.front().second;
-  if (!std::isfinite(best)) {
-    // +inf: the infinite ones share the mass; all -inf: uniform (nothing is known).
-    const auto is_best = [&](const auto& c) { return double(c.second) == best; };
-    const double n_best = std::isinf(best) && best > 0 ? double(std::count_if(cand.begin(), cand.end(), is_best))
-                                                       : double(cand.size());
-    cand.resize(m);
-    for (auto& c : cand)
-      c.second = best > 0 ? (double(c.second) == best ? static_cast<float>(-std::log(n_best))
-                                                      : -std::numeric_limits<float>::infinity())
-                          : static_cast<float>(-std::log(n_best));
-    return cand;
+std::vector<std::pair<int32_t, float>> Sampler::top_logprobs(const PositionLogits& scores, int n, Backend* backend) {
+  std::vector<std::pair<int32_t, float>> out;
+  for (const TokenLogprob& t : position_logprobs(scores, n, backend).top) out.emplace_back(t.id, t.logprob);
+  return out;
+}
+
+PositionLogprobs position_logprobs(const PositionLogits& scores, int n, Backend* backend, int32_t chosen) {
+  PositionLogprobs out;
+  const size_t want = n > 0 ? static_cast<size_t>(n) : 0;
+  if (want == 0 && chosen < 0) return out;
+  const bool whole = !scores.full.empty() || !scores.full_q16.empty();
+  const size_t count = whole ? std::max(scores.full.size(), scores.full_q16.size()) : scores.top_k.size();
+  if (count == 0) return out;
+  const auto id_of = [&](size_t i) { return whole ? static_cast<int32_t>(i) : scores.top_k[i].first; };
+  // The candidate index of `chosen`, or count.
+  const auto index_of = [&](int32_t id) -> size_t {
+    if (id < 0) return count;
+    if (whole) return static_cast<size_t>(id) < count ? static_cast<size_t>(id) : count;
+    for (size_t i = 0; i < count; ++i)
+      if (scores.top_k[i].first == id) return i;
+    return count;
+  };
+  const size_t m = std::min(count, want);
+  std::vector<size_t> order(count);
+  for (size_t i = 0; i < count; ++i) order[i] = i;
+
+  // The kernel's normalizer: logprobs are differences of the kernel's integers.
+  const std::vector<int32_t>& q16 = whole ? scores.full_q16 : scores.top_k_q16;
+  const std::optional<int64_t> lse = backend && q16.size() == count ? backend->log_normalizer_q16(scores) : std::nullopt;
+  if (lse) {
+    const auto logit_of = [&](size_t i) {
+      return whole ? (scores.full.size() == count ? scores.full[i] : float(q16[i]) / 65536.0f) : scores.top_k[i].second;
+    };
+    const auto logprob = [&](size_t i) { return static_cast<float>(double(int64_t(q16[i]) - *lse) / 65536.0); };
+    std::partial_sort(order.begin(), order.begin() + m, order.end(), [&](size_t a, size_t b) {
+      return q16[a] != q16[b] ? q16[a] > q16[b] : id_of(a) < id_of(b);
+    });
+    for (size_t r = 0; r < m; ++r) out.top.push_back({id_of(order[r]), logit_of(order[r]), logprob(order[r])});
+    if (const size_t c = index_of(chosen); c < count) out.chosen = logprob(c);
+    out.kernel = true;
+    return out;
   }
-  double total = 0;
-  for (const auto& c : cand) total += std::exp(double(c.second) - best);
-  const double lse = best + std::log(total);
-  cand.resize(m);
-  for (auto& c : cand) c.second = static_cast<float>(double(c.second) - lse);
-  return cand;
+
+  // Float (the reference backend): log-sum-exp in double over every candidate.
+  std::vector<float> l(count);
+  for (size_t i = 0; i < count; ++i) {
+    const float v = whole ? (scores.full.size() == count ? scores.full[i] : float(scores.full_q16[i]) / 65536.0f)
+                          : scores.top_k[i].second;
+    l[i] = std::isnan(v) ? -std::numeric_limits<float>::infinity() : v;  // NaN (a broken backend) counts as -inf
+  }
+  const double best = *std::max_element(l.begin(), l.end());
+  double lse_f = 0, n_best = 0;
+  if (std::isfinite(best)) {
+    double total = 0;
+    for (float v : l) total += std::exp(double(v) - best);
+    lse_f = best + std::log(total);
+  } else {
+    // +inf: the infinite ones share the mass; all -inf: uniform (nothing is known).
+    n_best = best > 0 ? double(std::count(l.begin(), l.end(), float(best))) : double(count);
+  }
+  const auto logprob = [&](size_t i) -> float {
+    if (std::isfinite(best)) return static_cast<float>(double(l[i]) - lse_f);
+    if (best > 0 && double(l[i]) != best) return -std::numeric_limits<float>::infinity();
+    return static_cast<float>(-std::log(n_best));
+  };
+  std::partial_sort(order.begin(), order.begin() + m, order.end(), [&](size_t a, size_t b) {
+    return l[a] != l[b] ? l[a] > l[b] : id_of(a) < id_of(b);
+  });
+  for (size_t r = 0; r < m; ++r) out.top.push_back({id_of(order[r]), l[order[r]], logprob(order[r])});
+  if (const size_t c = index_of(chosen); c < count) out.chosen = logprob(c);
+  return out;
 }
 
 }  // namespace qwen3

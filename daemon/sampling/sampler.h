@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <span>
 #include <vector>
@@ -14,6 +15,33 @@
 #include "engine/backend.h"  // also SamplingParams, TokenDistribution (engine/sampling_types.h)
 
 namespace qwen3 {
+
+// One token of a position's log-softmax, as the API reports it.
+struct TokenLogprob {
+  int32_t id = 0;
+  float logit = 0;    // as the scores report it
+  float logprob = 0;
+};
+
+struct PositionLogprobs {
+  std::vector<TokenLogprob> top;  // the n best: logit descending, the lower id first among equals
+  std::optional<float> chosen;    // the logprob of the id asked for, when it is a candidate
+  bool kernel = false;            // from the backend's log-normalizer (BPF), not the float log-softmax
+};
+
+// The logprobs the API reports for one position (Forward's top scores,
+// Generate's logprobs; the one place they are computed): the log-softmax at
+// temperature 1 over the candidates the scores carry, the whole vocabulary
+// when they carry it (full, or full_q16 alone), else the top-k list.
+// With a backend that gives its log-normalizer (Backend::log_normalizer_q16;
+// the BPF backend computes it in the kernel), logprob = (l_q16 - lse_q16) /
+// 2^16, the difference of two kernel integers converted to float, and the
+// order is the exact Q16 logits'. Otherwise (no backend, the reference
+// backend, scores without Q16 logits) the float log-softmax, in double:
+// NaN logits count as -inf, +inf logits share the mass (the others -inf),
+// all -inf is uniform. n <= 0 and chosen < 0: nothing to compute (no call).
+PositionLogprobs position_logprobs(const PositionLogits& scores, int n, Backend* backend = nullptr,
+                                   int32_t chosen = -1);
 
 class Sampler {
  public:
@@ -44,9 +72,9 @@ class Sampler {
   double uniform();
   bool greedy() const { return params_.temperature < kMinSamplingTemperature; }
 
-  // log-softmax over what the position reports (full logits when present,
-  // otherwise the top-k candidates), for the logprobs the API returns.
-  static std::vector<std::pair<int32_t, float>> top_logprobs(const PositionLogits& scores, int n);
+  // The n best (id, logprob) of position_logprobs (which see).
+  static std::vector<std::pair<int32_t, float>> top_logprobs(const PositionLogits& scores, int n,
+                                                             Backend* backend = nullptr);
 
  private:
   SamplingParams params_;

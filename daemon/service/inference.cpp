@@ -109,34 +109,17 @@ Prepared prepare(Runtime& rt, const std::string& session_id, uint32_t caller, bo
   return p;
 }
 
-float log_sum_exp(const std::vector<float>& v) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (float x : v) m = std::max(m, x);
-  double s = 0;
-  for (float x : v) s += std::exp(static_cast<double>(x) - m);
-  return m + static_cast<float>(std::log(s));
-}
-
-// Top-n by logit with log-softmax values from the full logits when present,
-// otherwise from the candidates the backend reported.
-std::vector<ScoredToken> top_scored(const PositionLogits& p, int n, float* lse_out) {
-  std::vector<std::pair<int32_t, float>> cand;
-  if (!p.full.empty()) {
-    cand.reserve(p.full.size());
-    for (size_t i = 0; i < p.full.size(); ++i) cand.emplace_back(static_cast<int32_t>(i), p.full[i]);
-  } else {
-    cand = p.top_k;
-  }
-  std::vector<float> values;
-  values.reserve(cand.size());
-  for (auto& c : cand) values.push_back(c.second);
-  const float lse = values.empty() ? 0.0f : log_sum_exp(values);
-  if (lse_out) *lse_out = lse;
-  const size_t k = std::min(cand.size(), static_cast<size_t>(std::max(n, 0)));
-  std::partial_sort(cand.begin(), cand.begin() + k, cand.end(),
-                    [](const auto& a, const auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); });
+// Top-n by logit with their logprobs (position_logprobs: from the kernel's
+// log-normalizer for the BPF backend, the float log-softmax otherwise), over
+// the full logits when present, otherwise the candidates the backend
+// reported; *chosen_lp: the logprob of `chosen` when it is a candidate.
+std::vector<ScoredToken> top_scored(Backend& backend, const PositionLogits& p, int n, int32_t chosen = -1,
+                                    std::optional<float>* chosen_lp = nullptr) {
+  const PositionLogprobs lp = position_logprobs(p, n, &backend, chosen);
+  if (chosen_lp) *chosen_lp = lp.chosen;
   std::vector<ScoredToken> out;
-  for (size_t i = 0; i < k; ++i) out.push_back({cand[i].first, cand[i].second, cand[i].second - lse});
+  out.reserve(lp.top.size());
+  for (const TokenLogprob& t : lp.top) out.push_back({t.id, t.logit, t.logprob});
   return out;
 }
 
@@ -185,7 +168,7 @@ ForwardOutcome run_forward(Runtime& rt, const ForwardOptions& o) {
   out.session_positions = p.lease->kv->positions();
   if (r.positions.empty()) throw Error("the backend reported no logits for the forward step");
   const PositionLogits& last = r.positions.back();
-  out.top = top_scored(last, o.top_k, nullptr);
+  out.top = top_scored(*rt.backend, last, o.top_k);
   if (o.all_positions)
     for (auto& pos : r.positions) out.position_argmax.push_back(pos.argmax >= 0 ? pos.argmax
                                                                : (pos.top_k.empty() ? -1 : pos.top_k.front().first));
@@ -266,11 +249,10 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
       tok.id = id;
       tok.index = index;
       if (o.logprobs > 0 && step_scores) {
-        const PositionLogits& scores = *step_scores;
-        float lse = 0;
-        tok.top = top_scored(scores, o.logprobs, &lse);
+        std::optional<float> chosen;
+        tok.top = top_scored(*rt.backend, *step_scores, o.logprobs, id, &chosen);
         tok.has_logprobs = true;
-        if (!scores.full.empty() && id < static_cast<int32_t>(scores.full.size())) tok.logprob = scores.full[id] - lse;
+        if (chosen) tok.logprob = *chosen;
       }
       const bool eos = (!o.ignore_eos && std::find(mc.eos_token_ids.begin(), mc.eos_token_ids.end(), id) != mc.eos_token_ids.end()) ||
                        std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), id) != o.stop_token_ids.end();

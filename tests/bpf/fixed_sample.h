@@ -6,6 +6,7 @@
 //   min-p:  weight >= min_p * 2^44; weights of 0 dropped
 //   top-p:  in that order, kept while the weight before it (top-k and min-p
 //           set) is below ceil(top_p * W), W the top-k set's total weight.
+// And lse_model, the program's log-normalizer mode (QN_SAMPLE_LSE).
 #pragma once
 
 #include <algorithm>
@@ -79,6 +80,27 @@ inline SampleOut sample_model(const qn_sample_hdr& p, std::vector<qn_topk_entry>
   for (size_t i = 0; i < n; i++)
     if (in[i]) out.kept.push_back({cand[i].id, cand[i].logit, qn_sample_prob_q40(w[i], d, s)});
   return out;
+}
+
+// qn_sample with QN_SAMPLE_LSE: the log-normalizer (Q16) of the candidates'
+// logits as given, at temperature 1: M the best, S the sum of the weights
+// 2^-t (Q44, 0 from 46 octaves on), lse = M + ln(S / 2^44) (qn_lse_q16).
+struct LseSum {
+  int32_t M;   // the best logit
+  uint64_t S;  // the weights' sum (Q44)
+};
+inline LseSum lse_sum_model(const std::vector<qn_topk_entry>& cand) {
+  int32_t M = cand.at(0).logit;
+  for (const auto& c : cand) M = std::max(M, c.logit);
+  int csh = 0;
+  const uint64_t cm = qn_lse_factor(&csh);
+  uint64_t S = 0;
+  for (const auto& c : cand) S += qn_exp2_neg_q44(qn_sample_octaves(uint64_t(int64_t(M) - c.logit), cm, csh));
+  return {M, S};
+}
+inline int64_t lse_model(const std::vector<qn_topk_entry>& cand) {
+  const LseSum s = lse_sum_model(cand);
+  return qn_lse_q16(s.M, s.S);
 }
 
 }  // namespace qwen3::fixed

@@ -8,10 +8,15 @@
 //   - one bpf() call per distribution, none for plain greedy;
 //   - request threads computing distributions while the engine thread runs
 //     forward passes on the same backend get the single-threaded results.
+//   - the logprobs the API reports (position_logprobs) come from the kernel's
+//     log-normalizer (qn_sample, QN_SAMPLE_LSE): (l_q16 - lse) / 2^16 exactly,
+//     one bpf() call, within the derived bound of the float log-softmax; the
+//     reference backend declines, so its logprobs are the float ones.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <random>
@@ -185,6 +190,76 @@ TEST(SampleBackend, RequestThreadsSampleWhileTheEngineRunsPasses) {
   engine.join();
   EXPECT_EQ(mismatches.load(), 0);
   EXPECT_GT(passes.load(), 0);
+}
+
+// The bound of tests/bpf/sample_test.cpp (SampleLse; docs/numerics.md,
+// "Logprobs in BPF"): the Q16 rounding of lse, the weights' relative error
+// (kWeightRel there) and half a Q44 unit per candidate, the logarithm's
+// truncations.
+double lse_bound(size_t n) {
+  const double w = 3 * std::ldexp(1, -30) + std::ldexp(1, -31) + std::ldexp(1, -33) +
+                   46 * std::log(2.0) * std::ldexp(1, -31) + std::log(2.0) * std::ldexp(1, -32);
+  const double x = w + double(n) * std::ldexp(1, -45);
+  return std::ldexp(1, -17) + x / (1 - x) + std::ldexp(1, -40);
+}
+
+TEST(SampleBackend, LogprobsAreTheKernelsNormalizer) {
+  const int vocab = backend().config().vocab_size;
+  // What Generate asks for with logprobs (the whole vocabulary), and a top-k list alone.
+  for (const ForwardWants& w : {ForwardWants{.top_k = 5, .full_logits = true}, ForwardWants{.top_k = 20}}) {
+    SCOPED_TRACE(w.full_logits ? "full logits" : "top-k list");
+    auto kv = backend().create_kv(64);
+    const PositionLogits s = backend().forward(*kv, kPrompt, w).positions.back();
+    const bool whole = w.full_logits;
+    ASSERT_EQ(s.full_q16.size(), whole ? size_t(vocab) : 0u);
+    std::vector<qn_topk_entry> cand;
+    if (whole)
+      for (int i = 0; i < vocab; i++) cand.push_back({i, s.full_q16[i]});
+    else
+      for (size_t i = 0; i < s.top_k.size(); i++) cand.push_back({s.top_k[i].first, s.top_k_q16[i]});
+    const uint64_t c0 = calls();
+    const auto t0 = std::chrono::steady_clock::now();
+    const PositionLogprobs k = position_logprobs(s, 5, &backend(), s.argmax);
+    const auto t1 = std::chrono::steady_clock::now();
+    EXPECT_EQ(calls() - c0, 1u);  // one qn_sample call (QN_SAMPLE_LSE)
+    ASSERT_TRUE(k.kernel);
+    const std::optional<int64_t> lse = backend().log_normalizer_q16(s);
+    ASSERT_TRUE(lse.has_value());
+    EXPECT_EQ(*lse, fixed::lse_model(cand));
+    const auto t2 = std::chrono::steady_clock::now();
+    const PositionLogprobs f = position_logprobs(s, 5, nullptr, s.argmax);  // float
+    const auto t3 = std::chrono::steady_clock::now();
+    std::printf("%zu candidates: position_logprobs %.0f us with the kernel's normalizer, %.0f us in float (one run, wall)\n",
+                cand.size(), std::chrono::duration<double, std::micro>(t1 - t0).count(),
+                std::chrono::duration<double, std::micro>(t3 - t2).count());
+    ASSERT_FALSE(f.kernel);
+    ASSERT_EQ(k.top.size(), 5u);
+    ASSERT_EQ(f.top.size(), 5u);
+    double worst = 0;
+    for (size_t r = 0; r < 5; r++) {
+      const int32_t id = k.top[r].id;
+      int32_t q = 0;
+      for (const auto& c : cand)
+        if (c.id == id) q = c.logit;
+      EXPECT_EQ(k.top[r].logprob, float(double(int64_t(q) - *lse) / 65536.0)) << r;
+      EXPECT_EQ(id, f.top[r].id) << r;
+      const double e = std::fabs(double(k.top[r].logprob) - double(f.top[r].logprob));
+      EXPECT_LE(e, lse_bound(cand.size()) + 2 * std::fabs(double(f.top[r].logprob)) * std::ldexp(1, -24)) << r;
+      worst = std::max(worst, e);
+    }
+    EXPECT_EQ(k.top[0].id, s.argmax);
+    ASSERT_TRUE(k.chosen.has_value());
+    EXPECT_EQ(*k.chosen, k.top[0].logprob);
+    std::printf("%s: lse %.6f, top logprob %.6f, max |kernel - float| %.3g nats (bound %.3g)\n",
+                whole ? "full logits" : "top-20 list", double(*lse) / 65536.0, double(k.top[0].logprob), worst,
+                lse_bound(cand.size()));
+    // The reference backend leaves it to the float path.
+    Backend& ref = test_support::reference_backend("tiny");
+    EXPECT_FALSE(ref.log_normalizer_q16(s).has_value());
+    const PositionLogprobs r = position_logprobs(s, 5, &ref, s.argmax);
+    EXPECT_FALSE(r.kernel);
+    for (size_t i = 0; i < 5; i++) EXPECT_EQ(r.top[i].logprob, f.top[i].logprob);
+  }
 }
 
 }  // namespace
