@@ -62,8 +62,6 @@ static __always_inline struct qn_att_head *att_heads(u8 *b) {
 }
 /* The session's cache entries and records: layout.h (qn_kv_*). */
 static __always_inline int kv_compact(void) { return SHAPE.kv_bytes == 1; }
-/* int16: one vector of K or V; compact: the K|V words of one kv head */
-static __always_inline u32 kv_vec_bytes(void) { return qn_kv_vec_bytes(SHAPE.head_dim); }
 static __always_inline s32 kv_levels(void) { return kv_compact() ? QN_KV8_K_LEVELS : QN_KV_LEVELS16; }
 static __always_inline u32 kv_v_off(void) { return qn_kv_v_off(SHAPE.head_dim, SHAPE.kv_bytes); }
 static __always_inline u32 kv_kmax_off(void) { return qn_kv_kmax_off(SHAPE.head_dim); }
@@ -309,7 +307,7 @@ static __always_inline long att_score_pos(const struct att_state *st, u8 *b, u8 
   } else {
     kscale = *(const s32 *)(r + kv_kmax_off());
   }
-  const short *kw = (const short *)r;
+  const short *kw = (const short *)(r + qn_kv_k_off());
   u32 j = 0;
   for (; j + 1 < g; j += 2) att_score_heads(st, b, kw, kscale, pos, j, compact, 1);
   if (j < g) att_score_heads(st, b, kw, kscale, pos, j, compact, 0);
@@ -517,7 +515,7 @@ static __always_inline u32 write_kv(const struct att_state *st, u8 *b, u32 p, u3
   if (!e) return __LINE__;
   s64 mx = head_norm_rope(b, p, SHAPE.q_dim + h * SHAPE.head_dim, st->knorm_off, pos);
   if (mx < 0) return __LINE__;
-  const u32 ko = 0, vo = kv_v_off(), km = kv_kmax_off(), vm = kv_vmax_off();
+  const u32 ko = qn_kv_k_off(), vo = kv_v_off(), km = kv_kmax_off(), vm = kv_vmax_off();
   s32 *t1 = att_tmp1(b);
   s32 *qkv = buf_lookup(&qkv_buf, 0);
   u32 off = SHAPE.q_dim + SHAPE.kv_dim + h * SHAPE.head_dim;

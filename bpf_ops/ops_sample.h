@@ -166,6 +166,13 @@ static __always_inline int smp_select(struct qn_sample_hdr *h, u32 mode, u32 n, 
   return 1;
 }
 
+/* The Q44 weight of logit l at the header's temperature factor, relative to the best. */
+static __always_inline u64 smp_weight(const struct qn_sample_hdr *h, s32 l) {
+  u64 t = qn_sample_octaves((u64)((s64)h->best_l - (s64)l), h->cm, h->csh);
+  if ((t >> 32) >= QN_SAMPLE_W_ZERO) return 0; /* weighs 0: skip the exponential */
+  return qn_exp2_neg_q44(t);
+}
+
 /* 3. weights of the top-k set, min-p, compaction into out (candidate order) */
 static __always_inline long smp_weight_one(u8 *b, struct qn_sample_hdr *h, u32 i) {
   struct qn_topk_entry *c = smp_cand(b, i);
@@ -180,10 +187,7 @@ static __always_inline long smp_weight_one(u8 *b, struct qn_sample_hdr *h, u32 i
       if (before >= h->k_target) return 0;
     }
   }
-  u64 d = (u64)((s64)h->best_l - (s64)l);
-  u64 t = qn_sample_octaves(d, h->cm, h->csh);
-  if ((t >> 32) >= QN_SAMPLE_W_ZERO) return 0; /* weighs 0: skip the exponential */
-  u64 w = qn_exp2_neg_q44(t);
+  u64 w = smp_weight(h, l);
   h->W += w;
   if (w == 0 || w < h->min_p_q44) return 0;
   struct qn_sample_entry *e = smp_out(b, h->m);
@@ -254,9 +258,7 @@ static long smp_norm_cb(u64 it, void *ctx) {
 static __always_inline long smp_lse_one(u8 *b, struct qn_sample_hdr *h, u32 i) {
   struct qn_topk_entry *c = smp_cand(b, i);
   if (!c) return smp_fail(h, __LINE__);
-  u64 t = qn_sample_octaves((u64)((s64)h->best_l - (s64)c->logit), h->cm, h->csh);
-  if ((t >> 32) >= QN_SAMPLE_W_ZERO) return 0; /* weighs 0: skip the exponential */
-  h->W += qn_exp2_neg_q44(t);
+  h->W += smp_weight(h, c->logit);
   return 0;
 }
 static long smp_lse_cb(u64 it, void *ctx) {

@@ -57,8 +57,11 @@ BpfKvCache::BpfKvCache(std::shared_ptr<KvSlots> slots, int max_context)
   if (max_context <= 0) throw invalid_argument("KV cache max_context must be positive");
   LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_INNER_MAP);
   const uint64_t entries = slots_->entries(max_context);
-  if (entries > UINT32_MAX) throw resource_exhausted("a KV cache of " + std::to_string(max_context) + " positions needs more map entries than a BPF array holds");
-  fd_ = bpf_map_create(BPF_MAP_TYPE_ARRAY, "qwen3_kv", 4, slots_->value_size(), static_cast<uint32_t>(entries), &opts);
+  if (entries > UINT32_MAX)
+    throw resource_exhausted("a KV cache of " + std::to_string(max_context) +
+                             " positions needs more map entries than a BPF array holds");
+  fd_ = bpf_map_create(BPF_MAP_TYPE_ARRAY, "qwen3_kv", 4, slots_->value_size(), static_cast<uint32_t>(entries),
+                       &opts);
   if (fd_ < 0)
     throw resource_exhausted("cannot create a KV cache map for " + std::to_string(max_context) +
                              " positions (" + std::to_string(bytes() >> 20) + " MiB): " + strerror(errno));

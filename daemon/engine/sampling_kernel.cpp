@@ -87,39 +87,52 @@ std::nullopt_t decline(Decline why, size_t n, uint32_t vocab, bool logprobs = fa
   return std::nullopt;
 }
 
-}  // namespace
-
-std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const PositionLogits& scores,
-                                                     const SamplingParams& params, std::span<const int32_t> history) {
+// Puts one position's candidates into sample_buf for qn_sample: the whole
+// vocabulary when the scores carry it (a top-k cut, if any, is then
+// qn_sample's), else the top-k list; their logits the backend's own Q16
+// values when it kept them, else (sampling only) the floats in Q16. Returns
+// how many, or nullopt when there are none, when the scores are not the
+// kernel's (logprobs: the float log-softmax then), or when the kernel
+// declines them (logged once per reason and use).
+std::optional<uint32_t> load_candidates(BpfPrograms& progs, const PositionLogits& scores, bool logprobs) {
   const uint32_t vocab = progs.layout().shape.vocab;
-  // The candidates: the whole vocabulary when the scores carry it (the top-k
-  // cut, if any, is then qn_sample's), else the top-k list; their logits the
-  // backend's own Q16 values when it kept them, else the floats in Q16.
   const bool whole = !scores.full_q16.empty() || !scores.full.empty();
   const std::vector<int32_t>& exact = whole ? scores.full_q16 : scores.top_k_q16;
   const size_t n_float = whole ? scores.full.size() : scores.top_k.size();
-  if (!exact.empty() && n_float != 0 && exact.size() != n_float)
-    throw invalid_argument("sampling: the scores' Q16 logits (" + std::to_string(exact.size()) +
+  const char* use = logprobs ? "logprobs" : "sampling";
+  if (!exact.empty() && (whole ? n_float != 0 && exact.size() != n_float : exact.size() != n_float)) {
+    if (!whole && n_float == 0) throw invalid_argument(std::string(use) + ": the scores' top-k Q16 logits come without their ids");
+    throw invalid_argument(std::string(use) + ": the scores' Q16 logits (" + std::to_string(exact.size()) +
                            ") do not match their float logits (" + std::to_string(n_float) + ")");
-  if (!whole && !exact.empty() && n_float == 0)
-    throw invalid_argument("sampling: the scores' top-k Q16 logits come without their ids");
+  }
+  if (exact.empty() && logprobs) return std::nullopt;  // not the kernel's scores
   const size_t n = exact.empty() ? n_float : exact.size();
   if (n == 0) return std::nullopt;  // nothing to sample from: the Sampler says so
-  if (n > QN_SAMPLE_MAX) return decline(Decline::too_many, n, vocab);
-  if (n > vocab) return decline(Decline::bad_id, n, vocab);
-  uint8_t* buf = progs.sample_buf();
-  auto* cand = reinterpret_cast<qn_topk_entry*>(buf + qn_sample_cand_off());
+  if (n > QN_SAMPLE_MAX) return decline(Decline::too_many, n, vocab, logprobs);
+  if (n > vocab) return decline(Decline::bad_id, n, vocab, logprobs);
+  auto* cand = reinterpret_cast<qn_topk_entry*>(progs.sample_buf() + qn_sample_cand_off());
   for (size_t i = 0; i < n; i++) {
     const int32_t id = whole ? static_cast<int32_t>(i) : scores.top_k[i].first;
-    if (id < 0 || static_cast<uint32_t>(id) >= vocab) return decline(Decline::bad_id, n, vocab);
+    if (id < 0 || static_cast<uint32_t>(id) >= vocab) return decline(Decline::bad_id, n, vocab, logprobs);
     cand[i].id = id;
     if (!exact.empty()) {
       cand[i].logit = exact[i];
     } else if (!to_q16(whole ? scores.full[i] : scores.top_k[i].second, &cand[i].logit)) {
-      return decline(Decline::not_q16, n, vocab);
+      return decline(Decline::not_q16, n, vocab, logprobs);
     }
   }
-  qn_sample_hdr h = sample_params_fixed(params, static_cast<uint32_t>(n));
+  return static_cast<uint32_t>(n);
+}
+
+}  // namespace
+
+std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const PositionLogits& scores,
+                                                     const SamplingParams& params, std::span<const int32_t> history) {
+  const std::optional<uint32_t> loaded = load_candidates(progs, scores, false);
+  if (!loaded) return std::nullopt;
+  const uint32_t n = *loaded, vocab = progs.layout().shape.vocab;
+  uint8_t* buf = progs.sample_buf();
+  qn_sample_hdr h = sample_params_fixed(params, n);
   if (h.flags & QN_SAMPLE_PENALTY) {
     auto* seen = reinterpret_cast<uint32_t*>(buf + qn_sample_seen_off(vocab));
     std::memset(seen, 0, size_t(qn_sample_seen_words(vocab)) * 4);
@@ -149,28 +162,11 @@ std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const P
 }
 
 std::optional<int64_t> kernel_log_normalizer(BpfPrograms& progs, const PositionLogits& scores) {
-  const uint32_t vocab = progs.layout().shape.vocab;
-  // The same candidates as position_logprobs (daemon/sampling) reports: the
-  // whole vocabulary when the scores carry it, else the top-k list.
-  const bool whole = !scores.full_q16.empty() || !scores.full.empty();
-  const std::vector<int32_t>& q16 = whole ? scores.full_q16 : scores.top_k_q16;
-  const size_t n_float = whole ? scores.full.size() : scores.top_k.size();
-  if (q16.empty()) return std::nullopt;  // not the kernel's scores: the float log-softmax
-  if ((whole && n_float != 0 && q16.size() != n_float) || (!whole && q16.size() != n_float))
-    throw invalid_argument("logprobs: the scores' Q16 logits (" + std::to_string(q16.size()) +
-                           ") do not match their float logits (" + std::to_string(n_float) + ")");
-  const size_t n = q16.size();
-  if (n > QN_SAMPLE_MAX) return decline(Decline::too_many, n, vocab, true);
-  if (n > vocab) return decline(Decline::bad_id, n, vocab, true);
-  uint8_t* buf = progs.sample_buf();
-  auto* cand = reinterpret_cast<qn_topk_entry*>(buf + qn_sample_cand_off());
-  for (size_t i = 0; i < n; i++) {
-    const int32_t id = whole ? static_cast<int32_t>(i) : scores.top_k[i].first;
-    if (id < 0 || static_cast<uint32_t>(id) >= vocab) return decline(Decline::bad_id, n, vocab, true);
-    cand[i] = {id, q16[i]};
-  }
+  // The same candidates as position_logprobs (daemon/sampling) reports.
+  const std::optional<uint32_t> n = load_candidates(progs, scores, true);
+  if (!n) return std::nullopt;
   qn_sample_hdr h{};
-  h.n = static_cast<uint32_t>(n);
+  h.n = *n;
   h.flags = QN_SAMPLE_LSE;
   *progs.sample_hdr() = h;
   progs.sample();
