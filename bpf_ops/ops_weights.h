@@ -33,11 +33,6 @@ static __always_inline const u8 *weight_row(const struct qn_matrix *m, u32 r) {
 }
 #endif
 
-/* Keeps clang from hoisting the loads of later columns (it would run out of
- * BPF's 10 registers and spill them to the stack): the loads of a block of
- * four columns come after this point. Emits no instruction. */
-#define QN_KERNEL_ORDER(a, b, c) asm volatile("" : "+r"(a), "+r"(b), "+r"(c))
-
 /* q24: two rows against one input (also for each position of a prefill
  * pass). Every input element is loaded once for both rows.
  * `groups` must be a load-time constant (from .rodata): the verifier then
