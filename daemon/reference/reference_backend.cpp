@@ -211,128 +211,180 @@ std::unique_ptr<KvCache> ReferenceBackend::create_kv(int max_context) {
   return std::make_unique<ReferenceKv>(weights_.get(), c.num_hidden_layers, c.kv_dim(), max_context);
 }
 
-ForwardResult ReferenceBackend::forward(KvCache& kv_base, std::span<const int32_t> tokens, const ForwardWants& wants) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Weights& w = *weights_;
-  const ModelConfig& c = w.config;
-  auto* kv = dynamic_cast<ReferenceKv*>(&kv_base);
-  if (!kv || kv->owner() != weights_.get())
-    throw invalid_argument("KV cache was not created by this reference backend");
+namespace {
+
+void check_forward_input(const ModelConfig& c, const ReferenceKv& kv, std::span<const int32_t> tokens,
+                         const ForwardWants& wants) {
   const int T = static_cast<int>(tokens.size());
   if (T == 0) throw invalid_argument("forward needs at least one token");
   for (int i = 0; i < T; ++i)
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
       throw invalid_argument("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
                              " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
-  const int p0 = kv->positions();
-  if (static_cast<int64_t>(p0) + T > kv->max_context())
+  const int p0 = kv.positions();
+  if (static_cast<int64_t>(p0) + T > kv.max_context())
     throw invalid_argument("context overflow: " + std::to_string(p0) + " cached + " + std::to_string(T) +
-                           " new positions exceed the KV cache's " + std::to_string(kv->max_context()));
+                           " new positions exceed the KV cache's " + std::to_string(kv.max_context()));
   if (wants.top_k < 0) throw invalid_argument("top_k must not be negative");
-  kv->reserve(p0 + T);
+}
 
-  const int H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), D = c.head_dim, M = c.intermediate_size;
-  const int heads = c.num_attention_heads, group = c.group_size();
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  auto trace = [&](TraceStage s, int layer, int first, int rows, int cols, const float* data) {
-    if (trace_) trace_(TracePoint{s, layer, first, rows, cols, data});
-  };
+// One forward pass over T new positions after p0 cached ones: the activations of every stage, and
+// the steps that fill them in the order of the model.
+class ForwardPass {
+ public:
+  ForwardPass(ReferenceBackend::Weights& w, ReferenceKv& kv, int T, const TraceFn& trace)
+      : w_(w), c_(w.config), kv_(kv), trace_(trace), T_(T), p0_(kv.positions()),
+        H_(c_.hidden_size), Q_(c_.q_dim()), KV_(c_.kv_dim()), D_(c_.head_dim), M_(c_.intermediate_size),
+        eps_(static_cast<float>(c_.rms_norm_eps)),
+        x_(size_t(T) * H_), xn_(x_.size()), q_(size_t(T) * Q_), k_(size_t(T) * KV_), v_(k_.size()), att_(q_.size()),
+        o_(x_.size()), gate_(size_t(T) * M_), up_(gate_.size()), rope_(size_t(T) * D_) {}
 
-  std::vector<float> x(static_cast<size_t>(T) * H), xn(x.size()), q(static_cast<size_t>(T) * Q),
-      k(static_cast<size_t>(T) * KV), v(k.size()), att(q.size()), o(x.size()), gate(static_cast<size_t>(T) * M),
-      up(gate.size()), rope(static_cast<size_t>(T) * D);
-  for (int t = 0; t < T; ++t) {
-    w.embed.row_to_float(tokens[t], &x[static_cast<size_t>(t) * H]);
-    reference::rope_table(p0 + t, D, c.rope_theta, &rope[static_cast<size_t>(t) * D]);
-  }
-  trace(TraceStage::embedding, -1, p0, T, H, x.data());
-
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    const Layer& L = w.layers[l];
-    for (int t = 0; t < T; ++t) reference::rms_norm(&x[t * H], L.in_norm.data(), &xn[t * H], H, eps);
-    trace(TraceStage::attn_norm, l, p0, T, H, xn.data());
-    L.q.multiply(xn.data(), T, q.data(), w.pool);
-    L.k.multiply(xn.data(), T, k.data(), w.pool);
-    L.v.multiply(xn.data(), T, v.data(), w.pool);
-    trace(TraceStage::q_proj, l, p0, T, Q, q.data());
-    trace(TraceStage::k_proj, l, p0, T, KV, k.data());
-    trace(TraceStage::v_proj, l, p0, T, KV, v.data());
-    for (int i = 0; i < T * heads; ++i) reference::rms_norm(&q[i * D], L.q_norm.data(), &q[i * D], D, eps);
-    for (int i = 0; i < T * c.num_key_value_heads; ++i)
-      reference::rms_norm(&k[i * D], L.k_norm.data(), &k[i * D], D, eps);
-    trace(TraceStage::q_norm, l, p0, T, Q, q.data());
-    trace(TraceStage::k_norm, l, p0, T, KV, k.data());
-    for (int t = 0; t < T; ++t) {
-      for (int h = 0; h < heads; ++h) reference::apply_rope(&q[t * Q + h * D], D, &rope[t * D]);
-      for (int h = 0; h < c.num_key_value_heads; ++h) reference::apply_rope(&k[t * KV + h * D], D, &rope[t * D]);
+  void embed(std::span<const int32_t> tokens) {
+    for (int t = 0; t < T_; ++t) {
+      w_.embed.row_to_float(tokens[t], &x_[size_t(t) * H_]);
+      reference::rope_table(p0_ + t, D_, c_.rope_theta, &rope_[size_t(t) * D_]);
     }
-    trace(TraceStage::q_rope, l, p0, T, Q, q.data());
-    trace(TraceStage::k_rope, l, p0, T, KV, k.data());
+    trace(TraceStage::embedding, -1, T_, H_, x_.data());
+  }
 
-    float* kc = kv->k(l);
-    float* vc = kv->v(l);
-    std::memcpy(kc + static_cast<size_t>(p0) * KV, k.data(), k.size() * 4);
-    std::memcpy(vc + static_cast<size_t>(p0) * KV, v.data(), v.size() * 4);
+  void layer(int l) {
+    attention_block(l);
+    mlp_block(l);
+  }
+
+  ForwardResult project_vocab(const ForwardWants& wants);
+
+ private:
+  void trace(TraceStage s, int layer, int rows, int cols, const float* data, int first = 0) const {
+    if (trace_) trace_(TracePoint{s, layer, p0_ + first, rows, cols, data});
+  }
+
+  void qkv(const Layer& L, int l) {
+    for (int t = 0; t < T_; ++t) reference::rms_norm(&x_[t * H_], L.in_norm.data(), &xn_[t * H_], H_, eps_);
+    trace(TraceStage::attn_norm, l, T_, H_, xn_.data());
+    L.q.multiply(xn_.data(), T_, q_.data(), w_.pool);
+    L.k.multiply(xn_.data(), T_, k_.data(), w_.pool);
+    L.v.multiply(xn_.data(), T_, v_.data(), w_.pool);
+    trace(TraceStage::q_proj, l, T_, Q_, q_.data());
+    trace(TraceStage::k_proj, l, T_, KV_, k_.data());
+    trace(TraceStage::v_proj, l, T_, KV_, v_.data());
+    for (int i = 0; i < T_ * c_.num_attention_heads; ++i)
+      reference::rms_norm(&q_[i * D_], L.q_norm.data(), &q_[i * D_], D_, eps_);
+    for (int i = 0; i < T_ * c_.num_key_value_heads; ++i)
+      reference::rms_norm(&k_[i * D_], L.k_norm.data(), &k_[i * D_], D_, eps_);
+    trace(TraceStage::q_norm, l, T_, Q_, q_.data());
+    trace(TraceStage::k_norm, l, T_, KV_, k_.data());
+    for (int t = 0; t < T_; ++t) {
+      for (int h = 0; h < c_.num_attention_heads; ++h) reference::apply_rope(&q_[t * Q_ + h * D_], D_, &rope_[t * D_]);
+      for (int h = 0; h < c_.num_key_value_heads; ++h) reference::apply_rope(&k_[t * KV_ + h * D_], D_, &rope_[t * D_]);
+    }
+    trace(TraceStage::q_rope, l, T_, Q_, q_.data());
+    trace(TraceStage::k_rope, l, T_, KV_, k_.data());
+  }
+
+  void attend(int l) {
+    const int heads = c_.num_attention_heads, group = c_.group_size();
+    float* kc = kv_.k(l);
+    float* vc = kv_.v(l);
+    std::memcpy(kc + size_t(p0_) * KV_, k_.data(), k_.size() * 4);
+    std::memcpy(vc + size_t(p0_) * KV_, v_.data(), v_.size() * 4);
     auto attend_part = [&](int64_t begin, int64_t end) {
-      std::vector<float> scores(p0 + T);
+      std::vector<float> scores(p0_ + T_);
       for (int64_t item = begin; item < end; ++item) {
         const int t = static_cast<int>(item / heads), h = static_cast<int>(item % heads);
         const int kvh = h / group;
-        reference::attend(&q[t * Q + h * D], kc + kvh * D, vc + kvh * D, p0 + t + 1, KV, D, scores.data(),
-                          &att[t * Q + h * D]);
+        reference::attend(&q_[t * Q_ + h * D_], kc + kvh * D_, vc + kvh * D_, p0_ + t + 1, KV_, D_, scores.data(),
+                          &att_[t * Q_ + h * D_]);
       }
     };
-    if (static_cast<int64_t>(T) * heads * (p0 + T) * D < (1 << 15))
-      attend_part(0, static_cast<int64_t>(T) * heads);
+    // Small passes are not worth waking the pool for.
+    if (int64_t(T_) * heads * (p0_ + T_) * D_ < (1 << 15))
+      attend_part(0, int64_t(T_) * heads);
     else
-      w.pool.parallel_for(static_cast<int64_t>(T) * heads, 1, attend_part);
-    trace(TraceStage::attention, l, p0, T, Q, att.data());
-
-    L.o.multiply(att.data(), T, o.data(), w.pool);
-    trace(TraceStage::o_proj, l, p0, T, H, o.data());
-    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-    trace(TraceStage::attn_residual, l, p0, T, H, x.data());
-
-    for (int t = 0; t < T; ++t) reference::rms_norm(&x[t * H], L.post_norm.data(), &xn[t * H], H, eps);
-    trace(TraceStage::mlp_norm, l, p0, T, H, xn.data());
-    L.gate.multiply(xn.data(), T, gate.data(), w.pool);
-    L.up.multiply(xn.data(), T, up.data(), w.pool);
-    trace(TraceStage::gate, l, p0, T, M, gate.data());
-    trace(TraceStage::up, l, p0, T, M, up.data());
-    reference::silu_mul(gate.data(), up.data(), gate.data(), T * M);
-    trace(TraceStage::act, l, p0, T, M, gate.data());
-    L.down.multiply(gate.data(), T, o.data(), w.pool);
-    trace(TraceStage::down, l, p0, T, H, o.data());
-    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-    trace(TraceStage::residual, l, p0, T, H, x.data());
+      w_.pool.parallel_for(int64_t(T_) * heads, 1, attend_part);
+    trace(TraceStage::attention, l, T_, Q_, att_.data());
   }
 
-  // Only reported positions go through the vocabulary projection, in chunks
-  // so that scoring a long prompt does not need T x vocab floats at once.
-  const int first = wants.all_positions ? 0 : T - 1;
-  const int R = T - first;
-  std::vector<float> fn(static_cast<size_t>(R) * H);
-  for (int r = 0; r < R; ++r)
-    reference::rms_norm(&x[(first + r) * H], w.final_norm.data(), &fn[r * H], H, eps);
-  trace(TraceStage::final_norm, -1, p0 + first, R, H, fn.data());
+  void attention_block(int l) {
+    const Layer& L = w_.layers[l];
+    qkv(L, l);
+    attend(l);
+    L.o.multiply(att_.data(), T_, o_.data(), w_.pool);
+    trace(TraceStage::o_proj, l, T_, H_, o_.data());
+    for (size_t i = 0; i < x_.size(); ++i) x_[i] += o_[i];
+    trace(TraceStage::attn_residual, l, T_, H_, x_.data());
+  }
+
+  void mlp_block(int l) {
+    const Layer& L = w_.layers[l];
+    for (int t = 0; t < T_; ++t) reference::rms_norm(&x_[t * H_], L.post_norm.data(), &xn_[t * H_], H_, eps_);
+    trace(TraceStage::mlp_norm, l, T_, H_, xn_.data());
+    L.gate.multiply(xn_.data(), T_, gate_.data(), w_.pool);
+    L.up.multiply(xn_.data(), T_, up_.data(), w_.pool);
+    trace(TraceStage::gate, l, T_, M_, gate_.data());
+    trace(TraceStage::up, l, T_, M_, up_.data());
+    reference::silu_mul(gate_.data(), up_.data(), gate_.data(), T_ * M_);
+    trace(TraceStage::act, l, T_, M_, gate_.data());
+    L.down.multiply(gate_.data(), T_, o_.data(), w_.pool);
+    trace(TraceStage::down, l, T_, H_, o_.data());
+    for (size_t i = 0; i < x_.size(); ++i) x_[i] += o_[i];
+    trace(TraceStage::residual, l, T_, H_, x_.data());
+  }
+
+  ReferenceBackend::Weights& w_;
+  const ModelConfig& c_;
+  ReferenceKv& kv_;
+  const TraceFn& trace_;
+  const int T_, p0_, H_, Q_, KV_, D_, M_;
+  const float eps_;
+  std::vector<float> x_, xn_, q_, k_, v_, att_, o_, gate_, up_, rope_;
+};
+
+// Only reported positions go through the vocabulary projection, in chunks so that scoring a long
+// prompt does not need T x vocab floats at once.
+ForwardResult ForwardPass::project_vocab(const ForwardWants& wants) {
+  const int first = wants.all_positions ? 0 : T_ - 1;
+  const int R = T_ - first;
+  std::vector<float> fn(size_t(R) * H_);
+  for (int r = 0; r < R; ++r) reference::rms_norm(&x_[(first + r) * H_], w_.final_norm.data(), &fn[r * H_], H_, eps_);
+  trace(TraceStage::final_norm, -1, R, H_, fn.data(), first);
 
   ForwardResult result;
   result.positions.resize(R);
   constexpr int kLogitRows = 16;
-  const int V = c.vocab_size;
-  std::vector<float> logits(static_cast<size_t>(std::min(R, kLogitRows)) * V);
+  const int V = c_.vocab_size;
+  std::vector<float> logits(size_t(std::min(R, kLogitRows)) * V);
   for (int r0 = 0; r0 < R; r0 += kLogitRows) {
     const int n = std::min(kLogitRows, R - r0);
-    w.lm_head.multiply(&fn[r0 * H], n, logits.data(), w.pool);
-    trace(TraceStage::logits, -1, p0 + first + r0, n, V, logits.data());
+    w_.lm_head.multiply(&fn[r0 * H_], n, logits.data(), w_.pool);
+    trace(TraceStage::logits, -1, n, V, logits.data(), first + r0);
     for (int r = 0; r < n; ++r) {
-      std::span<const float> row(&logits[static_cast<size_t>(r) * V], V);
+      std::span<const float> row(&logits[size_t(r) * V], V);
       PositionLogits& out = result.positions[r0 + r];
       out.argmax = reference::argmax(row);
       if (wants.top_k > 0) out.top_k = reference::top_k(row, wants.top_k);
       if (wants.full_logits) out.full.assign(row.begin(), row.end());
     }
   }
+  return result;
+}
+
+}  // namespace
+
+ForwardResult ReferenceBackend::forward(KvCache& kv_base, std::span<const int32_t> tokens, const ForwardWants& wants) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto* kv = dynamic_cast<ReferenceKv*>(&kv_base);
+  if (!kv || kv->owner() != weights_.get())
+    throw invalid_argument("KV cache was not created by this reference backend");
+  check_forward_input(weights_->config, *kv, tokens, wants);
+  const int T = static_cast<int>(tokens.size());
+  const int p0 = kv->positions();
+  kv->reserve(p0 + T);
+
+  ForwardPass pass(*weights_, *kv, T, trace_);
+  pass.embed(tokens);
+  for (int l = 0; l < weights_->config.num_hidden_layers; ++l) pass.layer(l);
+  ForwardResult result = pass.project_vocab(wants);
   kv->commit(p0 + T);
   return result;
 }

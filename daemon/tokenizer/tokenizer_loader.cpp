@@ -248,14 +248,13 @@ bool is_qwen3_chat_template(const std::string& jinja) {
   return fnv1a(jinja) == 0x2bfdb7aa9754484eULL;
 }
 
-std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
-  auto impl = std::make_unique<Tokenizer::Impl>();
-  impl->dir = dir;
-  BpeTables tables;
-  const JsonFile f = read_json(dir + "/tokenizer.json", &tables);
+namespace {
 
-  // --- model ---
-  const json& model = f.require(f.root, "", "model");
+constexpr int64_t kMaxIds = 1 << 24;
+using IdKind = Tokenizer::Impl::IdKind;
+
+// model.type and the model options this tokenizer does not implement; returns ignore_merges.
+bool check_model_options(const JsonFile& f, const json& model) {
   if (f.require_string(model, "model", "type") != "BPE") f.fail("model.type", "only BPE is supported");
   if (auto it = model.find("dropout"); it != model.end() && !it->is_null()) {
     if (!it->is_number() || it->get<double>() != 0.0) f.fail("model.dropout", "dropout is not supported");
@@ -267,56 +266,66 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
       f.fail(std::string("model.") + affix, "a non-empty value is not supported");
     }
   }
-  bool ignore_merges = f.flag(model, "model", "ignore_merges");
+  return f.flag(model, "model", "ignore_merges");
+}
 
+// The model's own vocabulary (merges resolve against it, not added tokens);
+// a repeated key keeps its last id, as a JSON object read into a map does.
+std::unordered_map<std::string, int32_t> read_model_vocab(const JsonFile& f, const json& model,
+                                                          const BpeTables& tables, int64_t& max_id) {
   f.require(model, "model", "vocab");
   if (!tables.vocab_seen || tables.vocab.empty()) f.fail("model.vocab", "expected a non-empty object");
-  constexpr int64_t max_ids = 1 << 24;
-  int64_t max_id = -1;
-  // The model's own vocabulary (merges resolve against it, not added tokens);
-  // a repeated key keeps its last id, as a JSON object read into a map does.
   std::unordered_map<std::string, int32_t> model_ids;
   model_ids.reserve(tables.vocab.size());
   for (const auto& [piece, id] : tables.vocab) {
-    if (id < 0 || id >= max_ids) f.fail("model.vocab[\"" + piece + "\"]", "expected an id in [0, 2^24)");
+    if (id < 0 || id >= kMaxIds) f.fail("model.vocab[\"" + piece + "\"]", "expected an id in [0, 2^24)");
     max_id = std::max(max_id, id);
     model_ids.insert_or_assign(piece, static_cast<int32_t>(id));
   }
+  return model_ids;
+}
 
-  // --- added tokens ---
+AddedToken read_added_token(const JsonFile& f, const json& t, const std::string& key) {
+  AddedToken token;
+  const json& id = f.require(t, key, "id");
+  if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxIds) {
+    f.fail(key + ".id", "expected an id in [0, 2^24)");
+  }
+  token.id = static_cast<int32_t>(id.get<int64_t>());
+  token.content = f.require_string(t, key, "content");
+  if (token.content.empty()) f.fail(key + ".content", "empty added token");
+  if (utf8::find_invalid(token.content) != std::string::npos) f.fail(key + ".content", "not valid UTF-8");
+  token.single_word = f.flag(t, key, "single_word");
+  token.lstrip = f.flag(t, key, "lstrip");
+  token.rstrip = f.flag(t, key, "rstrip");
+  token.normalized = f.flag(t, key, "normalized");
+  token.special = f.flag(t, key, "special");
+  return token;
+}
+
+std::vector<AddedToken> read_added_tokens(const JsonFile& f, int64_t& max_id) {
   const std::string added_key = "added_tokens";
   auto added_it = f.root.find(added_key);
   std::vector<AddedToken> added_tokens;
-  if (added_it != f.root.end() && !added_it->is_null()) {
-    if (!added_it->is_array()) f.fail(added_key, "expected an array");
-    for (size_t i = 0; i < added_it->size(); ++i) {
-      const json& t = (*added_it)[i];
-      const std::string key = added_key + "[" + std::to_string(i) + "]";
-      AddedToken token;
-      const json& id = f.require(t, key, "id");
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= max_ids) {
-        f.fail(key + ".id", "expected an id in [0, 2^24)");
-      }
-      token.id = static_cast<int32_t>(id.get<int64_t>());
-      token.content = f.require_string(t, key, "content");
-      if (token.content.empty()) f.fail(key + ".content", "empty added token");
-      if (utf8::find_invalid(token.content) != std::string::npos) f.fail(key + ".content", "not valid UTF-8");
-      token.single_word = f.flag(t, key, "single_word");
-      token.lstrip = f.flag(t, key, "lstrip");
-      token.rstrip = f.flag(t, key, "rstrip");
-      token.normalized = f.flag(t, key, "normalized");
-      token.special = f.flag(t, key, "special");
-      max_id = std::max<int64_t>(max_id, token.id);
-      added_tokens.push_back(std::move(token));
-    }
+  if (added_it == f.root.end() || added_it->is_null()) return added_tokens;
+  if (!added_it->is_array()) f.fail(added_key, "expected an array");
+  for (size_t i = 0; i < added_it->size(); ++i) {
+    AddedToken token = read_added_token(f, (*added_it)[i], added_key + "[" + std::to_string(i) + "]");
+    max_id = std::max<int64_t>(max_id, token.id);
+    added_tokens.push_back(std::move(token));
   }
+  return added_tokens;
+}
 
-  // --- id tables ---
+// The id -> piece / bytes / kind tables and piece -> id.
+void fill_id_tables(const JsonFile& f, Tokenizer::Impl& impl, int64_t max_id,
+                    const std::unordered_map<std::string, int32_t>& model_ids,
+                    const std::vector<AddedToken>& added_tokens) {
   const size_t id_count = static_cast<size_t>(max_id + 1);
-  impl->pieces.resize(id_count);
-  impl->bytes.resize(id_count);
-  impl->kinds.assign(id_count, Tokenizer::Impl::IdKind::unused);
-  impl->piece_to_id.reserve(model_ids.size() + added_tokens.size());
+  impl.pieces.resize(id_count);
+  impl.bytes.resize(id_count);
+  impl.kinds.assign(id_count, IdKind::unused);
+  impl.piece_to_id.reserve(model_ids.size() + added_tokens.size());
   // HF's ByteLevel decoder: a token whose characters are all in the byte-level
   // alphabet decodes to those bytes, any other token to its own UTF-8.
   auto decode_bytes = [](const std::string& piece) {
@@ -324,22 +333,24 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
     return raw ? *raw : piece;
   };
   for (const auto& [piece, id] : model_ids) {
-    if (impl->kinds[id] != Tokenizer::Impl::IdKind::unused) {
+    if (impl.kinds[id] != IdKind::unused) {
       f.fail("model.vocab[\"" + piece + "\"]", "id " + std::to_string(id) + " is used twice");
     }
-    impl->kinds[id] = Tokenizer::Impl::IdKind::vocab;
-    impl->pieces[id] = piece;
-    impl->bytes[id] = decode_bytes(piece);
-    impl->piece_to_id.emplace(piece, id);
+    impl.kinds[id] = IdKind::vocab;
+    impl.pieces[id] = piece;
+    impl.bytes[id] = decode_bytes(piece);
+    impl.piece_to_id.emplace(piece, id);
   }
   for (const AddedToken& t : added_tokens) {
     // Added tokens take precedence over a vocabulary entry with the same id or text.
-    impl->kinds[t.id] = t.special ? Tokenizer::Impl::IdKind::special : Tokenizer::Impl::IdKind::added;
-    impl->pieces[t.id] = t.content;
-    impl->bytes[t.id] = decode_bytes(t.content);
-    impl->piece_to_id.insert_or_assign(t.content, t.id);
+    impl.kinds[t.id] = t.special ? IdKind::special : IdKind::added;
+    impl.pieces[t.id] = t.content;
+    impl.bytes[t.id] = decode_bytes(t.content);
+    impl.piece_to_id.insert_or_assign(t.content, t.id);
   }
+}
 
+std::array<int32_t, 256> read_byte_ids(const JsonFile& f, const std::unordered_map<std::string, int32_t>& model_ids) {
   std::array<int32_t, 256> byte_ids{};
   for (unsigned b = 0; b < 256; ++b) {
     std::string piece = byte_level::encode(std::string(1, static_cast<char>(b)));
@@ -351,8 +362,11 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
     }
     byte_ids[b] = it->second;
   }
+  return byte_ids;
+}
 
-  // --- merges ---
+std::vector<BpeModel::Merge> read_merges(const JsonFile& f, const json& model, BpeTables& tables,
+                                         const std::unordered_map<std::string, int32_t>& model_ids) {
   f.require(model, "model", "merges");
   if (!tables.merges_seen) f.fail("model.merges", "expected an array");
   std::vector<BpeModel::Merge> merges;
@@ -377,21 +391,17 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
     }
     merges.push_back({vocab_id(m.left, key), vocab_id(m.right, key), vocab_id(m.left + m.right, key)});
   }
-  std::unordered_map<std::string, int32_t> whole_words;
-  if (ignore_merges) {
-    for (const auto& [piece, id] : model_ids) {
-      if (auto raw = byte_level::decode(piece)) whole_words.emplace(*raw, id);
-    }
-  }
-  impl->bpe = std::make_unique<BpeModel>(byte_ids, merges, ignore_merges, std::move(whole_words));
+  return merges;
+}
 
-  // --- pipeline ---
+// Normalizer, pre-tokenizer, decoder and the added-token matchers.
+void read_pipeline(const JsonFile& f, Tokenizer::Impl& impl, std::vector<AddedToken> added_tokens) {
   Normalizer::Kind normalizer_kind = Normalizer::Kind::none;
   if (auto it = f.root.find("normalizer"); it != f.root.end()) {
     check_normalizer(f, *it, "normalizer", normalizer_kind);
   }
-  impl->normalizer = Normalizer(normalizer_kind);
-  impl->pre_tokenizer = std::make_unique<PreTokenizer>(
+  impl.normalizer = Normalizer(normalizer_kind);
+  impl.pre_tokenizer = std::make_unique<PreTokenizer>(
       read_pre_tokenizer(f), f.path + ": key 'pre_tokenizer.pretokenizers[0].pattern.Regex'");
   const json& decoder = f.require(f.root, "", "decoder");
   check_byte_level(f, decoder, "decoder", true);
@@ -401,24 +411,26 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
   for (const AddedToken& t : added_tokens) {
     if (t.normalized) {
       std::string storage;
-      normalized_text.emplace_back(impl->normalizer.normalize(t.content, storage));
+      normalized_text.emplace_back(impl.normalizer.normalize(t.content, storage));
       normalized.push_back(t);
     } else {
       raw_text.push_back(t.content);
       raw.push_back(t);
     }
   }
-  impl->raw_matcher = AddedTokenMatcher(std::move(raw), std::move(raw_text));
-  impl->normalized_matcher = AddedTokenMatcher(std::move(normalized), std::move(normalized_text));
-  impl->added_tokens = std::move(added_tokens);
+  impl.raw_matcher = AddedTokenMatcher(std::move(raw), std::move(raw_text));
+  impl.normalized_matcher = AddedTokenMatcher(std::move(normalized), std::move(normalized_text));
+  impl.added_tokens = std::move(added_tokens);
+}
 
-  // --- tokenizer_config.json ---
+// tokenizer_config.json: the chat template and the special tokens.
+void read_tokenizer_config(const std::string& dir, Tokenizer::Impl& impl) {
   const JsonFile c = read_json(dir + "/tokenizer_config.json");
   if (auto it = c.root.find("chat_template"); it != c.root.end() && !it->is_null()) {
     if (!it->is_string()) c.fail("chat_template", "expected a string (named template lists are not supported)");
-    impl->chat_template = it->get<std::string>();
-    impl->chat_template_is_qwen3 = is_qwen3_chat_template(*impl->chat_template);
-    if (!impl->chat_template_is_qwen3) {
+    impl.chat_template = it->get<std::string>();
+    impl.chat_template_is_qwen3 = is_qwen3_chat_template(*impl.chat_template);
+    if (!impl.chat_template_is_qwen3) {
       spdlog::warn("{}: chat_template differs from the Qwen3 template; apply_chat_template renders "
                    "the Qwen3 format regardless", c.path);
     }
@@ -428,12 +440,41 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
     if (it == c.root.end() || it->is_null()) return std::nullopt;
     std::string text = token_text(*it);
     if (text.empty()) c.fail(name, "expected a token string");
-    auto id = impl->piece_to_id.find(text);
-    if (id == impl->piece_to_id.end()) c.fail(name, "'" + text + "' is not a token of tokenizer.json");
+    auto id = impl.piece_to_id.find(text);
+    if (id == impl.piece_to_id.end()) c.fail(name, "'" + text + "' is not a token of tokenizer.json");
     return id->second;
   };
-  impl->eos_id = special_id("eos_token");
-  impl->pad_id = special_id("pad_token");
+  impl.eos_id = special_id("eos_token");
+  impl.pad_id = special_id("pad_token");
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer::Impl> load_tokenizer_impl(const std::string& dir) {
+  auto impl = std::make_unique<Tokenizer::Impl>();
+  impl->dir = dir;
+  BpeTables tables;
+  const JsonFile f = read_json(dir + "/tokenizer.json", &tables);
+
+  const json& model = f.require(f.root, "", "model");
+  const bool ignore_merges = check_model_options(f, model);
+  int64_t max_id = -1;
+  const std::unordered_map<std::string, int32_t> model_ids = read_model_vocab(f, model, tables, max_id);
+  std::vector<AddedToken> added_tokens = read_added_tokens(f, max_id);
+  fill_id_tables(f, *impl, max_id, model_ids, added_tokens);
+
+  const std::array<int32_t, 256> byte_ids = read_byte_ids(f, model_ids);
+  std::vector<BpeModel::Merge> merges = read_merges(f, model, tables, model_ids);
+  std::unordered_map<std::string, int32_t> whole_words;
+  if (ignore_merges) {
+    for (const auto& [piece, id] : model_ids) {
+      if (auto raw = byte_level::decode(piece)) whole_words.emplace(*raw, id);
+    }
+  }
+  impl->bpe = std::make_unique<BpeModel>(byte_ids, merges, ignore_merges, std::move(whole_words));
+
+  read_pipeline(f, *impl, std::move(added_tokens));
+  read_tokenizer_config(dir, *impl);
   return impl;
 }
 
