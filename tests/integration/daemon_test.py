@@ -918,6 +918,20 @@ state_dir = {cls.tmp}/state
         self.stub.DeleteSession(pb.DeleteSessionRequest(session_id="nobody-own"), timeout=5)
         self.assertEqual(self.run_as("nobody", listing), "[]\nOK")
 
+    def test_one_member_cannot_evict_another_members_sessions(self):
+        # Issue 22: the LRU was global, so one group member creating sessions
+        # evicted everyone's idle ones. max_sessions is 4 here; nobody creates 70.
+        os.chmod(self.socket_path, 0o666)  # only SO_PEERCRED decides
+        nogroup = ("nogroup",)
+        mine = "print(sorted(s.session_id for s in stub.ListSessions(pb.ListSessionsRequest(), timeout=5).sessions))"
+        self.assertEqual(self.run_as("daemon", "for i in (1, 2): stub.CreateSession(pb.CreateSessionRequest("
+                                               "max_context=16, session_id=f'daemon-{i}'), timeout=30)",
+                                     extra_groups=nogroup), "OK")
+        self.assertEqual(self.run_as("nobody", "for i in range(70): stub.CreateSession(pb.CreateSessionRequest("
+                                               "max_context=16, session_id=f'nobody-{i}'), timeout=30)"), "OK")
+        self.assertEqual(self.run_as("daemon", mine, extra_groups=nogroup), "['daemon-1', 'daemon-2']\nOK")
+        self.assertEqual(self.run_as("nobody", mine), "['nobody-68', 'nobody-69']\nOK")  # its own went instead
+
     def reload_with(self, **keys):
         """Rewrites the config with `keys` (admin_group, socket_group, speculative), sends SIGHUP and
         waits until the daemon logs each of them as in force."""
@@ -1236,6 +1250,28 @@ class DaemonCrashTest(unittest.TestCase):
                 saved = json.load(f)  # what the daemon left is valid
             self.assertEqual([e["id"] for e in saved["sessions"]], ["survivor"] if "survivor" in text else [])
 
+
+    def test_b2_entries_dropped_at_restore_are_kept_in_a_copy(self):
+        # Issue 22: a state file with more sessions than max_sessions (8 here) lost
+        # the excess when it was rewritten, and no copy was kept.
+        os.makedirs(self.state, exist_ok=True)
+        for f in os.listdir(self.state):
+            os.unlink(os.path.join(self.state, f))
+        text = json.dumps({"version": 2, "sessions": [
+            {"id": f"s{i}", "owner_uid": 0, "max_context": 32, "positions": 0, "history": []} for i in range(10)]})
+        with open(self.state_file, "w") as f:
+            f.write(text)
+        self.start()
+        self.wait_restored("s0")
+        self.stop()
+        with open(self.state_file) as f:
+            self.assertEqual(len(json.load(f)["sessions"]), 8)
+        kept = [f for f in os.listdir(self.state) if f.startswith("sessions.json.dropped-")]
+        self.assertEqual(len(kept), 1, os.listdir(self.state))
+        with open(os.path.join(self.state, kept[0])) as f:
+            self.assertEqual(f.read(), text)
+        self.assertEqual(os.stat(os.path.join(self.state, kept[0])).st_mode & 0o777, 0o600)
+        self.assertIn("2 saved sessions could not be restored", self.log())
 
     # The saved sessions exist from the first answer after READY (main.cpp recreates them in the
     # model host's before-ready hook); before that fix they came back up to 200 ms later, and a
