@@ -1336,6 +1336,47 @@ class DaemonCommandLineTest(unittest.TestCase):
             f.write(text)
         return path
 
+    def test_grpc_socket_has_its_own_connection_limit(self):
+        # Issue 22: each listener has its own limit; the gRPC socket had none.
+        sock = os.path.join(self.tmp, "limit.sock")
+        log = os.path.join(self.tmp, "limit.log")
+        conf = self.config("limit.conf", f"model_dir = {MODEL}\nbackend = {BACKEND}\nsocket_path = {sock}\n"
+                                         f"socket_group = nogroup\nhttp_socket = off\nstate_dir = {self.tmp}/limit-state\n"
+                                         f"persist_sessions = false\ngrpc_max_connections = 3\n")
+        proc = start_daemon(conf, log, sock, 120)
+        held = []
+        try:
+            for _ in range(4):  # start_daemon's own channel may still hold one
+                c = socket.socket(socket.AF_UNIX)
+                c.connect(sock)
+                held.append(c)
+            channel = grpc.insecure_channel("unix:" + sock)
+            with self.assertRaises(grpc.RpcError) as e:
+                pb_grpc.Qwen3BpfStub(channel).GetStatus(pb.GetStatusRequest(), timeout=3)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE)
+            channel.close()
+            with open(log) as f:
+                self.assertIn("connections open (grpc_max_connections)", f.read())
+            for c in held:
+                c.close()
+            held = []
+            deadline = time.time() + 10
+            while True:  # the closed ones are forgotten: served again
+                channel = grpc.insecure_channel("unix:" + sock)
+                try:
+                    pb_grpc.Qwen3BpfStub(channel).GetStatus(pb.GetStatusRequest(), timeout=3)
+                    break
+                except grpc.RpcError:
+                    self.assertLess(time.time(), deadline)
+                    time.sleep(0.2)
+                finally:
+                    channel.close()
+        finally:
+            for c in held:
+                c.close()
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+
     def test_check_runs_the_self_test(self):
         conf = self.config("check.conf", f"model_dir = {MODEL}\nbackend = {BACKEND}\n")
         out = subprocess.run([DAEMON, "--config", conf, "--check"], capture_output=True, text=True, timeout=300)
