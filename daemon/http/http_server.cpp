@@ -12,6 +12,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "common/error.h"
 #include "http/fd_stream.h"
@@ -268,6 +269,14 @@ bool HttpServer::move_slot(Slots*& held, Slots& to) {
   return true;
 }
 
+uint64_t HttpServer::warn_now(Slots& slots) {
+  ++slots.refused;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - slots.last_warning < std::chrono::seconds(1)) return 0;
+  slots.last_warning = now;
+  return std::exchange(slots.refused, 0);
+}
+
 bool HttpServer::take(Slots& slots) {
   std::lock_guard lock(mu_);
   if (slots.open >= slots.limit) return false;
@@ -301,7 +310,9 @@ void HttpServer::accept_unix(int conn) {
     return;
   }
   if (!take(unix_)) {
-    spdlog::warn("HTTP API: Unix-socket connection refused: {} open (http_max_connections)", unix_.open.load());
+    if (const auto n = warn_now(unix_))
+      spdlog::warn("HTTP API: Unix-socket connection refused: {} open (http_max_connections); {} refused since the "
+                   "last such message", unix_.open.load(), n);
     refuse(conn, 503, "too many open connections on this socket (http_max_connections = " +
                           std::to_string(unix_.limit) + "); retry later", true);
     return;
@@ -312,8 +323,9 @@ void HttpServer::accept_unix(int conn) {
 void HttpServer::accept_tcp(int conn) {
   // Counted apart until its first request head shows the token (serve_connection moves it to tcp_).
   if (!take(pending_)) {
-    spdlog::warn("HTTP API: TCP connection refused: {} not yet authenticated (http_max_unauthenticated)",
-                 pending_.open.load());
+    if (const auto n = warn_now(pending_))
+      spdlog::warn("HTTP API: TCP connection refused: {} not yet authenticated (http_max_unauthenticated); {} refused "
+                   "since the last such message", pending_.open.load(), n);
     refuse(conn, 503, "too many TCP connections waiting to send a request (http_max_unauthenticated = " +
                           std::to_string(pending_.limit) + "); retry later", false);
     return;

@@ -118,7 +118,12 @@ class HttpServer {
     const char* what;   // for messages: the key that sets the limit
     int limit = 0;
     std::atomic<int> open{0};
+    // Refusals logged at most once a second (a flood must not flood the log); its accept thread's own.
+    std::chrono::steady_clock::time_point last_warning{};
+    uint64_t refused = 0;
   };
+  // Counts a refusal; how many to report when a warning is due now, else 0.
+  uint64_t warn_now(Slots& slots);
   void accept_loop(int listen_fd, bool tcp);
   void accept_unix(int conn);
   void accept_tcp(int conn);
