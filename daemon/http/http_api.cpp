@@ -48,6 +48,7 @@ HttpApi::HttpApi(const DaemonConfig& config, InferenceCore& core, const Listener
   o.header_timeout = std::chrono::seconds(config.http_header_timeout_seconds);
   o.idle_timeout = std::chrono::seconds(config.http_idle_timeout_seconds);
   o.max_connections = config.http_max_connections;
+  o.max_unauthenticated = config.http_max_unauthenticated;
   api_ = std::make_unique<OpenAiApi>(core, model_id_of(config), [&grpc_listener, this](MetricsGauges& g) {
     g.grpc_rejected_connections = grpc_listener.rejected();
     if (server_) {

@@ -12,6 +12,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "common/error.h"
 #include "http/fd_stream.h"
@@ -73,6 +74,14 @@ int listen_tcp(const std::string& spec) {
     throw Error("cannot listen on " + spec + " (http_listen): " + why);
   }
   return fd;
+}
+
+// "3 s", "2.5 s".
+std::string seconds_text(std::chrono::milliseconds d) {
+  if (d.count() % 1000 == 0) return std::to_string(d.count() / 1000) + " s";
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(d.count()) / 1000.0);
+  return buf;
 }
 
 int bound_port(int fd) {
@@ -152,6 +161,8 @@ bool Exchange::end_stream() {
 
 HttpServer::HttpServer(HttpServerOptions options, const Listener& peers, Handler handler, RequestObserver observer)
     : options_(std::move(options)), peers_(peers), handler_(std::move(handler)), observer_(std::move(observer)) {
+  unix_.limit = tcp_.limit = options_.max_connections;
+  pending_.limit = options_.max_unauthenticated;
   if (options_.activated_unix_fd >= 0) {
     unix_fd_ = options_.activated_unix_fd;
     spdlog::info("HTTP API: accepting on the Unix socket systemd passed");
@@ -189,7 +200,8 @@ HttpServer::~HttpServer() {
 }
 
 void HttpServer::start() {
-  acceptor_ = std::thread([this] { accept_loop(); });
+  if (unix_fd_ >= 0) unix_acceptor_ = std::thread([this] { accept_loop(unix_fd_, false); });
+  if (tcp_fd_ >= 0) tcp_acceptor_ = std::thread([this] { accept_loop(tcp_fd_, true); });
 }
 
 void HttpServer::stop(std::chrono::milliseconds grace) {
@@ -197,7 +209,8 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
     const char c = 0;
     [[maybe_unused]] auto n = ::write(wake_[1], &c, 1);
   }
-  if (acceptor_.joinable()) acceptor_.join();
+  if (unix_acceptor_.joinable()) unix_acceptor_.join();
+  if (tcp_acceptor_.joinable()) tcp_acceptor_.join();
   std::unique_lock lock(mu_);
   idle_.wait_for(lock, grace, [&] { return connections_ == 0; });
   // Whatever still runs is woken by its socket's end (reads fail, writes fail, client_gone is true).
@@ -205,140 +218,218 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
   idle_.wait(lock, [&] { return connections_ == 0; });
 }
 
-void HttpServer::refuse(int fd, int status, const std::string& message) {
-  ++rejected_;
-  FdStream s(fd);
-  // Read what the client sent first (briefly): closing a socket with unread
-  // data resets it, and the client would see a reset instead of the answer.
-  char sink[16 * 1024];
-  if (s.wait_readable(std::chrono::milliseconds(50))) [[maybe_unused]] auto n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
-  s.expires_after(std::chrono::milliseconds(200));
-  const std::string body = error_json(message, status == 503 ? "server_error" : "invalid_request_error", nullptr);
-  const std::string head = "HTTP/1.1 " + std::to_string(status) + (status == 503 ? " Service Unavailable" : " Forbidden") +
-                           "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
-                           std::to_string(body.size()) + "\r\n\r\n";
-  error_code ec;
-  boost::asio::write(s, boost::asio::buffer(head + body), ec);
+void linger_close(int fd, std::chrono::milliseconds total, std::chrono::milliseconds idle, size_t max_bytes) {
   shutdown(fd, SHUT_WR);
-  if (s.wait_readable(std::chrono::milliseconds(50))) [[maybe_unused]] auto n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+  const auto end = FdStream::Clock::now() + total;
+  FdStream s(fd);
+  char sink[16 * 1024];
+  size_t discarded = 0;
+  while (discarded < max_bytes) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - FdStream::Clock::now());
+    if (left.count() <= 0 || !s.wait_readable(std::min(left, idle))) break;
+    const ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+    if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) break;  // the client closed, or reset
+    if (n > 0) discarded += static_cast<size_t>(n);
+  }
+}
+
+void HttpServer::refuse(int fd, int status, const std::string& message, bool wait_for_client) {
+  ++rejected_;
+  const std::string body = error_json(message, status == 503 ? "server_error" : "invalid_request_error", nullptr);
+  const std::string answer = "HTTP/1.1 " + std::to_string(status) + (status == 503 ? " Service Unavailable" : " Forbidden") +
+                             "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
+                             std::to_string(body.size()) + "\r\n\r\n" + body;
+  char sink[16 * 1024];
+  if (wait_for_client) {
+    // Read what the client sent first (briefly): closing a socket with unread
+    // data resets it, and the client would see a reset instead of the answer.
+    FdStream s(fd);
+    if (s.wait_readable(std::chrono::milliseconds(50))) [[maybe_unused]] auto n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+    s.expires_after(std::chrono::milliseconds(200));
+    error_code ec;
+    boost::asio::write(s, boost::asio::buffer(answer), ec);
+    linger_close(fd, std::chrono::milliseconds(50), std::chrono::milliseconds(50), sizeof sink);
+  } else {
+    // Never waits: a flood is refused as fast as it arrives (the answer fits the socket buffer).
+    [[maybe_unused]] auto r = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+    [[maybe_unused]] auto w = send(fd, answer.data(), answer.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    shutdown(fd, SHUT_WR);
+    r = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+  }
   close(fd);
   if (observer_) observer_("", status);
 }
 
-void HttpServer::accept_loop() {
+bool HttpServer::move_slot(Slots*& held, Slots& to) {
+  std::lock_guard lock(mu_);
+  if (to.open >= to.limit) return false;
+  --held->open;
+  ++to.open;
+  held = &to;
+  return true;
+}
+
+uint64_t HttpServer::warn_now(Slots& slots) {
+  ++slots.refused;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - slots.last_warning < std::chrono::seconds(1)) return 0;
+  slots.last_warning = now;
+  return std::exchange(slots.refused, 0);
+}
+
+bool HttpServer::take(Slots& slots) {
+  std::lock_guard lock(mu_);
+  if (slots.open >= slots.limit) return false;
+  ++slots.open;
+  return true;
+}
+
+void HttpServer::accept_loop(int listen_fd, bool tcp) {
   while (!stopping_) {
-    pollfd fds[3] = {{wake_[0], POLLIN, 0}, {unix_fd_, POLLIN, 0}, {tcp_fd_, POLLIN, 0}};
-    if (poll(fds, 3, -1) < 0) {
+    pollfd fds[2] = {{wake_[0], POLLIN, 0}, {listen_fd, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("HTTP API: poll failed: {}", errno_text());
       return;
     }
     if (stopping_ || fds[0].revents) return;
-    for (int i = 1; i < 3; ++i) {
-      if (!(fds[i].revents & POLLIN)) continue;
-      const bool tcp = i == 2;
-      const int conn = accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (conn < 0) continue;
-      uint32_t uid = kTcpClientUid;
-      if (!tcp) {
-        const auto who = peer_identity_of(conn);
-        if (!who || !peers_.admits(*who)) {
-          spdlog::warn("HTTP API: connection refused: uid {} is neither root nor in the socket group",
-                       who ? std::to_string(who->uid) : "unknown");
-          refuse(conn, 403, "this socket is for root and the socket group (socket_group in qwen3-bpfd.conf)");
-          continue;
-        }
-        uid = who->uid;
-      }
-      std::lock_guard lock(mu_);
-      if (connections_ >= options_.max_connections) {
-        spdlog::warn("HTTP API: connection refused: {} connections open (http_max_connections)", connections_.load());
-        refuse(conn, 503, "too many open connections (http_max_connections = " +
-                              std::to_string(options_.max_connections) + "); retry later");
-        continue;
-      }
-      ++connections_;
-      open_fds_.push_back(conn);
-      std::thread([this, conn, uid, tcp] {
-        try {
-          serve_connection(conn, uid, tcp);
-        } catch (const std::exception& e) {
-          spdlog::error("HTTP API: connection failed: {}", e.what());
-        }
-        std::lock_guard lock(mu_);
-        std::erase(open_fds_, conn);
-        close(conn);
-        --connections_;
-        idle_.notify_all();
-      }).detach();
-    }
+    if (!(fds[1].revents & POLLIN)) continue;
+    const int conn = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (conn < 0) continue;
+    if (tcp) accept_tcp(conn);
+    else accept_unix(conn);
   }
 }
 
-void HttpServer::serve_connection(int fd, uint32_t uid, bool tcp) {
+void HttpServer::accept_unix(int conn) {
+  const auto who = peer_identity_of(conn);
+  if (!who || !peers_.admits(*who)) {
+    spdlog::warn("HTTP API: connection refused: uid {} is neither root nor in the socket group",
+                 who ? std::to_string(who->uid) : "unknown");
+    refuse(conn, 403, "this socket is for root and the socket group (socket_group in qwen3-bpfd.conf)", true);
+    return;
+  }
+  if (!take(unix_)) {
+    if (const auto n = warn_now(unix_))
+      spdlog::warn("HTTP API: Unix-socket connection refused: {} open (http_max_connections); {} refused since the "
+                   "last such message", unix_.open.load(), n);
+    refuse(conn, 503, "too many open connections on this socket (http_max_connections = " +
+                          std::to_string(unix_.limit) + "); retry later", true);
+    return;
+  }
+  spawn(conn, who->uid, false, unix_);
+}
+
+void HttpServer::accept_tcp(int conn) {
+  // Counted apart until its first request head shows the token (serve_connection moves it to tcp_).
+  if (!take(pending_)) {
+    if (const auto n = warn_now(pending_))
+      spdlog::warn("HTTP API: TCP connection refused: {} not yet authenticated (http_max_unauthenticated); {} refused "
+                   "since the last such message", pending_.open.load(), n);
+    refuse(conn, 503, "too many TCP connections waiting to send a request (http_max_unauthenticated = " +
+                          std::to_string(pending_.limit) + "); retry later", false);
+    return;
+  }
+  spawn(conn, kTcpClientUid, true, pending_);
+}
+
+void HttpServer::spawn(int conn, uint32_t uid, bool tcp, Slots& slot) {
+  {
+    std::lock_guard lock(mu_);
+    ++connections_;
+    open_fds_.push_back(conn);
+  }
+  std::thread([this, conn, uid, tcp, held = &slot]() mutable {
+    try {
+      serve_connection(conn, uid, tcp, held);
+    } catch (const std::exception& e) {
+      spdlog::error("HTTP API: connection failed: {}", e.what());
+    }
+    std::lock_guard lock(mu_);
+    std::erase(open_fds_, conn);
+    close(conn);
+    --held->open;
+    --connections_;
+    idle_.notify_all();
+  }).detach();
+}
+
+void HttpServer::serve_connection(int fd, uint32_t uid, bool tcp, Slots*& held) {
+  using std::chrono::milliseconds;
   FdStream stream(fd);
   boost::beast::flat_buffer buffer;
-  const auto write_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.write_timeout);
-  // An answer the transport gives on its own (the request never reaches the handler).
-  auto answer = [&](const Request& req, int status, const std::string& message, const char* type, const char* code) {
+  const auto write_timeout = std::chrono::duration_cast<milliseconds>(options_.write_timeout);
+  const auto header_timeout = std::chrono::duration_cast<milliseconds>(options_.header_timeout);
+  bool authenticated = !tcp;
+  // An answer the transport gives on its own (the request never reaches the
+  // handler); it ends the connection with a lingering close.
+  auto answer = [&](const Request& req, int status, const std::string& message, const char* code) {
     Exchange ex(stream, req, uid, write_timeout);
     beast_http::response<beast_http::string_body> res{static_cast<beast_http::status>(status), 11};
     res.set(beast_http::field::content_type, "application/json");
     res.set(beast_http::field::server, "qwen3-bpfd");
     if (status == 401) res.set(beast_http::field::www_authenticate, "Bearer");
     res.keep_alive(false);
-    res.body() = error_json(message, type, code);
+    res.body() = error_json(message, status >= 500 ? "server_error" : "invalid_request_error", code);
     res.prepare_payload();
     stream.expires_after(write_timeout);
     error_code ec;
     beast_http::write(stream, res, ec);
+    if (!ec) linger_close(fd, options_.linger_time, std::min(options_.linger_time, milliseconds(1000)), options_.linger_bytes);
     if (observer_) observer_(ex.path(), status);
   };
   while (!stopping_) {
-    if (buffer.size() == 0 && !stream.wait_readable(std::chrono::duration_cast<std::chrono::milliseconds>(options_.idle_timeout)))
-      return;  // idle keep-alive connection: closed
+    // A TCP client has auth_timeout from its connect to send a whole head; then header_timeout per request.
+    const milliseconds head_time = authenticated ? header_timeout : std::min(header_timeout, options_.auth_timeout);
+    const std::string within = seconds_text(head_time) + (authenticated ? " (http_header_timeout_seconds)"
+                                                                        : " of connecting (TCP clients before their token)");
+    if (buffer.size() == 0 && !stream.wait_readable(authenticated ? std::chrono::duration_cast<milliseconds>(options_.idle_timeout)
+                                                                  : head_time))
+      return;  // idle keep-alive connection, or a TCP client that never spoke: closed
     if (stopping_) return;
+    // One deadline for the head and the body, whatever `Expect` says.
+    const auto deadline = FdStream::Clock::now() + head_time;
     beast_http::request_parser<beast_http::string_body> parser;
     parser.header_limit(16 * 1024);
     parser.body_limit(options_.max_body_bytes);
-    stream.set_deadline(FdStream::Clock::now() + options_.header_timeout);
+    stream.set_deadline(deadline);
     error_code ec;
     beast_http::read_header(stream, buffer, parser, ec);
     const Request& head = parser.get();
     if (ec == beast_http::error::end_of_stream || ec == boost::asio::error::eof || ec == boost::asio::error::connection_reset) return;
     if (ec == boost::asio::error::timed_out)
-      return answer(head, 408, "the request head did not arrive within " + std::to_string(options_.header_timeout.count()) +
-                                   " s (http_header_timeout_seconds)", "invalid_request_error", "request_timeout");
-    if (ec == beast_http::error::header_limit)
-      return answer(head, 431, "the request head is larger than 16 KiB", "invalid_request_error", nullptr);
+      return answer(head, 408, "the request head did not arrive within " + within, "request_timeout");
+    if (ec == beast_http::error::header_limit) return answer(head, 431, "the request head is larger than 16 KiB", nullptr);
     if (ec == beast_http::error::body_limit)
       return answer(head, 413, "the request body is larger than " + std::to_string(options_.max_body_bytes) +
-                                   " bytes (http_max_body_bytes)", "invalid_request_error", "request_too_large");
-    if (ec) return answer(head, 400, "malformed HTTP request: " + ec.message(), "invalid_request_error", nullptr);
+                                   " bytes (http_max_body_bytes)", "request_too_large");
+    if (ec) return answer(head, 400, "malformed HTTP request: " + ec.message(), nullptr);
 
-    if (tcp) {
+    if (!authenticated) {
       const auto auth = head[beast_http::field::authorization];
       const std::string_view value(auth.data(), auth.size());
       if (value.rfind("Bearer ", 0) != 0 || !same_token(value.substr(7), options_.token))
         return answer(head, 401,
                       value.empty() ? "missing bearer token: send Authorization: Bearer <token from http_token_file>"
                                     : "wrong bearer token",
-                      "invalid_request_error", "invalid_api_key");
+                      "invalid_api_key");
+      if (!move_slot(held, tcp_))
+        return answer(head, 503, "too many open TCP connections (http_max_connections = " + std::to_string(tcp_.limit) +
+                                     "); retry later", nullptr);
+      authenticated = true;
     }
     if (beast_http::token_list(head[beast_http::field::expect]).exists("100-continue")) {
-      stream.expires_after(write_timeout);
       boost::asio::write(stream, boost::asio::buffer(std::string_view("HTTP/1.1 100 Continue\r\n\r\n")), ec);
       if (ec) return;
     }
     beast_http::read(stream, buffer, parser, ec);
     if (ec == boost::asio::error::timed_out)
-      return answer(head, 408, "the request body did not arrive within " + std::to_string(options_.header_timeout.count()) +
-                                   " s (http_header_timeout_seconds)", "invalid_request_error", "request_timeout");
+      return answer(head, 408, "the request body did not arrive within " + within, "request_timeout");
     if (ec == beast_http::error::body_limit)
       return answer(head, 413, "the request body is larger than " + std::to_string(options_.max_body_bytes) +
-                                   " bytes (http_max_body_bytes)", "invalid_request_error", "request_too_large");
+                                   " bytes (http_max_body_bytes)", "request_too_large");
     if (ec == boost::asio::error::eof || ec == beast_http::error::partial_message) return;
-    if (ec) return answer(head, 400, "malformed HTTP request: " + ec.message(), "invalid_request_error", nullptr);
+    if (ec) return answer(head, 400, "malformed HTTP request: " + ec.message(), nullptr);
 
     const Request req = parser.release();
     Exchange ex(stream, req, uid, write_timeout);

@@ -2,7 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -81,15 +85,34 @@ std::optional<double> number(const json& body, const char* name, double lo, doub
 std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, int64_t hi) {
   const json* v = field(body, name);
   if (!v) return std::nullopt;
-  if (!v->is_number_integer() && !(v->is_number_float() && v->get<double>() == static_cast<double>(static_cast<int64_t>(v->get<double>()))))
+  const std::string range = std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " +
+                            v->dump() + ")";
+  if (v->is_number_float()) {  // 3.0 is 3; a double outside int64 is out of range, never cast
+    const double d = v->get<double>();
+    if (d != std::floor(d)) throw bad(name, std::string(name) + " must be an integer (got " + v->dump() + ")");
+    if (!(d >= -0x1p63 && d < 0x1p63)) throw bad(name, range);
+  } else if (!v->is_number_integer()) {
     throw bad(name, std::string(name) + " must be an integer (got " + type_name(*v) + ")");
-  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-    throw bad(name, std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) throw bad(name, range);
   const int64_t i = v->is_number_float() ? static_cast<int64_t>(v->get<double>()) : v->get<int64_t>();
-  if (i < lo || i > hi)
-    throw bad(name, std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " +
-                        std::to_string(i) + ")");
+  if (i < lo || i > hi) throw bad(name, range);
   return i;
+}
+// The first number in `text` that a double cannot hold (for the message), quoted and short.
+std::string overflowing_number(const std::string& text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t b = text.find_first_of("-0123456789", i);
+    if (b == std::string::npos) break;
+    size_t e = b;
+    while (e < text.size() && std::strchr("+-.0123456789eE", text[e])) ++e;
+    const std::string token = text.substr(b, e - b);
+    errno = 0;
+    const double d = std::strtod(token.c_str(), nullptr);
+    if (errno == ERANGE && std::isinf(d)) return "'" + printable(token, 40) + "'";
+    i = e;
+  }
+  return "a number";
 }
 std::optional<bool> boolean(const json& body, const char* name) {
   const json* v = field(body, name);
@@ -153,9 +176,10 @@ std::vector<int32_t> prompt_of(const json& body, const Tokenizer& tok, int vocab
   std::vector<int32_t> ids;
   for (const json& id : *p) {
     if (!id.is_number_integer()) throw bad("prompt", "prompt as an array must hold token ids (integers)");
-    const int64_t x = id.get<int64_t>();
-    if (x < 0 || x >= vocab) throw bad("prompt", "prompt token id " + std::to_string(x) + " is not in [0, " + std::to_string(vocab) + ")");
-    ids.push_back(static_cast<int32_t>(x));
+    const bool in_range = id.is_number_unsigned() ? id.get<uint64_t>() < static_cast<uint64_t>(vocab)
+                                                   : id.get<int64_t>() >= 0 && id.get<int64_t>() < vocab;
+    if (!in_range) throw bad("prompt", "prompt token id " + id.dump() + " is not in [0, " + std::to_string(vocab) + ")");
+    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
   return ids;
 }
@@ -307,6 +331,9 @@ void OpenAiApi::completion(Exchange& ex, bool chat) {
     body = json::parse(ex.request().body());
   } catch (const json::parse_error& e) {
     throw ApiError(400, std::string("malformed JSON in the request body: ") + e.what());
+  } catch (const json::out_of_range&) {  // a number beyond a double's range, such as 1e309
+    throw ApiError(400, "a number in the request body is out of range: " + overflowing_number(ex.request().body()) +
+                            " does not fit a 64-bit float; every field has a finite range (docs/http-api.md)");
   }
   if (!body.is_object()) throw ApiError(400, std::string("the request body must be a JSON object (got ") + type_name(body) + ")");
 

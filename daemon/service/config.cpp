@@ -85,6 +85,10 @@ void set_config_value(DaemonConfig& c, const std::string& key, const std::string
     c.max_sessions = parse_int(key, value, where, 1, 100000);
   } else if (key == "kv_budget_mib") {
     c.kv_budget_mib = parse_int(key, value, where, 1, 1 << 24);
+  } else if (key == "max_sessions_per_uid") {
+    c.max_sessions_per_uid = parse_int(key, value, where, 1, 100000);
+  } else if (key == "kv_budget_mib_per_uid") {
+    c.kv_budget_mib_per_uid = parse_int(key, value, where, 1, 1 << 24);
   } else if (key == "session_ttl_seconds") {
     c.session_ttl_seconds = parse_int(key, value, where, 0, INT_MAX);
   } else if (key == "default_context") {
@@ -124,15 +128,19 @@ void set_config_value(DaemonConfig& c, const std::string& key, const std::string
     c.http_idle_timeout_seconds = parse_int(key, value, where, 1, 86400);
   } else if (key == "http_max_connections") {
     c.http_max_connections = parse_int(key, value, where, 1, 10000);
+  } else if (key == "http_max_unauthenticated") {
+    c.http_max_unauthenticated = parse_int(key, value, where, 1, 10000);
+  } else if (key == "grpc_max_connections") {
+    c.grpc_max_connections = parse_int(key, value, where, 1, 100000);
   } else if (key == "model_name") {
     c.model_name = value;
   } else {
     throw invalid_argument(where + ": unknown key '" + key +
                            "' (known: model_dir, backend, weight_path, precision, kv_bits, threads, socket_path, socket_group, "
-                           "admin_group, max_sessions, kv_budget_mib, session_ttl_seconds, default_context, max_context, "
+                           "admin_group, max_sessions, kv_budget_mib, max_sessions_per_uid, kv_budget_mib_per_uid, session_ttl_seconds, default_context, max_context, "
                            "default_max_new_tokens, prefill_chunk, speculative, log_level, state_dir, persist_sessions, http_socket, http_listen, "
                            "http_token_file, http_max_body_bytes, http_header_timeout_seconds, http_idle_timeout_seconds, "
-                           "http_max_connections, model_name)");
+                           "http_max_connections, http_max_unauthenticated, grpc_max_connections, model_name)");
   }
 }
 
@@ -205,6 +213,8 @@ std::map<std::string, std::string> describe_config(const DaemonConfig& c) {
       {"admin_group", c.admin_group},
       {"max_sessions", std::to_string(c.max_sessions)},
       {"kv_budget_mib", std::to_string(c.kv_budget_mib)},
+      {"max_sessions_per_uid", std::to_string(c.max_sessions_per_uid)},
+      {"kv_budget_mib_per_uid", std::to_string(c.kv_budget_mib_per_uid)},
       {"session_ttl_seconds", std::to_string(c.session_ttl_seconds)},
       {"default_context", std::to_string(c.default_context)},
       {"max_context", std::to_string(c.max_context)},
@@ -221,6 +231,8 @@ std::map<std::string, std::string> describe_config(const DaemonConfig& c) {
       {"http_header_timeout_seconds", std::to_string(c.http_header_timeout_seconds)},
       {"http_idle_timeout_seconds", std::to_string(c.http_idle_timeout_seconds)},
       {"http_max_connections", std::to_string(c.http_max_connections)},
+      {"http_max_unauthenticated", std::to_string(c.http_max_unauthenticated)},
+      {"grpc_max_connections", std::to_string(c.grpc_max_connections)},
       {"model_name", c.model_name},
   };
 }

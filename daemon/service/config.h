@@ -21,6 +21,8 @@ struct DaemonConfig {
   std::string admin_group = "";     // VerifyProgram/GenerateVerified: root or members of this group
   int max_sessions = 64;
   int kv_budget_mib = 1024;
+  int max_sessions_per_uid = 16;    // named sessions one uid may hold (its own idle ones are evicted first)
+  int kv_budget_mib_per_uid = 512;  // KV memory of one uid's named sessions
   int session_ttl_seconds = 3600;   // 0: sessions never expire
   int default_context = 2048;
   int max_context = 8192;
@@ -39,7 +41,9 @@ struct DaemonConfig {
   int http_max_body_bytes = 4 << 20;
   int http_header_timeout_seconds = 10;  // a request's head and body must arrive within this
   int http_idle_timeout_seconds = 60;    // an idle keep-alive connection is closed after this
-  int http_max_connections = 64;
+  int http_max_connections = 64;         // per listener: the Unix socket, and authenticated TCP clients
+  int http_max_unauthenticated = 16;     // TCP connections that have not yet shown the bearer token
+  int grpc_max_connections = 128;        // open connections on the gRPC socket
   std::string model_name;           // the model's id in /v1/models ("" : the model directory's name)
   std::string config_file;          // where it was read from ("" = built-in defaults)
 

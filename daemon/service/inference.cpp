@@ -101,7 +101,7 @@ Prepared prepare(Runtime& rt, const std::string& session_id, uint32_t caller, bo
                              " tokens, the context holds " + std::to_string(cap) + " positions");
     const long want = std::min<long>(static_cast<long>(p.sequence.size()) + std::max(extra_positions, 0), cap);
     if (cache_prompt) p.lease = prompt_cache_lease(rt, caller, p.sequence, static_cast<int>(want));
-    if (!p.lease) p.lease = rt.sessions->create_ephemeral(static_cast<int>(want));
+    if (!p.lease) p.lease = rt.sessions->create_ephemeral(static_cast<int>(want), caller);
   }
   p.keep = reusable_prefix(p.lease->history, p.lease->kv->positions(), p.sequence);
   p.lease->kv->truncate(p.keep);

@@ -118,13 +118,9 @@ int Listener::set_groups(const std::string& socket_group, const std::string& adm
   // Access is judged at accept; a connection accepted under the old rules
   // would keep serving its peer. Shut down those the new rules refuse.
   int dropped = 0;
+  prune_closed_locked();
   for (auto it = peers_.begin(); it != peers_.end();) {
     const auto& [fd, c] = *it;
-    struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_ino != c.inode) {
-      it = peers_.erase(it);  // gRPC closed it; the fd number may be something else now
-      continue;
-    }
     if (admits_locked(c.who)) {
       ++it;
       continue;
@@ -137,6 +133,14 @@ int Listener::set_groups(const std::string& socket_group, const std::string& adm
     it = peers_.erase(it);
   }
   return dropped;
+}
+
+void Listener::prune_closed_locked() {
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    struct stat st {};
+    const bool same = fstat(it->first, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == it->second.inode;
+    it = same ? std::next(it) : peers_.erase(it);  // gRPC closed it; the fd number may be something else now
+  }
 }
 
 void Listener::start(grpc::Server* server) {
@@ -210,14 +214,26 @@ void Listener::accept_loop() {
     }
     struct stat st {};
     fstat(conn, &st);
-    bool allowed;
+    bool allowed, full = false;
     std::string group;
     {
       // Judged and recorded at once: a SIGHUP in between would miss this connection.
       std::lock_guard lock(mu_);
       allowed = admits_locked(*who);
-      if (allowed) peers_[conn] = {*who, st.st_ino};
+      if (allowed) {
+        peers_.erase(conn);  // an fd number gRPC closed and accept reused
+        prune_closed_locked();
+        full = static_cast<int>(peers_.size()) >= options_.max_connections;
+        if (!full) peers_[conn] = {*who, st.st_ino};
+      }
       group = options_.socket_group;
+    }
+    if (full) {
+      spdlog::warn("connection of pid {} uid {} ({}) refused: {} connections open (grpc_max_connections)", who->pid,
+                   who->uid, user_name(who->uid), options_.max_connections);
+      close(conn);
+      ++rejected_;
+      continue;
     }
     if (!allowed) {
       spdlog::warn("connection refused: pid {} uid {} ({}) is neither root nor in group '{}'", who->pid, who->uid,

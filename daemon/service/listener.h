@@ -2,8 +2,10 @@
 // so the daemon accepts connections itself: each peer is checked with
 // SO_PEERCRED (root, or a member of the socket group including supplementary
 // groups) and only then handed to gRPC with AddInsecureChannelFromFd. Refused
-// peers are logged and their connection closed. A SIGHUP that narrows the
-// socket group shuts down the open connections it no longer admits.
+// peers are logged and their connection closed, as are connections beyond
+// max_connections open at once (this socket's own limit: the HTTP listeners
+// have theirs). A SIGHUP that narrows the socket group shuts down the open
+// connections it no longer admits.
 #pragma once
 
 #include <sys/types.h>
@@ -34,6 +36,7 @@ struct ListenerOptions {
   std::string socket_path;
   std::string socket_group;  // "" or missing: root only
   std::string admin_group;   // "" : root only
+  int max_connections = 128; // open at once (grpc_max_connections)
 };
 
 class Listener {
@@ -69,6 +72,8 @@ class Listener {
   void accept_loop();
   // admits() with mu_ held: the one rule for the accept loop, SIGHUP and HTTP.
   bool admits_locked(const PeerIdentity& who) const;
+  // Forgets the connections gRPC has closed (the fd is gone, or is another file now).
+  void prune_closed_locked();
   // Primary gid, the groups the peer process holds, or the group database.
   bool member_of(uid_t uid, gid_t gid, const std::vector<gid_t>& held, const std::optional<gid_t>& group) const;
 

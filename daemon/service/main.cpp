@@ -185,7 +185,7 @@ int serve(const Flags& flags, DaemonConfig config) {
   ModelHost host(config);
   // Before the gRPC listener looks at what systemd passed.
   const http::ActivatedSockets http_sockets = http::take_activated_http_sockets();
-  Listener listener({config.socket_path, config.socket_group, config.admin_group});
+  Listener listener({config.socket_path, config.socket_group, config.admin_group, config.grpc_max_connections});
   InferenceCore core(host);
   Qwen3BpfService service(core, &listener);
   http::HttpApi http_api(config, core, listener, http_sockets);

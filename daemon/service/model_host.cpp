@@ -25,6 +25,8 @@ SessionLimits session_limits_from(const DaemonConfig& c, const ModelConfig& m) {
   SessionLimits l;
   l.max_sessions = c.max_sessions;
   l.kv_budget_bytes = static_cast<size_t>(c.kv_budget_mib) * 1024 * 1024;
+  l.max_sessions_per_uid = c.max_sessions_per_uid;
+  l.kv_budget_bytes_per_uid = static_cast<size_t>(c.kv_budget_mib_per_uid) * 1024 * 1024;
   l.ttl = std::chrono::seconds(c.session_ttl_seconds);
   l.max_context = c.max_context;
   if (m.max_position_embeddings > 0) l.max_context = std::min(l.max_context, m.max_position_embeddings);

@@ -133,13 +133,33 @@ bool SessionStore::save(const SessionManager& sessions) {
   return true;
 }
 
-void SessionStore::move_aside(const std::string& why) {
+std::string SessionStore::unused_name(const std::string& suffix) const {
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
-  std::string target = path_ + ".bad-" + std::to_string(now);
+  std::string target = path_ + suffix + "-" + std::to_string(now);
   std::error_code ec;
   for (int n = 1; std::filesystem::exists(target, ec); ++n)
-    target = path_ + ".bad-" + std::to_string(now) + "-" + std::to_string(n);
+    target = path_ + suffix + "-" + std::to_string(now) + "-" + std::to_string(n);
+  return target;
+}
+
+void SessionStore::keep_copy(const std::string& why) {
+  if (!moved_aside_.empty()) return;  // the whole file is kept there already
+  std::error_code ec;
+  if (!std::filesystem::exists(path_, ec)) return;
+  const std::string target = unused_name(".dropped");
+  std::filesystem::copy_file(path_, target, ec);
+  if (ec) {
+    spdlog::warn("{}: {}; cannot keep a copy in {} ({}): the next save drops them", path_, why, target, ec.message());
+    return;
+  }
+  std::filesystem::permissions(target, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
+  spdlog::warn("{}: {}; the file as it was is kept in {}", path_, why, target);
+}
+
+void SessionStore::move_aside(const std::string& why) {
+  const std::string target = unused_name(".bad");
+  std::error_code ec;
   if (::rename(path_.c_str(), target.c_str()) == 0) {
     moved_aside_ = target;
     spdlog::warn("{}: {}; moved aside to {}", path_, why, target);
@@ -191,14 +211,19 @@ std::vector<SavedSession> SessionStore::load(int vocab_size) {
 
 std::vector<PendingRestore> begin_restore(SessionStore& store, SessionManager& sessions, int vocab_size) {
   std::vector<PendingRestore> pending;
+  int dropped = 0;
   for (auto& s : store.load(vocab_size)) {
     try {
       SessionLease lease = sessions.create_restoring(s);
       pending.push_back({std::move(s), std::move(lease)});
     } catch (const std::exception& e) {
+      ++dropped;
       spdlog::warn("session {} from {} not restored: {}", printable(s.id), store.path(), e.what());
     }
   }
+  // The next save rewrites the file without them: keep it as it was.
+  if (dropped > 0)
+    store.keep_copy(std::to_string(dropped) + " saved session" + (dropped == 1 ? "" : "s") + " could not be restored");
   return pending;
 }
 

@@ -10,7 +10,9 @@
 //
 // A damaged file (not JSON, the wrong JSON type, bad entries) never stops the
 // daemon: it is logged, moved aside to sessions.json.bad-<unix time>, and the
-// good entries are restored.
+// good entries are restored. A good file whose entries cannot all be restored
+// (more than max_sessions, or than a uid's quota) is copied to
+// sessions.json.dropped-<unix time> before it is rewritten without them.
 #pragma once
 
 #include <cstdint>
@@ -41,10 +43,15 @@ class SessionStore {
   std::vector<SavedSession> load(int vocab_size);
   // Where load() moved a damaged file, "" if it did not.
   const std::string& moved_aside() const { return moved_aside_; }
+  // Copies the file (unless load() moved it aside) to <path>.dropped-<unix
+  // time> before a rewrite loses entries, and logs it. Never throws.
+  void keep_copy(const std::string& why);
   const std::string& path() const { return path_; }
 
  private:
   void move_aside(const std::string& why);
+  // path_ + suffix + "-<unix time>", numbered if taken.
+  std::string unused_name(const std::string& suffix) const;
 
   std::string path_;
   std::mutex mu_;

@@ -113,32 +113,83 @@ std::shared_ptr<Session> SessionManager::make_session(int max_context, bool ephe
   return s;
 }
 
-bool SessionManager::make_room(size_t bytes, bool needs_slot) {
-  auto fits = [&] {
-    return kv_bytes_ + bytes <= limits_.kv_budget_bytes &&
-           (!needs_slot || static_cast<int>(sessions_.size()) < limits_.max_sessions);
-  };
-  if (fits()) return true;
-  // Evict only if evicting every idle session would be enough: never in vain.
-  size_t idle_bytes = 0;
-  int idle = 0;
-  for (auto& [id, s] : sessions_)
-    if (!s->busy) idle_bytes += s->kv_bytes, ++idle;
-  if (kv_bytes_ - idle_bytes + bytes > limits_.kv_budget_bytes) return false;
-  if (needs_slot && static_cast<int>(sessions_.size()) - idle >= limits_.max_sessions) return false;
-  while (!fits()) {
-    std::shared_ptr<Session> victim;
-    for (auto& [id, s] : sessions_)
-      if (!s->busy && (!victim || s->last_used < victim->last_used)) victim = s;
-    if (!victim) return false;
-    spdlog::info("session {} evicted (least recently used) to make room: frees {}", victim->id, mib(victim->kv_bytes));
-    sessions_.erase(victim->id);
-    kv_bytes_ -= victim->kv_bytes;
-    ++evicted_;
-    ++generation_;
-    victim->kv.reset();  // frees the kernel maps; no request holds it (not busy)
+namespace {
+
+struct Usage {
+  int sessions = 0;
+  size_t bytes = 0;
+};
+
+}  // namespace
+
+bool SessionManager::make_room(size_t bytes, bool named, uint32_t owner, std::string* why) {
+  std::map<uint32_t, Usage> use;
+  std::vector<std::shared_ptr<Session>> idle;
+  for (auto& [id, s] : sessions_) {
+    use[s->owner_uid].sessions += 1;
+    use[s->owner_uid].bytes += s->kv_bytes;
+    if (!s->busy) idle.push_back(s);
   }
+  std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
+  // The plan is made on counts first: nothing is evicted in vain.
+  int count = static_cast<int>(sessions_.size());
+  size_t total = kv_bytes_;
+  auto over_quota = [&](const Usage& u) {
+    return u.sessions > limits_.max_sessions_per_uid || u.bytes > limits_.kv_budget_bytes_per_uid;
+  };
+  auto owner_needs = [&] {
+    const Usage& u = use[owner];
+    return named && (u.sessions + 1 > limits_.max_sessions_per_uid || u.bytes + bytes > limits_.kv_budget_bytes_per_uid);
+  };
+  auto total_needs = [&] { return total + bytes > limits_.kv_budget_bytes || (named && count + 1 > limits_.max_sessions); };
+  std::vector<std::shared_ptr<Session>> victims;
+  auto plan = [&](const std::shared_ptr<Session>& s) {
+    victims.push_back(s);
+    use[s->owner_uid].sessions -= 1;
+    use[s->owner_uid].bytes -= s->kv_bytes;
+    count -= 1;
+    total -= s->kv_bytes;
+  };
+  for (const auto& s : idle)
+    if (s->owner_uid == owner && (owner_needs() || total_needs())) plan(s);
+  for (const auto& s : idle)
+    if (s->owner_uid != owner && !owner_needs() && total_needs() && over_quota(use[s->owner_uid])) plan(s);
+  if (owner_needs()) {
+    const Usage& u = use[owner];
+    *why = u.sessions + 1 > limits_.max_sessions_per_uid
+               ? "session quota of uid " + std::to_string(owner) + " reached: " + std::to_string(u.sessions) +
+                     " sessions (max_sessions_per_uid " + std::to_string(limits_.max_sessions_per_uid) +
+                     ") and none of them idle to evict; delete one of yours or raise max_sessions_per_uid"
+               : "KV quota of uid " + std::to_string(owner) + " exhausted: " + mib(u.bytes) + " held + " + mib(bytes) +
+                     " needed > kv_budget_mib_per_uid " + mib(limits_.kv_budget_bytes_per_uid) +
+                     " and none of its sessions idle to evict; delete one of yours, use a smaller max_context or raise "
+                     "kv_budget_mib_per_uid";
+    return false;
+  }
+  if (total_needs()) {
+    *why = named && count + 1 > limits_.max_sessions
+               ? "session limit reached: " + std::to_string(sessions_.size()) + " sessions (max_sessions " +
+                     std::to_string(limits_.max_sessions) +
+                     ") and none that may be evicted (idle, and yours or of a uid above its quota); delete a session "
+                     "or raise max_sessions"
+               : "KV memory budget exhausted: " + mib(kv_bytes_) + " in use + " + mib(bytes) + " needed > kv_budget_mib " +
+                     mib(limits_.kv_budget_bytes) +
+                     " and no session that may be evicted (idle, and yours or of a uid above its quota); delete a "
+                     "session, use a smaller max_context, retry later or raise kv_budget_mib";
+    return false;
+  }
+  for (const auto& v : victims) evict_locked(v, v->owner_uid == owner ? "its owner's least recently used" : "its owner above quota");
   return true;
+}
+
+void SessionManager::evict_locked(const std::shared_ptr<Session>& victim, const char* why) {
+  spdlog::info("session {} of uid {} evicted ({}) to make room: frees {}", victim->id, victim->owner_uid, why,
+               mib(victim->kv_bytes));
+  sessions_.erase(victim->id);
+  kv_bytes_ -= victim->kv_bytes;
+  ++evicted_;
+  ++generation_;
+  victim->kv.reset();  // frees the kernel maps; no request holds it (not busy)
 }
 
 std::shared_ptr<Session> SessionManager::create_named(int max_context, const std::string& id, uint32_t owner,
@@ -163,19 +214,18 @@ std::shared_ptr<Session> SessionManager::create_named(int max_context, const std
                                mib(s->kv_bytes) + " of KV, more than the whole kv_budget_mib (" +
                                mib(limits_.kv_budget_bytes) + "); ask for a smaller max_context or raise kv_budget_mib");
     }
-    const bool ok = make_room(s->kv_bytes, /*needs_slot=*/true);
-    if (!ok) {
-      const int count = static_cast<int>(sessions_.size());
-      const size_t used = kv_bytes_;
-      const size_t need = s->kv_bytes;
+    if (s->kv_bytes > limits_.kv_budget_bytes_per_uid) {
+      const int positions = s->kv->max_context();
       discard = std::move(s->kv);
-      if (count >= limits_.max_sessions)
-        throw resource_exhausted("session limit reached: " + std::to_string(count) + " sessions (max_sessions " +
-                                 std::to_string(limits_.max_sessions) +
-                                 ") and none is idle to evict; delete a session or raise max_sessions");
-      throw resource_exhausted("KV memory budget exhausted: " + mib(used) + " in use + " + mib(need) +
-                               " needed > kv_budget_mib " + mib(limits_.kv_budget_bytes) +
-                               " and no idle session to evict; delete a session, use a smaller max_context or raise kv_budget_mib");
+      throw resource_exhausted("a session of " + std::to_string(positions) + " positions needs " + mib(s->kv_bytes) +
+                               " of KV, more than one uid may hold (kv_budget_mib_per_uid " +
+                               mib(limits_.kv_budget_bytes_per_uid) + "); ask for a smaller max_context or raise "
+                               "kv_budget_mib_per_uid");
+    }
+    std::string why;
+    if (!make_room(s->kv_bytes, /*named=*/true, owner, &why)) {
+      discard = std::move(s->kv);
+      throw resource_exhausted(why);
     }
     s->id = id.empty() ? generate_id_locked() : id;
     s->owner_uid = owner;
@@ -214,15 +264,15 @@ void SessionManager::finish_restore(SessionLease& lease) {
 
 
 
-SessionLease SessionManager::create_ephemeral(int max_context) {
+SessionLease SessionManager::create_ephemeral(int max_context, uint32_t owner) {
   auto s = make_session(max_context, true);
   bool evicted = false;
-  SessionLease lease = create_ephemeral_impl(s, evicted);
+  SessionLease lease = create_ephemeral_impl(s, owner, evicted);
   if (evicted) notify_change();  // named sessions were evicted to make room
   return lease;
 }
 
-SessionLease SessionManager::create_ephemeral_impl(const std::shared_ptr<Session>& s, bool& evicted) {
+SessionLease SessionManager::create_ephemeral_impl(const std::shared_ptr<Session>& s, uint32_t owner, bool& evicted) {
   std::unique_ptr<KvCache> discard;
   std::lock_guard lock(mu_);
   const uint64_t generation = generation_;
@@ -231,16 +281,15 @@ SessionLease SessionManager::create_ephemeral_impl(const std::shared_ptr<Session
     throw resource_exhausted("this request needs " + mib(s->kv_bytes) + " of KV, more than kv_budget_mib (" +
                              mib(limits_.kv_budget_bytes) + "); use fewer tokens or raise kv_budget_mib");
   }
-  const bool ok = make_room(s->kv_bytes, /*needs_slot=*/false);
+  std::string why;
+  const bool ok = make_room(s->kv_bytes, /*named=*/false, owner, &why);
   evicted = generation_ != generation;
   if (!ok) {
-    const size_t used = kv_bytes_;
     discard = std::move(s->kv);
-    throw resource_exhausted("KV memory budget exhausted: " + mib(used) + " in use by busy sessions + " +
-                             mib(s->kv_bytes) + " needed > kv_budget_mib " + mib(limits_.kv_budget_bytes) +
-                             "; retry later or raise kv_budget_mib");
+    throw resource_exhausted(why);
   }
   s->id = "(ephemeral)";
+  s->owner_uid = owner;
   s->busy = true;
   kv_bytes_ += s->kv_bytes;
   ++ephemeral_;

@@ -1,6 +1,8 @@
 // The table of sessions: creation under a session-count limit and a total KV
-// memory budget (least recently used idle sessions are evicted to make room),
-// idle TTL, and one request at a time per session (leases).
+// memory budget, both also per owner uid (quotas), idle TTL, and one request
+// at a time per session (leases). To make room, idle sessions are evicted,
+// least recently used first: the requesting uid's own, then those of uids
+// above their quota; never the session of a uid within its quota.
 #pragma once
 
 #include <chrono>
@@ -24,6 +26,8 @@ struct SessionLimits {
   std::chrono::seconds ttl{3600};         // idle time before eviction (0: never)
   int default_context = 2048;             // a session's positions when the request gives none
   int max_context = 8192;                 // upper limit for any KV cache
+  int max_sessions_per_uid = 16;          // named sessions of one owner uid
+  size_t kv_budget_bytes_per_uid = size_t{512} << 20;  // KV of one owner uid's named sessions
 };
 
 struct SessionSnapshot {
@@ -105,8 +109,9 @@ class SessionManager {
   // commits nothing until finish_restore() was called on it.
   SessionLease create_restoring(const SavedSession& saved);
   static void finish_restore(SessionLease& lease);
-  // A session for one request, freed when the lease ends.
-  SessionLease create_ephemeral(int max_context);
+  // A session for one request of `owner`, freed when the lease ends. It counts
+  // against the total budget only; to make room it evicts as `owner` would.
+  SessionLease create_ephemeral(int max_context, uint32_t owner = 0);
   // Throws not_found, or failed_precondition when a request already runs on it.
   SessionLease acquire(const std::string& id, uint32_t caller = 0);
   SessionSnapshot get(const std::string& id, uint32_t caller = 0) const;
@@ -138,15 +143,18 @@ class SessionManager {
   friend class SessionLease;
   void release(const std::shared_ptr<Session>& s);
   std::shared_ptr<Session> make_session(int max_context, bool ephemeral);
-  // Evicts idle named sessions, least recently used first, until `bytes` more
-  // (and, with needs_slot, one more session) fit; evicts nothing when even
-  // evicting all idle sessions would not be enough. Caller holds mu_.
-  bool make_room(size_t bytes, bool needs_slot);
+  // Evicts idle named sessions until `bytes` more (and, for a named session,
+  // one more session) fit the totals and, for a named session, `owner`'s
+  // quota: `owner`'s own least recently used first, then those of uids above
+  // their quota. Evicts nothing when that would not be enough, and then says
+  // why in *why (the limit and the key that sets it). Caller holds mu_.
+  bool make_room(size_t bytes, bool named, uint32_t owner, std::string* why);
   std::string generate_id_locked() const;
   std::shared_ptr<Session> create_named(int max_context, const std::string& id, uint32_t owner,
                                         const SavedSession* restoring);
   size_t remove_impl(const std::string& id, uint32_t caller);
-  SessionLease create_ephemeral_impl(const std::shared_ptr<Session>& s, bool& evicted);
+  SessionLease create_ephemeral_impl(const std::shared_ptr<Session>& s, uint32_t owner, bool& evicted);
+  void evict_locked(const std::shared_ptr<Session>& victim, const char* why);
   int expire_idle_impl();
   void notify_change() const;
 

@@ -134,6 +134,7 @@ class FaultTest(unittest.TestCase):
         with open(self.config_path, "w") as f:
             f.write(f"model_dir = {MODEL}\nbackend = {BACKEND}\nsocket_path = {self.socket_path}\n"
                     f"socket_group = nogroup\nstate_dir = {self.tmp}/state\nmax_sessions = 96\n"
+                    f"max_sessions_per_uid = 96\nkv_budget_mib_per_uid = {KV_BUDGET_MIB}\n"  # all workers are root
                     f"kv_budget_mib = {KV_BUDGET_MIB}\nsession_ttl_seconds = 600\ndefault_context = 256\n"
                     f"default_max_new_tokens = 16\nprefill_chunk = 16\nlog_level = info\n")
         self.proc = None

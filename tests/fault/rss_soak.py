@@ -46,7 +46,8 @@ def main():
     sock, conf, log = (os.path.join(tmp, n) for n in ("soak.sock", "soak.conf", "daemon.log"))
     with open(conf, "w") as f:
         f.write(f"model_dir = {it.MODEL}\nbackend = {it.BACKEND}\nsocket_path = {sock}\nsocket_group = nogroup\n"
-                f"state_dir = {tmp}/state\nmax_sessions = 96\nkv_budget_mib = 64\nsession_ttl_seconds = 600\n"
+                f"state_dir = {tmp}/state\nmax_sessions = 96\nkv_budget_mib = 64\n"
+                f"max_sessions_per_uid = 96\nkv_budget_mib_per_uid = 64\nsession_ttl_seconds = 600\n"
                 f"default_context = 256\ndefault_max_new_tokens = 16\nprefill_chunk = 16\nlog_level = warn\n")
     proc = it.start_daemon(conf, log, sock, 120)
     end = time.monotonic() + SECONDS

@@ -35,6 +35,7 @@ MODEL_ID = "tiny-test"
 MAX_BODY = 65536
 HEADER_TIMEOUT = 2
 MAX_CONNECTIONS = 6
+MAX_UNAUTHENTICATED = 4
 LOAD_DELAY_MS = 1500
 
 
@@ -74,6 +75,7 @@ http_token_file = {token_file}
 http_max_body_bytes = {MAX_BODY}
 http_header_timeout_seconds = {HEADER_TIMEOUT}
 http_max_connections = {MAX_CONNECTIONS}
+http_max_unauthenticated = {MAX_UNAUTHENTICATED}
 model_name = {MODEL_ID}
 max_sessions = 16
 kv_budget_mib = 64
@@ -122,7 +124,10 @@ persist_sessions = false
     @classmethod
     def curl(cls, path, body=None, method=None, extra=(), tcp=False, token=None, timeout=120, raw=False):
         """(status, parsed JSON or text) of one curl call."""
-        out = os.path.join(cls.tmp, f"curl-{threading.get_ident()}.out")
+        # A file of this call's own: a call that gets no answer must not report an earlier one's.
+        fd, out = tempfile.mkstemp(prefix="curl-", suffix=".out", dir=cls.tmp)
+        os.close(fd)
+        os.unlink(out)
         cmd = ["curl", "-sS", "-o", out, "-w", "%{http_code}", "--max-time", str(timeout)]
         if tcp:
             cmd += [f"http://127.0.0.1:{cls.port}{path}"]
@@ -138,7 +143,13 @@ persist_sessions = false
         cmd += list(extra)
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 10)
         status = int(r.stdout or 0)
-        text = open(out, encoding="utf-8", errors="replace").read() if os.path.exists(out) else ""
+        text = ""
+        if os.path.exists(out):
+            with open(out, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            os.unlink(out)
+        if status == 0:  # no HTTP answer at all: say what curl saw
+            return 0, f"no HTTP response (curl exit {r.returncode}): {r.stderr.strip()}"
         if raw:
             return status, text
         try:
@@ -348,6 +359,16 @@ persist_sessions = false
         self.assert_error(*self.curl("/v1/completions", {"prompt": [1, 2, 99999999]}), 400, param="prompt")
         self.assert_error(*self.curl(chat, {"messages": msgs, "prompt_padding": "x" * (MAX_BODY + 10)}), 413,
                           code="request_too_large")
+        # Issue 22: 1e309 got a 500 with the JSON library's text; every out-of-range number is a 400.
+        big = '{"messages": [{"role": "user", "content": "hi"}], "temperature": %s}'
+        for number in ("1e309", "-1e309"):
+            self.assert_error(*self.curl(chat, big % number), 400, contains="out of range")
+        for name, value in (("max_tokens", 1e20), ("max_tokens", -1e300), ("seed", 2 ** 64 - 1), ("top_k", 1e19),
+                            ("top_logprobs", 2 ** 63), ("temperature", 1e300)):
+            self.assert_error(*self.curl(chat, {"messages": msgs, "logprobs": True, name: value}), 400, param=name,
+                              contains="must be in")
+        self.assert_error(*self.curl("/v1/completions", {"prompt": [2 ** 64 - 1]}), 400, param="prompt",
+                          contains=str(2 ** 64 - 1))
         self.assert_error(*self.curl("/v1/nothing"), 404, code="unknown_url")
         self.assert_error(*self.curl(chat, method="GET"), 405)
         # TCP without a token, with a wrong one; then with the right one.
@@ -360,6 +381,92 @@ persist_sessions = false
         text = self.metrics()
         self.assertGreaterEqual(self.sample(text, "qwen3_bpfd_requests_total",
                                             {"api": "http", "endpoint": "/v1/chat/completions", "status": "400"}), 5)
+
+    def send_all_then_read(self, tcp, body_bytes):
+        """A client that sends its whole request before it reads (as http.client does): the answer it reads."""
+        c = socket.create_connection(("127.0.0.1", self.port)) if tcp else socket.socket(socket.AF_UNIX)
+        if not tcp:
+            c.connect(self.sock)
+        c.settimeout(30)
+        auth = f"Authorization: Bearer {self.token}\r\n".encode() if tcp else b""
+        try:
+            c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + auth +
+                      b"Content-Length: " + str(body_bytes).encode() + b"\r\n\r\n")
+            chunk = b"x" * 65536
+            for _ in range(body_bytes // len(chunk)):
+                c.sendall(chunk)
+            answer = b""
+            while True:
+                data = c.recv(65536)
+                if not data:
+                    return answer
+                answer += data
+        except OSError as e:
+            return f"{type(e).__name__}: {e}".encode()
+        finally:
+            c.close()
+
+    def test_oversized_body_gets_its_413_every_time(self):
+        # Issue 22: the daemon answered 413 and closed while the client was still
+        # sending, so the client got a reset (curl: no status) instead of the answer.
+        for i in range(20):
+            for tcp in (False, True):
+                answer = self.send_all_then_read(tcp, 8 << 20)
+                self.assertTrue(answer.startswith(b"HTTP/1.1 413"), f"attempt {i}, {'TCP' if tcp else 'Unix'}: {answer[:200]}")
+                self.assertIn(b"request_too_large", answer)
+        self.assertEqual(self.curl("/health")[0], 200)
+
+    def test_expect_100_continue_keeps_the_header_deadline(self):
+        # Issue 22: the 100 Continue reset the deadline to the 60 s write timeout, though the 408 says 10 s.
+        c = socket.socket(socket.AF_UNIX)
+        c.connect(self.sock)
+        c.settimeout(HEADER_TIMEOUT + 10)
+        t0 = time.time()
+        c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\n")
+        answer = b""
+        try:
+            while True:
+                data = c.recv(4096)
+                if not data:
+                    break
+                answer += data
+        except socket.timeout:
+            pass
+        waited = time.time() - t0
+        c.close()
+        self.assertTrue(answer.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 408"), answer)
+        self.assertLess(waited, HEADER_TIMEOUT + 2)
+
+    def test_tcp_flood_leaves_the_unix_socket_answered(self):
+        # Issue 22: 70 TCP connections with half a request line took every slot of
+        # a limit shared with the Unix socket: /health there answered 503.
+        flood = []
+        try:
+            for _ in range(70):
+                s = socket.create_connection(("127.0.0.1", self.port))
+                s.sendall(b"GET /heal")
+                flood.append(s)
+            t0 = time.time()
+            for _ in range(MAX_CONNECTIONS + 2):
+                self.assertEqual(self.curl("/health", timeout=10), (200, {"status": "ok"}))
+            self.assertLess(time.time() - t0, 10)
+            # Those beyond http_max_unauthenticated were refused at once, and said why.
+            refused = 0
+            for s in flood:
+                s.settimeout(HEADER_TIMEOUT + 5)
+                try:
+                    refused += b"http_max_unauthenticated" in s.recv(4096)
+                except OSError:
+                    pass
+            self.assertGreaterEqual(refused, (70 - MAX_UNAUTHENTICATED) // 2)
+        finally:
+            for s in flood:
+                s.close()
+        # The ones admitted were cut off by the short deadline: TCP serves again.
+        deadline = time.time() + HEADER_TIMEOUT + 5
+        while self.curl("/v1/models", tcp=True, token=self.token, timeout=10)[0] != 200:
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.2)
 
     def test_slow_client_is_cut_off_and_holds_nothing(self):
         slow = socket.socket(socket.AF_UNIX)

@@ -375,6 +375,68 @@ TEST(SessionManager, SessionsBelongToTheirCreator) {
   EXPECT_EQ(ids(m.list(0)), std::vector<std::string>{"root-1"});
 }
 
+// Issue 22: one uid creating sessions evicted every other uid's idle sessions
+// (the LRU was global). Now a uid at its quota evicts its own least recently
+// used; under total pressure only the requester's own and over-quota uids'
+// sessions go; a uid within its quota keeps its sessions.
+TEST(SessionManager, PerUidQuotasEvictTheRequestersOwnSessionsFirst) {
+  FakeBackend backend;
+  SessionLimits l = limits(6, 1 << 20);
+  l.max_sessions_per_uid = 3;
+  SessionManager m(backend, l);
+  m.create(16, "bob-1", 2000);
+  m.create(16, "bob-2", 2000);
+  for (int i = 0; i < 70; ++i) m.create(16, "alice-" + std::to_string(i), 1000);
+  EXPECT_EQ(m.list(2000).size(), 2u);  // bob within his quota: untouched
+  EXPECT_EQ(m.list(1000).size(), 3u);  // alice holds her quota, her newest three
+  EXPECT_EQ(m.get("alice-69", 1000).id, "alice-69");
+  EXPECT_EQ(m.totals().evicted, 67u);
+  // The table full (6): carol, within her quota, may not evict bob's or alice's.
+  m.create(16, "carol-1", 3000);
+  auto lease1 = m.acquire("carol-1", 3000);  // busy: carol has nothing of her own to evict
+  std::string msg;
+  expect_kind(ErrorKind::resource_exhausted, [&] { m.create(16, "carol-2", 3000); }, &msg);
+  EXPECT_NE(msg.find("max_sessions"), std::string::npos) << msg;
+  EXPECT_EQ(m.list(2000).size(), 2u);
+  EXPECT_EQ(m.list(1000).size(), 3u);
+  // A quota lowered at run time puts alice above it: her sessions may go then, bob's still not.
+  l.max_sessions_per_uid = 2;
+  m.set_limits(l);
+  m.create(16, "carol-2", 3000);
+  EXPECT_EQ(m.list(1000).size(), 2u);
+  EXPECT_EQ(m.list(2000).size(), 2u);
+  // Busy sessions at the quota: refused with the key that sets it.
+  auto lease2 = m.acquire("carol-2", 3000);
+  expect_kind(ErrorKind::resource_exhausted, [&] { m.create(16, "carol-3", 3000); }, &msg);
+  EXPECT_NE(msg.find("max_sessions_per_uid"), std::string::npos) << msg;
+}
+
+TEST(SessionManager, PerUidKvBudget) {
+  FakeBackend backend;
+  SessionLimits l = limits(16, 1 << 20);
+  l.kv_budget_bytes_per_uid = 40 * 128;  // 40 positions
+  SessionManager m(backend, l);
+  std::string msg;
+  expect_kind(ErrorKind::resource_exhausted, [&] { m.create(48, "", 1000); }, &msg);
+  EXPECT_NE(msg.find("kv_budget_mib_per_uid"), std::string::npos) << msg;
+  m.create(32, "bob-1", 2000);
+  m.create(16, "alice-1", 1000);
+  m.create(16, "alice-2", 1000);
+  m.create(16, "alice-3", 1000);  // 48 > 40: her oldest goes
+  EXPECT_THROW(m.get("alice-1"), Error);
+  EXPECT_EQ(m.list(1000).size(), 2u);
+  EXPECT_EQ(m.get("bob-1").id, "bob-1");
+  // An ephemeral cache under total pressure evicts its requester's idle sessions only.
+  SessionLimits tight = l;
+  tight.kv_budget_bytes = 64 * 128;
+  m.set_limits(tight);  // 64 positions in use: bob 32, alice 32
+  auto eph = m.create_ephemeral(16, 1000);
+  EXPECT_EQ(m.get("bob-1").id, "bob-1");
+  EXPECT_EQ(m.list(1000).size(), 1u);
+  expect_kind(ErrorKind::resource_exhausted, [&] { m.create_ephemeral(48, 3000); });
+  EXPECT_EQ(m.get("bob-1").id, "bob-1");
+}
+
 // Issue 14: session ids with NUL bytes or 4 KB of text were echoed raw.
 TEST(SessionManager, ErrorMessagesQuoteIdsEscapedAndShort) {
   FakeBackend backend;

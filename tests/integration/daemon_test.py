@@ -918,6 +918,20 @@ state_dir = {cls.tmp}/state
         self.stub.DeleteSession(pb.DeleteSessionRequest(session_id="nobody-own"), timeout=5)
         self.assertEqual(self.run_as("nobody", listing), "[]\nOK")
 
+    def test_one_member_cannot_evict_another_members_sessions(self):
+        # Issue 22: the LRU was global, so one group member creating sessions
+        # evicted everyone's idle ones. max_sessions is 4 here; nobody creates 70.
+        os.chmod(self.socket_path, 0o666)  # only SO_PEERCRED decides
+        nogroup = ("nogroup",)
+        mine = "print(sorted(s.session_id for s in stub.ListSessions(pb.ListSessionsRequest(), timeout=5).sessions))"
+        self.assertEqual(self.run_as("daemon", "for i in (1, 2): stub.CreateSession(pb.CreateSessionRequest("
+                                               "max_context=16, session_id=f'daemon-{i}'), timeout=30)",
+                                     extra_groups=nogroup), "OK")
+        self.assertEqual(self.run_as("nobody", "for i in range(70): stub.CreateSession(pb.CreateSessionRequest("
+                                               "max_context=16, session_id=f'nobody-{i}'), timeout=30)"), "OK")
+        self.assertEqual(self.run_as("daemon", mine, extra_groups=nogroup), "['daemon-1', 'daemon-2']\nOK")
+        self.assertEqual(self.run_as("nobody", mine), "['nobody-68', 'nobody-69']\nOK")  # its own went instead
+
     def reload_with(self, **keys):
         """Rewrites the config with `keys` (admin_group, socket_group, speculative), sends SIGHUP and
         waits until the daemon logs each of them as in force."""
@@ -1237,6 +1251,28 @@ class DaemonCrashTest(unittest.TestCase):
             self.assertEqual([e["id"] for e in saved["sessions"]], ["survivor"] if "survivor" in text else [])
 
 
+    def test_b2_entries_dropped_at_restore_are_kept_in_a_copy(self):
+        # Issue 22: a state file with more sessions than max_sessions (8 here) lost
+        # the excess when it was rewritten, and no copy was kept.
+        os.makedirs(self.state, exist_ok=True)
+        for f in os.listdir(self.state):
+            os.unlink(os.path.join(self.state, f))
+        text = json.dumps({"version": 2, "sessions": [
+            {"id": f"s{i}", "owner_uid": 0, "max_context": 32, "positions": 0, "history": []} for i in range(10)]})
+        with open(self.state_file, "w") as f:
+            f.write(text)
+        self.start()
+        self.wait_restored("s0")
+        self.stop()
+        with open(self.state_file) as f:
+            self.assertEqual(len(json.load(f)["sessions"]), 8)
+        kept = [f for f in os.listdir(self.state) if f.startswith("sessions.json.dropped-")]
+        self.assertEqual(len(kept), 1, os.listdir(self.state))
+        with open(os.path.join(self.state, kept[0])) as f:
+            self.assertEqual(f.read(), text)
+        self.assertEqual(os.stat(os.path.join(self.state, kept[0])).st_mode & 0o777, 0o600)
+        self.assertIn("2 saved sessions could not be restored", self.log())
+
     # The saved sessions exist from the first answer after READY (main.cpp recreates them in the
     # model host's before-ready hook); before that fix they came back up to 200 ms later, and a
     # CreateSession of a saved id in that window made the restore drop the saved session.
@@ -1299,6 +1335,47 @@ class DaemonCommandLineTest(unittest.TestCase):
         with open(path, "w") as f:
             f.write(text)
         return path
+
+    def test_grpc_socket_has_its_own_connection_limit(self):
+        # Issue 22: each listener has its own limit; the gRPC socket had none.
+        sock = os.path.join(self.tmp, "limit.sock")
+        log = os.path.join(self.tmp, "limit.log")
+        conf = self.config("limit.conf", f"model_dir = {MODEL}\nbackend = {BACKEND}\nsocket_path = {sock}\n"
+                                         f"socket_group = nogroup\nhttp_socket = off\nstate_dir = {self.tmp}/limit-state\n"
+                                         f"persist_sessions = false\ngrpc_max_connections = 3\n")
+        proc = start_daemon(conf, log, sock, 120)
+        held = []
+        try:
+            for _ in range(4):  # start_daemon's own channel may still hold one
+                c = socket.socket(socket.AF_UNIX)
+                c.connect(sock)
+                held.append(c)
+            channel = grpc.insecure_channel("unix:" + sock)
+            with self.assertRaises(grpc.RpcError) as e:
+                pb_grpc.Qwen3BpfStub(channel).GetStatus(pb.GetStatusRequest(), timeout=3)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE)
+            channel.close()
+            with open(log) as f:
+                self.assertIn("connections open (grpc_max_connections)", f.read())
+            for c in held:
+                c.close()
+            held = []
+            deadline = time.time() + 10
+            while True:  # the closed ones are forgotten: served again
+                channel = grpc.insecure_channel("unix:" + sock)
+                try:
+                    pb_grpc.Qwen3BpfStub(channel).GetStatus(pb.GetStatusRequest(), timeout=3)
+                    break
+                except grpc.RpcError:
+                    self.assertLess(time.time(), deadline)
+                    time.sleep(0.2)
+                finally:
+                    channel.close()
+        finally:
+            for c in held:
+                c.close()
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
 
     def test_check_runs_the_self_test(self):
         conf = self.config("check.conf", f"model_dir = {MODEL}\nbackend = {BACKEND}\n")
