@@ -7,12 +7,10 @@
 #include <unistd.h>
 #include <spdlog/spdlog.h>
 
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +19,9 @@
 #include "common/error.h"
 #include "http/http_api.h"
 #include "service/config.h"
+#include "service/config_docs.h"
+#include "service/config_keys.h"
+#include "service/config_reload.h"
 #include "service/grpc_service.h"
 #include "service/listener.h"
 #include "service/logging.h"
@@ -42,7 +43,7 @@ struct Flags {
   std::vector<std::pair<std::string, std::string>> overrides;  // config key -> value
 };
 
-// Returns the flags, or exits (0 after --help/--version, 2 on a usage error).
+// Returns the flags, or exits (0 after --help/--version/--print-config, 2 on a usage error).
 Flags parse_flags(int argc, char** argv) {
   Flags f;
   f.config_file = kDefaultConfig;
@@ -50,29 +51,28 @@ Flags parse_flags(int argc, char** argv) {
                "socket. Options override the configuration file's keys (docs/daemon.md)."};
   qwen3::cli_parse::init(app, "qwen3-bpfd");
   app.add_option("--config", f.config_file, "configuration file (a missing default is fine)")->capture_default_str();
-  // Each option below sets one configuration key.
-  static const std::vector<std::array<const char*, 3>> keyed = {
-      {"--model", "model_dir", "model directory (default: <state_dir>/models/default)"},
-      {"--socket", "socket_path", "Unix socket (default /run/qwen3-bpfd/qwen3-bpfd.sock; ignored when socket-activated)"},
-      {"--http-socket", "http_socket", "HTTP API Unix socket (default: http.sock next to --socket, /run/qwen3-bpfd/http.sock; off = none)"},
-      {"--http-listen", "http_listen", "HTTP API on loopback TCP, 127.0.0.1:PORT (needs http_token_file)"},
-      {"--backend", "backend", "bpf (in-kernel, default) | reference (float user space, debug only)"},
-      {"--weights", "weight_path", "weight path of the bpf backend: map | arena"},
-      {"--precision", "precision", "q24 | q8"},
-      {"--threads", "threads", "worker threads (0 = one per CPU)"},
-      {"--state-dir", "state_dir", "state directory (default /var/lib/qwen3-bpfd)"},
-      {"--log-level", "log_level", "trace | debug | info | warn | error | critical | off"},
-  };
+  // The keys of the table that have a flag (config_keys.cpp).
+  std::vector<const ConfigKey*> keyed;
+  for (const auto& k : config_keys())
+    if (!k.flag.empty()) keyed.push_back(&k);
   std::vector<std::string> values(keyed.size());
   std::vector<CLI::Option*> options;
-  for (size_t i = 0; i < keyed.size(); ++i) options.push_back(app.add_option(keyed[i][0], values[i], keyed[i][2]));
+  for (size_t i = 0; i < keyed.size(); ++i)
+    options.push_back(app.add_option(keyed[i]->flag, values[i], flag_help(*keyed[i])));
   bool foreground = false;  // accepted and ignored
   app.add_flag("--foreground", foreground, "accepted for compatibility; the daemon never forks");
   app.add_flag("--check", f.check, "load everything, run a short self-test, exit 0 (ok) or 1");
+  bool print_config = false;
+  app.add_flag("--print-config", print_config,
+               "print the commented configuration file (every key at its default) and exit");
   if (int rc = qwen3::cli_parse::parse(app, argc, argv); rc >= 0) std::exit(rc);
+  if (print_config) {
+    std::fputs(config_file_text().c_str(), stdout);
+    std::exit(0);
+  }
   f.config_given = app.count("--config") > 0;
   for (size_t i = 0; i < keyed.size(); ++i)
-    if (options[i]->count() > 0) f.overrides.emplace_back(keyed[i][1], values[i]);
+    if (options[i]->count() > 0) f.overrides.emplace_back(keyed[i]->name, values[i]);
   return f;
 }
 
@@ -90,79 +90,37 @@ std::string percent(float f) {
   return buf;
 }
 
-// SIGHUP: apply what can change while running and say what changed.
-void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener& listener, InferenceCore& core) {
+// SIGHUP: apply the keys the table marks OnReload::apply, keep the others and
+// say which of them need a restart (log, and GetStatus through `restart_needed`).
+void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener& listener, InferenceCore& core,
+            RestartNeeded& restart_needed) {
   // RELOADING=1 must be followed by READY=1: only once loaded (before that,
   // READY=1 would tell systemd the model is loaded when it is not).
   const bool loaded = host.progress().state == LoadState::ready;
   if (loaded) notify_reloading();
-  DaemonConfig next;
+  DaemonConfig on_disk;
   try {
-    next = read_config(flags);
+    on_disk = read_config(flags);
   } catch (const std::exception& e) {
     spdlog::error("reload: configuration rejected, keeping the running one: {}", e.what());
     if (loaded) notify_ready(host.progress().text + " (last reload failed: " + e.what() + ")");
     return;
   }
-  std::vector<std::string> changed, ignored;
-  auto note = [&](const char* key, const std::string& a, const std::string& b, bool applies) {
-    if (a == b) return;
-    (applies ? changed : ignored).push_back(std::string(key) + " " + a + " -> " + b);
-  };
-  note("log_level", current.log_level, next.log_level, true);
-  note("max_sessions", std::to_string(current.max_sessions), std::to_string(next.max_sessions), true);
-  note("kv_budget_mib", std::to_string(current.kv_budget_mib), std::to_string(next.kv_budget_mib), true);
-  note("session_ttl_seconds", std::to_string(current.session_ttl_seconds), std::to_string(next.session_ttl_seconds), true);
-  note("default_context", std::to_string(current.default_context), std::to_string(next.default_context), true);
-  note("max_context", std::to_string(current.max_context), std::to_string(next.max_context), true);
-  note("default_max_new_tokens", std::to_string(current.default_max_new_tokens), std::to_string(next.default_max_new_tokens), true);
-  note("speculative", speculative_text(current.speculative), speculative_text(next.speculative), true);
-  note("socket_group", current.socket_group, next.socket_group, true);
-  note("admin_group", current.admin_group, next.admin_group, true);
-  note("model_dir", current.effective_model_dir(), next.effective_model_dir(), false);
-  note("backend", current.backend, next.backend, false);
-  note("weight_path", current.weight_path, next.weight_path, false);
-  note("precision", current.precision, next.precision, false);
-  note("threads", std::to_string(current.threads), std::to_string(next.threads), false);
-  note("socket_path", current.socket_path, next.socket_path, false);
-  note("state_dir", current.state_dir, next.state_dir, false);
-  note("http_socket", current.effective_http_socket(), next.effective_http_socket(), false);
-  note("http_listen", current.http_listen, next.http_listen, false);
-  note("http_token_file", current.http_token_file, next.http_token_file, false);
-  note("http_max_body_bytes", std::to_string(current.http_max_body_bytes), std::to_string(next.http_max_body_bytes), false);
-  note("http_header_timeout_seconds", std::to_string(current.http_header_timeout_seconds),
-       std::to_string(next.http_header_timeout_seconds), false);
-  note("http_idle_timeout_seconds", std::to_string(current.http_idle_timeout_seconds),
-       std::to_string(next.http_idle_timeout_seconds), false);
-  note("http_max_connections", std::to_string(current.http_max_connections), std::to_string(next.http_max_connections), false);
-  note("model_name", current.model_name, next.model_name, false);
-
+  ReloadPlan plan = plan_reload(current, on_disk);
+  const DaemonConfig& next = plan.next;
   set_log_level(next.log_level);
   if (Runtime* rt = host.runtime_if_ready()) rt->sessions->set_limits(session_limits_from(next, rt->backend->config()));
   listener.set_groups(next.socket_group, next.admin_group);
   core.set_default_max_new_tokens(next.default_max_new_tokens);
   core.set_default_speculative(next.speculative);
-  // Keys that need a restart keep their running values.
-  next.model_dir = current.model_dir;
-  next.backend = current.backend;
-  next.weight_path = current.weight_path;
-  next.precision = current.precision;
-  next.threads = current.threads;
-  next.socket_path = current.socket_path;
-  next.state_dir = current.state_dir;
-  next.http_socket = current.http_socket;
-  next.http_listen = current.http_listen;
-  next.http_token_file = current.http_token_file;
-  next.http_max_body_bytes = current.http_max_body_bytes;
-  next.http_header_timeout_seconds = current.http_header_timeout_seconds;
-  next.http_idle_timeout_seconds = current.http_idle_timeout_seconds;
-  next.http_max_connections = current.http_max_connections;
-  next.model_name = current.model_name;
   current = next;
+  restart_needed.set(plan.restart_needed);
 
-  if (changed.empty() && ignored.empty()) spdlog::info("reload: configuration unchanged");
-  for (const auto& c : changed) spdlog::info("reload: {}", c);
-  for (const auto& c : ignored) spdlog::warn("reload: {} needs a restart (systemctl restart qwen3-bpfd); not applied", c);
+  if (plan.applied.empty() && plan.restart_needed.empty()) spdlog::info("reload: configuration unchanged");
+  for (const auto& c : plan.applied) spdlog::info("reload: {}", change_text(c));
+  for (const auto& c : plan.restart_needed)
+    spdlog::warn("reload: {} needs a restart (systemctl restart qwen3-bpfd); not applied, {} stays in force",
+                 change_text(c), c.in_force.empty() ? "\"\"" : c.in_force);
   if (loaded) notify_ready(host.progress().text);
 }
 
@@ -187,7 +145,8 @@ int serve(const Flags& flags, DaemonConfig config) {
   const http::ActivatedSockets http_sockets = http::take_activated_http_sockets();
   Listener listener({config.socket_path, config.socket_group, config.admin_group});
   InferenceCore core(host);
-  Qwen3BpfService service(core, &listener);
+  RestartNeeded restart_needed;
+  Qwen3BpfService service(core, &listener, &restart_needed);
   http::HttpApi http_api(config, core, listener, http_sockets);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -233,7 +192,7 @@ int serve(const Flags& flags, DaemonConfig config) {
     const int sig = sigtimedwait(&signals, nullptr, &timeout);
     if (sig == SIGHUP) {
       spdlog::info("SIGHUP: re-reading {}", flags.config_file);
-      reload(flags, config, host, listener, core);
+      reload(flags, config, host, listener, core, restart_needed);
       continue;
     }
     if (sig == SIGTERM || sig == SIGINT) {
