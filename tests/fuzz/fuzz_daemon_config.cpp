@@ -15,8 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     qwen3::validate_config(c);
     qwen3::describe_config(c);
     // Every accepted value round-trips through its text (what a reload and GetStatus compare).
+    qwen3::DaemonConfig again;
     for (const auto& k : qwen3::config_keys()) {
-      qwen3::DaemonConfig again;
       try {
         k.parse(again, k.text(c), "round trip");
       } catch (...) {
