@@ -24,9 +24,9 @@
 #include "service/config_reload.h"
 #include "service/grpc_service.h"
 #include "service/listener.h"
-#include "service/logging.h"
+#include "app/logging.h"
 #include "service/model_host.h"
-#include "service/notify.h"
+#include "app/notify.h"
 #include "service/self_check.h"
 #include "service/session_store.h"
 
