@@ -13,20 +13,18 @@
 #include <cstring>
 #include <string>
 #include <thread>
-#include <vector>
 
-#include "cli_parse.h"
+#include "app/flags.h"
+#include "app/logging.h"
+#include "app/notify.h"
+#include "app/reload.h"
 #include "common/error.h"
 #include "http/http_api.h"
 #include "service/config.h"
-#include "service/config_docs.h"
-#include "service/config_keys.h"
 #include "service/config_reload.h"
 #include "service/grpc_service.h"
 #include "service/listener.h"
-#include "app/logging.h"
 #include "service/model_host.h"
-#include "app/notify.h"
 #include "service/self_check.h"
 #include "service/session_store.h"
 
@@ -34,94 +32,10 @@ namespace {
 
 using namespace qwen3;
 
-constexpr const char* kDefaultConfig = "/etc/qwen3-bpfd/qwen3-bpfd.conf";
-
-struct Flags {
-  std::string config_file;
-  bool config_given = false;
-  bool check = false;
-  std::vector<std::pair<std::string, std::string>> overrides;  // config key -> value
-};
-
-// Returns the flags, or exits (0 after --help/--version/--print-config, 2 on a usage error).
-Flags parse_flags(int argc, char** argv) {
-  Flags f;
-  f.config_file = kDefaultConfig;
-  CLI::App app{"Serves a Qwen3 model whose forward pass runs in verified eBPF programs, over gRPC on a Unix\n"
-               "socket. Options override the configuration file's keys (docs/daemon.md)."};
-  qwen3::cli_parse::init(app, "qwen3-bpfd");
-  app.add_option("--config", f.config_file, "configuration file (a missing default is fine)")->capture_default_str();
-  // The keys of the table that have a flag (config_keys.cpp).
-  std::vector<const ConfigKey*> keyed;
-  for (const auto& k : config_keys())
-    if (!k.flag.empty()) keyed.push_back(&k);
-  std::vector<std::string> values(keyed.size());
-  std::vector<CLI::Option*> options;
-  for (size_t i = 0; i < keyed.size(); ++i)
-    options.push_back(app.add_option(keyed[i]->flag, values[i], flag_help(*keyed[i])));
-  bool foreground = false;  // accepted and ignored
-  app.add_flag("--foreground", foreground, "accepted for compatibility; the daemon never forks");
-  app.add_flag("--check", f.check, "load everything, run a short self-test, exit 0 (ok) or 1");
-  bool print_config = false;
-  app.add_flag("--print-config", print_config,
-               "print the commented configuration file (every key at its default) and exit");
-  if (int rc = qwen3::cli_parse::parse(app, argc, argv); rc >= 0) std::exit(rc);
-  if (print_config) {
-    std::fputs(config_file_text().c_str(), stdout);
-    std::exit(0);
-  }
-  f.config_given = app.count("--config") > 0;
-  for (size_t i = 0; i < keyed.size(); ++i)
-    if (options[i]->count() > 0) f.overrides.emplace_back(keyed[i]->name, values[i]);
-  return f;
-}
-
-DaemonConfig read_config(const Flags& flags) {
-  DaemonConfig c;
-  load_config_file(flags.config_file, c, flags.config_given);
-  for (const auto& [key, value] : flags.overrides) set_config_value(c, key, value, "command line (" + key + ")");
-  validate_config(c);
-  return c;
-}
-
 std::string percent(float f) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%.0f%%", f * 100.0);
   return buf;
-}
-
-// SIGHUP: apply the keys the table marks OnReload::apply, keep the others and
-// say which of them need a restart (log, and GetStatus through `restart_needed`).
-void reload(const Flags& flags, DaemonConfig& current, ModelHost& host, Listener& listener, InferenceCore& core,
-            RestartNeeded& restart_needed) {
-  // RELOADING=1 must be followed by READY=1: only once loaded (before that,
-  // READY=1 would tell systemd the model is loaded when it is not).
-  const bool loaded = host.progress().state == LoadState::ready;
-  if (loaded) notify_reloading();
-  DaemonConfig on_disk;
-  try {
-    on_disk = read_config(flags);
-  } catch (const std::exception& e) {
-    spdlog::error("reload: configuration rejected, keeping the running one: {}", e.what());
-    if (loaded) notify_ready(host.progress().text + " (last reload failed: " + e.what() + ")");
-    return;
-  }
-  ReloadPlan plan = plan_reload(current, on_disk);
-  const DaemonConfig& next = plan.next;
-  set_log_level(next.log_level);
-  if (Runtime* rt = host.runtime_if_ready()) rt->sessions->set_limits(session_limits_from(next, rt->backend->config()));
-  listener.set_groups(next.socket_group, next.admin_group);
-  core.set_default_max_new_tokens(next.default_max_new_tokens);
-  core.set_default_speculative(next.speculative);
-  current = next;
-  restart_needed.set(plan.restart_needed);
-
-  if (plan.applied.empty() && plan.restart_needed.empty()) spdlog::info("reload: configuration unchanged");
-  for (const auto& c : plan.applied) spdlog::info("reload: {}", change_text(c));
-  for (const auto& c : plan.restart_needed)
-    spdlog::warn("reload: {} needs a restart (systemctl restart qwen3-bpfd); not applied, {} stays in force",
-                 change_text(c), c.in_force.empty() ? "\"\"" : c.in_force);
-  if (loaded) notify_ready(host.progress().text);
 }
 
 int serve(const Flags& flags, DaemonConfig config) {
