@@ -1,5 +1,5 @@
-// qwen3-bpfd-config-docs: makes conf/qwen3-bpfd.conf and the key table of
-// docs/daemon.md from the key table (daemon/service/config_keys.cpp), or checks
+// qwen3-bpfd-config-docs: makes conf/qwen3-bpfd.conf and the key tables of
+// docs/daemon.md and docs/http-api.md from the key table (daemon/service/config_keys.cpp), or checks
 // that they match it.
 //   qwen3-bpfd-config-docs --write SOURCE_DIR   (ninja -C build config-docs)
 //   qwen3-bpfd-config-docs --check SOURCE_DIR   (ctest -R config_docs_match_table)
@@ -12,7 +12,10 @@
 
 namespace {
 
-constexpr const char* kBegin = "<!-- config-keys:begin (made by `ninja -C build config-docs` from daemon/service/config_keys.cpp) -->\n";
+// A generated table sits between `<!-- config-keys:begin SECTION -->` (SECTION:
+// the start of a section title, e.g. "HTTP API"; none for every key) and
+// `<!-- config-keys:end -->`.
+constexpr const char* kBegin = "<!-- config-keys:begin";
 constexpr const char* kEnd = "<!-- config-keys:end -->\n";
 
 bool read_file(const std::string& path, std::string& out) {
@@ -24,13 +27,23 @@ bool read_file(const std::string& path, std::string& out) {
   return true;
 }
 
-// `doc` with the text between the markers replaced by `body`; "" if a marker is missing.
-std::string with_key_table(const std::string& doc, const std::string& body) {
-  const auto begin = doc.find(kBegin);
-  const auto end = doc.find(kEnd);
-  if (begin == std::string::npos || end == std::string::npos || end < begin) return "";
-  const auto body_at = begin + std::string(kBegin).size();
-  return doc.substr(0, body_at) + body + doc.substr(end);
+// `doc` with every marked table made anew; "" if it has no marks or an unclosed one.
+std::string with_key_tables(const std::string& doc) {
+  std::string out;
+  size_t at = 0;
+  for (;;) {
+    const auto begin = doc.find(kBegin, at);
+    if (begin == std::string::npos) break;
+    const auto close = doc.find("-->\n", begin);
+    const auto end = close == std::string::npos ? close : doc.find(kEnd, close);
+    if (end == std::string::npos) return "";
+    std::string section = doc.substr(begin + std::string(kBegin).size(), close - begin - std::string(kBegin).size());
+    while (!section.empty() && section.front() == ' ') section.erase(0, 1);
+    while (!section.empty() && section.back() == ' ') section.pop_back();
+    out += doc.substr(at, close + 4 - at) + qwen3::config_keys_markdown(section);
+    at = end;
+  }
+  return at == 0 ? "" : out + doc.substr(at);
 }
 
 // The first line where `a` and `b` differ, 1-based.
@@ -73,17 +86,19 @@ int main(int argc, char** argv) {
   const std::string root = argv[2];
   const bool write = mode == "--write";
   bool ok = handle(root + "/conf/qwen3-bpfd.conf", qwen3::config_file_text(), write);
-  const std::string doc_path = root + "/docs/daemon.md";
-  std::string doc;
-  if (!read_file(doc_path, doc)) {
-    std::fprintf(stderr, "config-docs: cannot read %s\n", doc_path.c_str());
-    return 1;
+  for (const char* doc_name : {"/docs/daemon.md", "/docs/http-api.md"}) {
+    const std::string doc_path = root + doc_name;
+    std::string doc;
+    if (!read_file(doc_path, doc)) {
+      std::fprintf(stderr, "config-docs: cannot read %s\n", doc_path.c_str());
+      return 1;
+    }
+    const std::string wanted = with_key_tables(doc);
+    if (wanted.empty()) {
+      std::fprintf(stderr, "config-docs: %s lacks a closed config-keys:begin/end pair\n", doc_path.c_str());
+      return 1;
+    }
+    ok = handle(doc_path, wanted, write) && ok;
   }
-  const std::string wanted = with_key_table(doc, qwen3::config_keys_markdown());
-  if (wanted.empty()) {
-    std::fprintf(stderr, "config-docs: %s lacks the config-keys:begin/end markers\n", doc_path.c_str());
-    return 1;
-  }
-  ok = handle(doc_path, wanted, write) && ok;
   return ok ? 0 : 1;
 }

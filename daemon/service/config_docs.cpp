@@ -31,7 +31,14 @@ std::string section_heading(const std::string& section) {
 
 std::string markdown_cell(const std::string& text) {
   std::string out;
-  for (char c : text) out += c == '|' ? "\\|" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : std::string(1, c);
+  bool in_code = false;  // inside `...`, where Markdown shows entities as written
+  for (char c : text) {
+    if (c == '`') in_code = !in_code;
+    if (c == '|') out += "\\|";
+    else if (!in_code && c == '<') out += "&lt;";
+    else if (!in_code && c == '>') out += "&gt;";
+    else out += c;
+  }
   return out;
 }
 
@@ -66,11 +73,12 @@ std::string config_file_text() {
   return out;
 }
 
-std::string config_keys_markdown() {
+std::string config_keys_markdown(const std::string& section) {
   std::string out =
       "| Key | Flag | Values | Default | SIGHUP | |\n"
       "|-----|------|--------|---------|--------|--|\n";
   for (const auto& k : config_keys()) {
+    if (k.section.rfind(section, 0) != 0) continue;
     out += "| `" + k.name + "` | " + (k.flag.empty() ? "" : "`" + k.flag + "`") + " | " + markdown_cell(k.allowed) +
            " | " + (k.default_value.empty() ? "(empty)" : "`" + k.default_value + "`") + " | " +
            on_reload_word(k.on_reload) + " | " + markdown_cell(k.doc) + " |\n";

@@ -12,8 +12,9 @@ namespace qwen3 {
 // The commented configuration file: every key commented out at its default,
 // with its doc, allowed values and [reload] or [restart].
 std::string config_file_text();
-// A Markdown table of the keys: key, flag, values, default, SIGHUP, doc.
-std::string config_keys_markdown();
+// A Markdown table of the keys (those of sections whose title starts with
+// `section`; all for ""): key, flag, values, default, SIGHUP, doc.
+std::string config_keys_markdown(const std::string& section = "");
 // The --help text of the flag that sets `key`.
 std::string flag_help(const ConfigKey& key);
 // "reload" or "restart".

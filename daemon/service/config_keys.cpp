@@ -15,7 +15,9 @@
 // OnReload::restart, and the reload keeps the running value and says so. Then
 // regenerate the conf file and docs (ninja -C build config-docs). Parsing, the
 // default, --check, reload, status and the docs follow from the entry; the
-// Config* tests and the daemon_config_reload integration test cover it.
+// Config* tests and the daemon_config_reload integration test cover it (the
+// latter picks a changed value from the key's allowed values; a key that
+// constrains another, like http_listen, may need a line in its other_value).
 
 namespace qwen3 {
 
@@ -284,7 +286,7 @@ std::vector<ConfigKey> build_table() {
   const std::pair<const char*, std::vector<ConfigKey>> sections[] = {
       {"model", model_keys()},
       {"access", access_keys()},
-      {"OpenAI-compatible HTTP API (docs/http-api.md)", http_keys()},
+      {"HTTP API (docs/http-api.md)", http_keys()},
       {"sessions and memory", session_keys()},
       {"daemon", daemon_keys()},
   };
