@@ -39,6 +39,18 @@ v1::GetStatusResponse get_status(DaemonClient& client, bool wait_for_ready_conne
   return resp;
 }
 
+std::string shown(const std::string& value) { return value.empty() ? "\"\"" : value; }
+
+// Keys a reload could not apply: the value in force and the one on disk.
+void print_restart_needed(const v1::GetStatusResponse& s) {
+  if (s.restart_needed().empty()) return;
+  std::printf("restart needed (systemctl restart qwen3-bpfd): %d changed key%s a reload cannot apply\n",
+              s.restart_needed_size(), s.restart_needed_size() == 1 ? "" : "s");
+  for (const auto& k : s.restart_needed())
+    std::printf("           %s: %s in force, %s on disk\n", k.key().c_str(), shown(k.value_in_force()).c_str(),
+                shown(k.value_on_disk()).c_str());
+}
+
 void print_status(const v1::GetStatusResponse& s) {
   std::printf("qwen3-bpfd %s: %s", s.version().c_str(), load_state_name(s.load_state()));
   if (s.load_state() == v1::LOAD_STATE_LOADING) std::printf(" %.0f%%", 100.0 * s.load_progress());
@@ -72,6 +84,7 @@ void print_status(const v1::GetStatusResponse& s) {
               (unsigned long long)r.prompt_tokens(), (unsigned long long)r.cached_tokens(),
               (unsigned long long)r.completion_tokens(), s.active_streams());
   std::printf("socket:    %s\n", s.socket_path().c_str());
+  print_restart_needed(s);
 }
 
 // While waiting: an unavailable daemon (loading, being started) is waited

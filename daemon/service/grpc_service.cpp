@@ -24,8 +24,12 @@ int64_t unix_ms(Clock::time_point t) {
 
 }  // namespace
 
-Qwen3BpfService::Qwen3BpfService(InferenceCore& core, const Listener* listener)
-    : core_(core), host_(core.host()), listener_(listener), counters_(core.counters()) {
+Qwen3BpfService::Qwen3BpfService(InferenceCore& core, const Listener* listener, const RestartNeeded* restart_needed)
+    : core_(core),
+      host_(core.host()),
+      listener_(listener),
+      restart_needed_(restart_needed),
+      counters_(core.counters()) {
   started_unix_ms_ = unix_ms(Clock::now());
   verify::PipelineOptions po;
   po.data_dir = host_.config().state_dir + "/verify";  // vmlinux.h and the header tree are cached there
@@ -259,6 +263,14 @@ grpc::Status Qwen3BpfService::status(pb::GetStatusResponse* resp) {
   if (listener_) {
     rq->set_rejected_connections(listener_->rejected());
     resp->set_socket_path(listener_->path());
+  }
+  if (restart_needed_) {
+    for (const KeyChange& k : restart_needed_->keys()) {
+      auto* r = resp->add_restart_needed();
+      r->set_key(k.key);
+      r->set_value_in_force(k.in_force);
+      r->set_value_on_disk(k.on_disk);
+    }
   }
   resp->set_uptime_seconds(std::chrono::duration<double>(Steady::now() - core_.started()).count());
   resp->set_started_unix_ms(started_unix_ms_);

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "qwen3bpf/v1/qwen3bpf.grpc.pb.h"
+#include "service/config_reload.h"
 #include "service/counters.h"
 #include "service/inference.h"
 #include "service/listener.h"
@@ -22,7 +23,8 @@ class Pipeline;
 
 class Qwen3BpfService final : public qwen3bpf::v1::Qwen3Bpf::Service {
  public:
-  Qwen3BpfService(InferenceCore& core, const Listener* listener);
+  // `restart_needed` (may be null): the restart-only keys a reload left pending, for GetStatus.
+  Qwen3BpfService(InferenceCore& core, const Listener* listener, const RestartNeeded* restart_needed = nullptr);
   ~Qwen3BpfService() override;
 
   grpc::Status Tokenize(grpc::ServerContext*, const qwen3bpf::v1::TokenizeRequest*,
@@ -60,6 +62,7 @@ class Qwen3BpfService final : public qwen3bpf::v1::Qwen3Bpf::Service {
   InferenceCore& core_;
   ModelHost& host_;
   const Listener* listener_;
+  const RestartNeeded* restart_needed_;
   RequestCounters& counters_;
   int64_t started_unix_ms_ = 0;
   std::unique_ptr<verify::Pipeline> pipeline_;

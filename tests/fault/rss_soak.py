@@ -7,7 +7,7 @@ session, three appended generations on it, delete it, one ephemeral
 generation. Every 20 s it prints the requests served and the daemon's RSS split
 into anonymous (heap), file and shared (mmapped BPF maps) memory.
 
-  QWEN3_BPFD=build/daemon/service/qwen3-bpfd QWEN3_TEST_MODEL=build/test-models/tiny \\
+  QWEN3_BPFD=build/daemon/app/qwen3-bpfd QWEN3_TEST_MODEL=build/test-models/tiny \\
   QWEN3_PROTO_DIR=proto /usr/bin/python3 tests/fault/rss_soak.py [SECONDS [WORKERS]]
 """
 

@@ -3,7 +3,7 @@
 streams (which the scheduler batches into shared engine steps). Prints numbers;
 asserts nothing about speed.
 
-usage: bench_daemon.py --daemon BUILD/daemon/service/qwen3-bpfd --model DIR
+usage: bench_daemon.py --daemon BUILD/daemon/app/qwen3-bpfd --model DIR
                        [--backend bpf|reference] [--clients 4] [--tokens 32]
 """
 

@@ -5,7 +5,7 @@ SPECULATIVE_ON alternated over --rounds rounds; decode tokens/s as the daemon
 reports it (Timings), draft/accepted tokens, and whether the tokens agree.
 Prints numbers; asserts nothing about speed.
 
-usage: bench_speculative.py --daemon BUILD/daemon/service/qwen3-bpfd --model DIR
+usage: bench_speculative.py --daemon BUILD/daemon/app/qwen3-bpfd --model DIR
                             [--precision q24|q8] [--tokens 150] [--rounds 3] [--temperature 0]
 """
 

@@ -1,4 +1,4 @@
-#include "service/logging.h"
+#include "app/logging.h"
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>

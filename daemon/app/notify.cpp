@@ -1,4 +1,4 @@
-#include "service/notify.h"
+#include "app/notify.h"
 
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
