@@ -419,8 +419,8 @@ static __always_inline s32 smp_run(struct qn_sample_hdr *h, u8 *b) {
   return h->err;
 }
 
-SEC("syscall")
-int qn_sample(struct qn_args *a) {
+/* The body, also for a driver program that calls it as a global function. */
+static __always_inline int smp_main(struct qn_args *a) {
   u8 *b = smp_buf();
   if (!b) {
     a->status = __LINE__;
@@ -434,5 +434,8 @@ int qn_sample(struct qn_args *a) {
   a->status = e;
   return e;
 }
+
+SEC("syscall")
+int qn_sample(struct qn_args *a) { return smp_main(a); }
 
 #endif
