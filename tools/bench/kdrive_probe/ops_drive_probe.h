@@ -5,7 +5,9 @@
  * To reproduce: append to bpf_ops/forward_map.bpf.c
  *   [#define QN_DRIVE_PROBE_NO_ATTENTION 1]
  *   #include "../tools/bench/kdrive_probe/ops_drive_probe.h"
- * and run `kdrive_probe ops q8`: the verifier's verdict on qn_drive_probe. */
+ * and run `kdrive_probe ops q8`: the verifier's verdict on qn_drive_probe.
+ * With QN_DRIVE_PROBE_WQ defined instead, only qn_drive_arm_matmul: the
+ * matmul operator as a bpf_wq callback (design (b)'s links). */
 #ifndef QWEN3_BPF_OPS_DRIVE_PROBE_H
 #define QWEN3_BPF_OPS_DRIVE_PROBE_H
 
@@ -70,6 +72,43 @@ static long drive_layer_cb(u64 l, void *ctx) {
   return 0;
 }
 
+#ifdef QN_DRIVE_PROBE_WQ
+/* Debian 12's uapi headers predate bpf_wq (Linux 6.10); the uapi layout. */
+struct bpf_wq {
+  __u64 __opaque[2];
+} __attribute__((aligned(8)));
+extern int bpf_wq_init(struct bpf_wq *wq, void *p__map, unsigned int flags) __ksym;
+extern int bpf_wq_start(struct bpf_wq *wq, unsigned int flags) __ksym;
+extern int bpf_wq_set_callback_impl(struct bpf_wq *wq, int (callback_fn)(void *map, int *key, void *value),
+                                    unsigned int flags, void *aux__ign) __ksym;
+struct drive_link {
+  struct bpf_wq wq;
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 2);
+  __type(key, int);
+  __type(value, struct drive_link);
+} drive_links SEC(".maps");
+
+/* A link: this CPU's share of one matmul, the arguments from the map. */
+static int drive_matmul_cb(void *map, int *key, void *value) {
+  u32 k = 0;
+  struct qn_args *a = bpf_map_lookup_elem(&drive_args, &k);
+  if (a) qn_g_matmul(a);
+  return 0;
+}
+
+SEC("syscall")
+int qn_drive_arm_matmul(struct qn_args *ctx) {
+  int k = 0;
+  struct drive_link *l = bpf_map_lookup_elem(&drive_links, &k);
+  if (!l) return ctx->status = -1;
+  ctx->status = bpf_wq_init(&l->wq, &drive_links, 0);
+  if (!ctx->status) ctx->status = bpf_wq_set_callback_impl(&l->wq, drive_matmul_cb, 0, 0);
+  return ctx->status;
+}
+#else
 SEC("syscall")
 int qn_drive_probe(struct qn_args *ctx) {
   u32 k = 0;
@@ -88,5 +127,7 @@ out:
   ctx->status = a->status;
   return 0;
 }
+
+#endif /* QN_DRIVE_PROBE_WQ */
 
 #endif
