@@ -162,13 +162,16 @@ QN_INLINE qn_u32 qn_topk_key(qn_u32 thread, qn_u32 c) { return thread * QN_PMAX 
  * hist [256] u64 (radix-select histogram) | topk (struct qn_topk_slot: the
  * top-k list of k <= QN_TOPK_MAX, ids = candidate indices) | cand [vocab] (id, Q16 logit) in |
  * seen [ceil(vocab / 32)] u32 bitmap of the history's ids | out [vocab]
- * struct qn_sample_entry (kept ids, Q40 probabilities). With QN_SAMPLE_LSE
- * the program reads only n, flags and cand, and writes only lse_q16 (kept 0):
- * the log-normalizer of the reported logprobs. */
+ * struct qn_sample_entry (kept ids, Q40 probabilities). With QN_SAMPLE_DRAW
+ * the program also picks one kept id by the seeded draw (draw.h) of
+ * (seed, draw_index): drawn_id. With QN_SAMPLE_LSE the program reads only n,
+ * flags and cand, and writes only lse_q16 (kept 0): the log-normalizer of the
+ * reported logprobs. */
 #define QN_SAMPLE_MAX (1u << 18)      /* candidates: keeps the weight sums below 2^62 */
 #define QN_SAMPLE_GREEDY 1u           /* flags: the penalised argmax only */
 #define QN_SAMPLE_PENALTY 2u          /* flags: apply the repetition penalty to seen ids */
 #define QN_SAMPLE_LSE 4u              /* flags, alone: only lse_q16 of the candidates as given (T = 1, no cut) */
+#define QN_SAMPLE_DRAW 8u             /* flags: also pick the token (drawn_id) by the seeded draw */
 struct qn_sample_hdr {
   /* in (user space) */
   qn_u32 n;         /* candidates, <= min(vocab, QN_SAMPLE_MAX) */
@@ -181,10 +184,15 @@ struct qn_sample_hdr {
   qn_u32 pad0;
   qn_u64 min_p_q44; /* min_p * 2^44 (< 2^44) */
   qn_u64 top_p_q32; /* top_p * 2^32, in [1, 2^32]; 2^32: no top-p cut */
+  qn_u64 seed;      /* QN_SAMPLE_DRAW: the request's seed */
+  qn_u64 draw_index; /* QN_SAMPLE_DRAW: tokens the request chose before this one (draw.h) */
   /* out */
   qn_u32 kept;      /* entries of out */
   qn_s32 err;       /* first failed check (source line), 0 ok */
   qn_s64 lse_q16;   /* QN_SAMPLE_LSE: max + ln(sum exp(l - max)) of the candidates, Q16 (qn_lse_q16) */
+  qn_s32 drawn_id;  /* QN_SAMPLE_DRAW: the token picked, -1 on an error */
+  qn_u32 drawn_i;   /* its entry of out */
+  qn_u64 draw_bits; /* QN_SAMPLE_DRAW: qn_draw_bits(seed, draw_index) */
   /* the program's state across its loops */
   qn_s32 best_l;    /* best penalised logit */
   qn_u32 best_i;    /* its candidate index (the first among equals) */
@@ -204,6 +212,8 @@ struct qn_sample_hdr {
   qn_u64 d;         /* reciprocal of Wk's top 32 bits (qn_prob_recip) */
   qn_s32 s;
   qn_u32 pad1;
+  qn_u64 Pk;        /* sum of the kept Q40 probabilities (the draw's total) */
+  qn_u64 draw_r, draw_acc; /* the draw's point in [0, Pk) and the mass walked so far */
 };
 struct qn_sample_entry {
   qn_s32 id;

@@ -583,8 +583,8 @@ static long att_item_cb(u64 i, void *ctx) {
   return qn_err(st->thread) ? 1 : 0;
 }
 
-SEC("syscall")
-int qn_attention(struct qn_args *a) {
+/* The body, also for a driver program that calls it as a global function. */
+static __always_inline int att_main(struct qn_args *a) {
   struct att_state st = {};
   st.thread = a->thread;
   st.npos = a->npos;
@@ -609,5 +609,8 @@ int qn_attention(struct qn_args *a) {
   a->status = qn_err(st.thread);
   return a->status;
 }
+
+SEC("syscall")
+int qn_attention(struct qn_args *a) { return att_main(a); }
 
 #endif

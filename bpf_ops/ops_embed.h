@@ -42,8 +42,8 @@ static long emb_pos_cb(u64 p, void *ctx) {
   return 0;
 }
 
-SEC("syscall")
-int qn_embed(struct qn_args *a) {
+/* The body, also for a driver program that calls it as a global function. */
+static __always_inline int emb_main(struct qn_args *a) {
   struct emb_state st = {};
   st.mat = a->mat;
   u32 npos = a->npos;
@@ -58,5 +58,8 @@ int qn_embed(struct qn_args *a) {
   a->status = qn_err(0);
   return a->status;
 }
+
+SEC("syscall")
+int qn_embed(struct qn_args *a) { return emb_main(a); }
 
 #endif

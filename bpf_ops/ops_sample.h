@@ -14,7 +14,10 @@
  *      keeps w >= min_p * 2^44 (the best weighs 2^44); w = 0 is dropped;
  *   4. top-p: in the same order, a candidate is kept while the mass before
  *      it is below ceil(top_p * W): the same radix select, summing weights;
- *   5. the kept weights normalised to Q40 (one reciprocal, then a product each).
+ *   5. the kept weights normalised to Q40 (one reciprocal, then a product each);
+ *   6. with QN_SAMPLE_DRAW, the token the seeded draw picks (draw.h): one walk
+ *      over the kept entries in candidate order, the same rule as the
+ *      Sampler's draw_token in user space.
  * With QN_SAMPLE_LSE (alone) only the log-normalizer of the logprobs the API
  * reports: pass 1 without a penalty or top-k gives the best logit M, one more
  * pass sums the weights at temperature 1 (as in 3.), and lse_q16 = M +
@@ -26,6 +29,7 @@
 #ifndef QWEN3_BPF_OPS_SAMPLE_H
 #define QWEN3_BPF_OPS_SAMPLE_H
 
+#include "draw.h"
 #include "ops_matmul.h" /* qn_topk_update */
 
 #define SMP_COUNT 0  /* radix select over cand, mass 1 each (top-k) */
@@ -250,8 +254,39 @@ static long smp_norm_cb(u64 it, void *ctx) {
     struct qn_sample_entry *e = smp_out(b, j);
     if (!e) return smp_fail(h, __LINE__);
     e->w = qn_sample_prob_q40(e->w, d, s);
+    h->Pk += e->w;
   }
   return 0;
+}
+
+/* 6. the seeded draw: the first kept entry whose cumulative mass exceeds r */
+static long smp_draw_cb(u64 it, void *ctx) {
+  const struct smp_loop *lp = ctx;
+  u8 *b = smp_buf();
+  if (!b) return 1;
+  struct qn_sample_hdr *h = (void *)b;
+  SMP_FOR_STRIP(it, lp->n, j) {
+    struct qn_sample_entry *e = smp_out(b, j);
+    if (!e) return smp_fail(h, __LINE__);
+    h->draw_acc += e->w;
+    if (h->draw_r < h->draw_acc) {
+      h->drawn_id = e->id;
+      h->drawn_i = j;
+      return 1;
+    }
+  }
+  return 0;
+}
+static __always_inline s32 smp_draw(struct qn_sample_hdr *h) {
+  const u32 kept = h->kept;
+  if (kept == 0 || kept > SHAPE.vocab || h->Pk == 0) return __LINE__;
+  h->draw_bits = qn_draw_bits(h->seed, h->draw_index);
+  h->draw_r = qn_draw_point(h->draw_bits, h->Pk);
+  h->draw_acc = 0;
+  struct smp_loop lp = {0, 0, kept};
+  bpf_loop(SMP_STRIPS(kept), smp_draw_cb, &lp, 0);
+  if (h->err) return h->err;
+  return h->drawn_id < 0 ? __LINE__ : 0; /* r < Pk: the walk always ends on an entry */
 }
 
 /* QN_SAMPLE_LSE: the sum of every candidate's weight at temperature 1 */
@@ -321,6 +356,7 @@ static __always_inline s32 smp_run(struct qn_sample_hdr *h, u8 *b) {
     o->id = c->id;
     o->logit = h->best_l;
     o->w = 1ULL << QN_SAMPLE_PFRAC;
+    h->Pk = o->w;
     h->kept = 1;
     return 0;
   }
@@ -377,23 +413,29 @@ static __always_inline s32 smp_run(struct qn_sample_hdr *h, u8 *b) {
   if (kept == 0 || kept > m || h->Wk < (1ULL << QN_SAMPLE_WFRAC)) return __LINE__;
   h->s = qn_prob_shift(h->Wk);
   h->d = qn_prob_recip(h->Wk >> h->s);
+  h->Pk = 0;
   lp.n = kept;
   bpf_loop(SMP_STRIPS(kept), smp_norm_cb, &lp, 0);
   return h->err;
 }
 
-SEC("syscall")
-int qn_sample(struct qn_args *a) {
+/* The body, also for a driver program that calls it as a global function. */
+static __always_inline int smp_main(struct qn_args *a) {
   u8 *b = smp_buf();
   if (!b) {
     a->status = __LINE__;
     return a->status;
   }
   struct qn_sample_hdr *h = (void *)b;
+  h->drawn_id = -1;
   s32 e = smp_run(h, b);
+  if (!e && (h->flags & QN_SAMPLE_DRAW)) e = smp_draw(h);
   if (e) h->kept = 0;
   a->status = e;
   return e;
 }
+
+SEC("syscall")
+int qn_sample(struct qn_args *a) { return smp_main(a); }
 
 #endif

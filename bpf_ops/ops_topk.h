@@ -42,8 +42,8 @@ static long merge_cb(u64 i, void *ctx) {
   return 0;
 }
 
-SEC("syscall")
-int qn_topk_merge(struct qn_args *a) {
+/* The body, also for a driver program that calls it as a global function. */
+static __always_inline int merge_main(struct qn_args *a) {
   struct merge_state st = {a->npos, a->top_k};
   if (st.npos == 0 || st.npos > QN_PMAX || st.top_k > QN_TOPK_MAX) {
     a->status = __LINE__;
@@ -54,5 +54,8 @@ int qn_topk_merge(struct qn_args *a) {
   a->status = qn_err(0);
   return a->status;
 }
+
+SEC("syscall")
+int qn_topk_merge(struct qn_args *a) { return merge_main(a); }
 
 #endif

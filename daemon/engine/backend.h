@@ -108,6 +108,17 @@ class Backend {
     return std::nullopt;
   }
 
+  // The token the seeded draw `draw_index` of a request seeded params.seed
+  // picks from sampling_distribution(scores, params, history), picked by the
+  // backend itself (bpf_ops/draw.h: the same rule as the Sampler's
+  // draw_token, so the same token). nullopt: the caller draws from the
+  // distribution, which is the default. Safe to call from any thread.
+  virtual std::optional<int32_t> sample_token(const PositionLogits& scores, const SamplingParams& params,
+                                              std::span<const int32_t> history, uint64_t draw_index) {
+    (void)scores, (void)params, (void)history, (void)draw_index;
+    return std::nullopt;
+  }
+
   // The log-normalizer of one position's scores, for the logprobs the API
   // reports (position_logprobs, daemon/sampling): lse = max + ln(sum_i
   // exp(l_i - max)) at temperature 1 over the candidates the scores carry

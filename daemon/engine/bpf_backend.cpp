@@ -68,6 +68,12 @@ class BpfBackend final : public BpfBackendApi {
     std::lock_guard lock(sample_mu_);
     return kernel_distribution(*progs_, scores, params, history);
   }
+  // The draw in the kernel too (qn_sample, QN_SAMPLE_DRAW), under the same lock.
+  std::optional<int32_t> sample_token(const PositionLogits& scores, const SamplingParams& params,
+                                      std::span<const int32_t> history, uint64_t draw_index) override {
+    std::lock_guard lock(sample_mu_);
+    return kernel_sample_token(*progs_, scores, params, history, draw_index);
+  }
   // The logprobs' normalizer in the kernel too (qn_sample, QN_SAMPLE_LSE), under the same lock.
   std::optional<int64_t> log_normalizer_q16(const PositionLogits& scores) override {
     std::lock_guard lock(sample_mu_);

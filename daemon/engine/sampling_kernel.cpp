@@ -126,10 +126,15 @@ std::optional<uint32_t> load_candidates(BpfPrograms& progs, const PositionLogits
 
 }  // namespace
 
-std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const PositionLogits& scores,
-                                                     const SamplingParams& params, std::span<const int32_t> history) {
+namespace {
+
+// Runs qn_sample over the scores' candidates with the params (and the draw
+// when `draw` is set: flags QN_SAMPLE_DRAW, seed, index); false when the
+// kernel declines the scores (see load_candidates).
+bool run_sample(BpfPrograms& progs, const PositionLogits& scores, const SamplingParams& params,
+                std::span<const int32_t> history, std::optional<uint64_t> draw) {
   const std::optional<uint32_t> loaded = load_candidates(progs, scores, false);
-  if (!loaded) return std::nullopt;
+  if (!loaded) return false;
   const uint32_t n = *loaded, vocab = progs.layout().shape.vocab;
   uint8_t* buf = progs.sample_buf();
   qn_sample_hdr h = sample_params_fixed(params, n);
@@ -139,26 +144,36 @@ std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const P
     for (int32_t id : history)
       if (id >= 0 && static_cast<uint32_t>(id) < vocab) seen[uint32_t(id) >> 5] |= 1u << (id & 31);
   }
+  if (draw) {
+    h.flags |= QN_SAMPLE_DRAW;
+    h.seed = params.seed;
+    h.draw_index = *draw;
+  }
   *progs.sample_hdr() = h;
   progs.sample();
+  return true;
+}
+
+}  // namespace
+
+std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const PositionLogits& scores,
+                                                     const SamplingParams& params, std::span<const int32_t> history) {
+  if (!run_sample(progs, scores, params, history, std::nullopt)) return std::nullopt;
   const uint32_t kept = progs.sample_hdr()->kept;
-  const auto* out = reinterpret_cast<const qn_sample_entry*>(buf + qn_sample_out_off(vocab));
+  const auto* out = reinterpret_cast<const qn_sample_entry*>(progs.sample_buf() +
+                                                             qn_sample_out_off(progs.layout().shape.vocab));
+  // In the kernel's (candidate) order: the order the seeded draw walks.
   TokenDistribution d;
   d.tokens.reserve(kept);
-  auto put = [&](const qn_sample_entry& x) { d.tokens.emplace_back(x.id, std::ldexp(double(x.w), -QN_SAMPLE_PFRAC)); };
-  // Best first when a cut was applied, as the float path orders them: the
-  // kernel keeps candidate order, which already breaks ties by it.
-  const bool cut = (h.top_k > 0 && h.top_k < n) || params.min_p > 0.0f || params.top_p < 1.0f;
-  if (cut && !(h.flags & QN_SAMPLE_GREEDY)) {
-    std::vector<qn_sample_entry> e(out, out + kept);
-    std::stable_sort(e.begin(), e.end(), [](const qn_sample_entry& a, const qn_sample_entry& b) {
-      return a.logit > b.logit;
-    });
-    for (const auto& x : e) put(x);
-  } else {
-    for (uint32_t i = 0; i < kept; i++) put(out[i]);
-  }
+  for (uint32_t i = 0; i < kept; i++) d.tokens.emplace_back(out[i].id, std::ldexp(double(out[i].w), -QN_SAMPLE_PFRAC));
   return d;
+}
+
+std::optional<int32_t> kernel_sample_token(BpfPrograms& progs, const PositionLogits& scores,
+                                           const SamplingParams& params, std::span<const int32_t> history,
+                                           uint64_t draw_index) {
+  if (!run_sample(progs, scores, params, history, draw_index)) return std::nullopt;
+  return progs.sample_hdr()->drawn_id;
 }
 
 std::optional<int64_t> kernel_log_normalizer(BpfPrograms& progs, const PositionLogits& scores) {

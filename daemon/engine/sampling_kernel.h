@@ -29,9 +29,19 @@ qn_sample_hdr sample_params_fixed(const SamplingParams& params, uint32_t n);
 // outside the vocabulary; also (silently) for no candidates at all. Throws
 // qwen3::Error(invalid_argument) for Q16 logits that do not match the
 // floats' count, and qwen3::Error when the program rejects its input. The
-// caller serialises calls (one sample_buf).
+// caller serialises calls (one sample_buf). The tokens come in the kernel's
+// (candidate) order, the order the seeded draw walks.
 std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const PositionLogits& scores,
                                                      const SamplingParams& params, std::span<const int32_t> history);
+
+// The token draw `draw_index` of a request seeded params.seed picks from that
+// distribution, picked in the kernel (qn_sample with QN_SAMPLE_DRAW,
+// bpf_ops/draw.h): the same token as draw_token(kernel_distribution(...))
+// in user space, without copying the kept set out. nullopt and throws as
+// kernel_distribution.
+std::optional<int32_t> kernel_sample_token(BpfPrograms& progs, const PositionLogits& scores,
+                                           const SamplingParams& params, std::span<const int32_t> history,
+                                           uint64_t draw_index);
 
 // The log-normalizer of the logprobs the API reports (Backend::
 // log_normalizer_q16), by qn_sample with QN_SAMPLE_LSE: lse = max + ln(sum

@@ -26,12 +26,11 @@ struct SamplingParams {
 };
 
 // What one position's sampling may pick: the kept candidates with their
-// probabilities (summing to 1 up to rounding). Best first when a cut was
-// applied; when nothing is cut (every token of the full logits kept), in
-// candidate order, since a draw needs no order and sorting ~150k ids per token
-// would cost more than the draw. Greedy: one token with probability 1.
-// Computed in fixed point (BPF backend), tokens whose probability rounds to 0
-// are left out.
+// probabilities (summing to 1 up to rounding), in candidate order (ids
+// ascending for full logits, the top-k list's order otherwise): the order the
+// seeded draw walks (bpf_ops/draw.h), and the kernel's, which keeps them
+// without sorting. Greedy: one token with probability 1. Computed in fixed
+// point (BPF backend), tokens whose probability rounds to 0 are left out.
 struct TokenDistribution {
   std::vector<std::pair<int32_t, double>> tokens;
   // The probability of `id` (0 when it was cut).

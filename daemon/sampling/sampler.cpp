@@ -4,9 +4,11 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "common/error.h"
+#include "draw.h"
 
 namespace qwen3 {
 
@@ -54,10 +56,39 @@ class SortedPrefix {
   size_t sorted_ = 0;
 };
 
+// Puts kept tokens back in candidate order (ids for full logits, the list's
+// order otherwise), the order the draw walks and the kernel keeps them in.
+void in_candidate_order(std::vector<std::pair<int32_t, double>>& kept, const PositionLogits& scores) {
+  if (!scores.full.empty()) {
+    std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    return;
+  }
+  std::unordered_map<int32_t, size_t> rank;
+  for (size_t i = 0; i < scores.top_k.size(); ++i) rank.emplace(scores.top_k[i].first, i);
+  std::sort(kept.begin(), kept.end(), [&](const auto& a, const auto& b) { return rank[a.first] < rank[b.first]; });
+}
+
 }  // namespace
 
-Sampler::Sampler(const SamplingParams& params, Backend* backend)
-    : params_(params), backend_(backend), rng_(params.seed) {
+int32_t draw_token(const TokenDistribution& dist, uint64_t seed, uint64_t index) {
+  if (dist.tokens.empty()) throw Error("sampler: an empty distribution to draw from");
+  if (dist.tokens.size() == 1) return dist.tokens.front().first;
+  // Q40, as qn_sample's probabilities are (exactly so for the kernel's own).
+  std::vector<uint64_t> w(dist.tokens.size());
+  uint64_t total = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const double p = std::clamp(dist.tokens[i].second, 0.0, 1.0);  // NaN-free: the Sampler's never are
+    total += w[i] = static_cast<uint64_t>(std::llround(std::ldexp(p, QN_SAMPLE_PFRAC)));
+  }
+  if (total == 0) return dist.tokens.front().first;  // every probability below 2^-41: nothing to weigh
+  const uint64_t r = qn_draw_point(qn_draw_bits(seed, index), total);
+  uint64_t acc = 0;
+  for (size_t i = 0; i < w.size(); ++i)
+    if (r < (acc += w[i])) return dist.tokens[i].first;
+  return dist.tokens.back().first;  // unreachable: r < total
+}
+
+Sampler::Sampler(const SamplingParams& params, Backend* backend) : params_(params), backend_(backend) {
   auto bad = [](const std::string& what) { return invalid_argument("sampling: " + what); };
   if (!std::isfinite(params.temperature) || params.temperature < 0.0f)
     throw bad("temperature must be >= 0 (got " + std::to_string(params.temperature) + ")");
@@ -87,7 +118,17 @@ ForwardWants Sampler::wants() const {
 }
 
 int32_t Sampler::sample(const PositionLogits& scores, std::span<const int32_t> history) {
-  return draw(distribution(scores, history));
+  const int32_t id = peek_sample(scores, history, 0);
+  ++next_draw_;
+  return id;
+}
+
+int32_t Sampler::peek_sample(const PositionLogits& scores, std::span<const int32_t> history, uint64_t ahead) const {
+  const uint64_t index = next_draw_ + ahead;
+  const bool penalty = params_.repetition_penalty != 1.0f;
+  if (!(greedy() && !penalty && scores.argmax >= 0) && backend_)
+    if (auto id = backend_->sample_token(scores, params_, history, index)) return *id;
+  return draw_token(distribution(scores, history), params_.seed, index);
 }
 
 TokenDistribution Sampler::distribution(const PositionLogits& scores, std::span<const int32_t> history) const {
@@ -116,7 +157,8 @@ TokenDistribution Sampler::distribution(const PositionLogits& scores, std::span<
     return dist;
   }
 
-  if (params_.top_k > 0 && cand.size() > static_cast<size_t>(params_.top_k)) {
+  const bool k_cut = params_.top_k > 0 && cand.size() > static_cast<size_t>(params_.top_k);
+  if (k_cut) {
     std::partial_sort(cand.begin(), cand.begin() + params_.top_k, cand.end(), better);
     cand.resize(params_.top_k);
   }
@@ -131,9 +173,10 @@ TokenDistribution Sampler::distribution(const PositionLogits& scores, std::span<
   for (const auto& c : cand) total += weight(c.second);
 
   if (params_.min_p <= 0.0f && params_.top_p >= 1.0f) {
-    // Nothing is cut: every candidate in its own order (see TokenDistribution).
+    // No cut but top-k: every candidate in its own order (see TokenDistribution).
     dist.tokens.reserve(cand.size());
     for (const auto& c : cand) dist.tokens.emplace_back(c.first, weight(c.second) / total);
+    if (k_cut) in_candidate_order(dist.tokens, scores);
     return dist;
   }
   SortedPrefix sorted(cand);
@@ -157,35 +200,11 @@ TokenDistribution Sampler::distribution(const PositionLogits& scores, std::span<
   for (size_t i = 0; i < keep; ++i) kept += prob(i);
   dist.tokens.reserve(keep);
   for (size_t i = 0; i < keep; ++i) dist.tokens.emplace_back(sorted[i].first, prob(i) / kept);
+  in_candidate_order(dist.tokens, scores);
   return dist;
 }
 
-int32_t Sampler::draw(const TokenDistribution& dist) {
-  if (dist.tokens.empty()) throw Error("sampler: an empty distribution to draw from");
-  if (dist.tokens.size() == 1) return dist.tokens.front().first;
-  double r = uniform();
-  for (const auto& [id, p] : dist.tokens) {
-    if (r < p) return id;
-    r -= p;
-  }
-  return dist.tokens.back().first;  // rounding left r just above the sum
-}
-
-int32_t Sampler::draw_excluding(const TokenDistribution& dist, int32_t excluded) {
-  const double p = dist.prob_of(excluded);
-  double r = uniform() * (1.0 - p);
-  int32_t last = -1;
-  for (const auto& [id, q] : dist.tokens) {
-    if (id == excluded) continue;
-    if (r < q) return id;
-    r -= q;
-    last = id;
-  }
-  if (last < 0) throw Error("sampler: nothing to draw once the rejected draft token is excluded");
-  return last;  // rounding left r just above the sum
-}
-
-double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+int32_t Sampler::draw(const TokenDistribution& dist) { return draw_token(dist, params_.seed, next_draw_++); }
 
 std::vector<std::pair<int32_t, float>> Sampler::top_logprobs(const PositionLogits& scores, int n, Backend* backend) {
   std::vector<std::pair<int32_t, float>> out;

@@ -2,13 +2,15 @@
 // seeded sampling with temperature, top-k, top-p, min-p and a repetition
 // penalty. The scores themselves (logits, top-k) come from the backend; for
 // the BPF backend they were computed in the kernel, and so are the sampling
-// probabilities (Backend::sampling_distribution); the float computation here
-// serves the other backends. The uniform draw is always here, seeded.
+// probabilities (Backend::sampling_distribution) and the draw
+// (Backend::sample_token); the float computation here serves the other
+// backends. The draw is one rule on every path (draw_token, bpf_ops/draw.h):
+// a counter-based generator of (seed, draw index), so a seed gives the same
+// token wherever the probabilities are the same.
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <random>
 #include <span>
 #include <vector>
 
@@ -43,6 +45,14 @@ struct PositionLogprobs {
 PositionLogprobs position_logprobs(const PositionLogits& scores, int n, Backend* backend = nullptr,
                                    int32_t chosen = -1);
 
+// The token draw `index` of a request seeded `seed` picks from `dist`
+// (bpf_ops/draw.h: Philox4x32-10 of (seed, index), then the first token whose
+// cumulative probability, in Q40 and in the distribution's order, exceeds the
+// uniform point). The kernel's qn_sample picks the same token from the same
+// Q40 probabilities; a float distribution is rounded to Q40 first. Throws
+// Error for an empty distribution.
+int32_t draw_token(const TokenDistribution& dist, uint64_t seed, uint64_t index);
+
 class Sampler {
  public:
   // Throws qwen3::Error(invalid_argument) naming the parameter out of range.
@@ -54,22 +64,22 @@ class Sampler {
   // What to ask the backend for so that sample() has what it needs: the
   // argmax, the top-k list (params' top_k, no penalty) or the full logits.
   ForwardWants wants() const;
-  // Chooses the next token from one position's scores and the ids seen so far.
-  // Never fails on the scores' values: NaN logits count as -inf, an +inf logit
-  // wins outright, and the result is always one of the candidates.
+  // Chooses the next token from one position's scores and the ids seen so far,
+  // with the next draw index (one per token chosen; the BPF backend draws in
+  // the kernel). Never fails on the scores' values: NaN logits count as -inf,
+  // an +inf logit wins outright, and the result is always one of the candidates.
   int32_t sample(const PositionLogits& scores, std::span<const int32_t> history);
   // The same choice in two steps, for callers that need the probabilities
-  // (speculative decoding's accept/reject rule): sample() == draw(distribution()).
-  // distribution() reads no random state.
+  // (speculative decoding): sample() == draw(distribution()).
+  // distribution() reads no draw state.
   TokenDistribution distribution(const PositionLogits& scores, std::span<const int32_t> history) const;
   int32_t draw(const TokenDistribution& dist);
-  // A draw from `dist` without `excluded` (whose probability is p): the uniform
-  // draw is scaled to [0, 1 - p) and the walk skips it, so the probabilities
-  // themselves are used as computed (in BPF for the BPF backend). `dist` must
-  // hold another token.
-  int32_t draw_excluding(const TokenDistribution& dist, int32_t excluded);
-  // A uniform draw in [0, 1) from the same seeded generator.
-  double uniform();
+  // What sample() would pick `ahead` tokens from now, without taking the
+  // draw index: speculative decoding checks the draft's positions with the
+  // draws plain decoding would make there, then skip()s the tokens it keeps.
+  int32_t peek_sample(const PositionLogits& scores, std::span<const int32_t> history, uint64_t ahead) const;
+  void skip(uint64_t tokens) { next_draw_ += tokens; }
+  uint64_t draws() const { return next_draw_; }  // tokens chosen so far: the next draw's index
   bool greedy() const { return params_.temperature < kMinSamplingTemperature; }
 
   // The n best (id, logprob) of position_logprobs (which see).
@@ -79,7 +89,7 @@ class Sampler {
  private:
   SamplingParams params_;
   Backend* backend_ = nullptr;
-  std::mt19937_64 rng_;
+  uint64_t next_draw_ = 0;
 };
 
 }  // namespace qwen3

@@ -87,36 +87,17 @@ SpeculativeDecoder::Verdict SpeculativeDecoder::verify(Sampler& sampler, const F
       cap_ = std::max(opt_.min_draft, std::min(cap_, static_cast<int>(u) - 1));
       break;
     }
-    TokenDistribution dist = sampler.distribution(scores.positions[i], seen);
-    if (i == K) {  // every draft accepted: the last position gives one more token
-      v.tokens.push_back(sampler.draw(dist));
-      break;
-    }
-    const int32_t d = draft[i];
-    const double p = dist.prob_of(d);
-    // A point mass (greedy) needs no draw: accept exactly when it is d. Otherwise
-    // accept d with probability p(d); P(d) = p(d) and, for x != d,
-    // P(x) = (1 - p(d)) * p(x) / (1 - p(d)) = p(x): plain sampling's distribution.
-    const bool accept = p >= 1.0 || (p > 0.0 && sampler.uniform() < p);
-    if (accept) {
-      v.tokens.push_back(d);
-      seen.push_back(d);
-      ++v.accepted;
-      continue;
-    }
-    if (p > 0.0) {  // d rejected: draw from p with d removed (renormalised by the draw)
-      if (dist.tokens.size() == 1) {  // rounding put p(d) just below 1; d is all there is
-        v.tokens.push_back(d);
-        seen.push_back(d);
-        ++v.accepted;
-        continue;
-      }
-      v.tokens.push_back(sampler.draw_excluding(dist, d));
-      break;
-    }
-    v.tokens.push_back(sampler.draw(dist));
-    break;
+    // The token plain decoding draws at this position (the same draw index):
+    // d is accepted exactly when that draw picks it, so P(d) = p(d), any
+    // other x comes with p(x), and the tokens are plain sampling's own for
+    // the seed; greedy (a point mass) accepts exactly when d is the argmax.
+    const int32_t t = sampler.peek_sample(scores.positions[i], seen, i);
+    v.tokens.push_back(t);
+    if (i == K || t != draft[i]) break;  // the model's token, or the end of the drafts
+    seen.push_back(t);
+    ++v.accepted;
   }
+  sampler.skip(v.tokens.size());
   adapt(static_cast<int>(K), v.accepted);
   return v;
 }

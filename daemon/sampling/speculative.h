@@ -2,8 +2,10 @@
 // sequence's own history (the tokens that followed the latest earlier
 // occurrence of its last n tokens) and verified in one forward pass over
 // [last token, d1..dK] with every position's scores. Greedy output is
-// identical to plain greedy decoding; sampled output keeps plain sampling's
-// distribution (accept d with probability p(d), else draw from p without d).
+// identical to plain greedy decoding, and so is seeded sampled output: each
+// position takes the draw plain decoding would make there (the same draw
+// index, Sampler::peek_sample), and a draft is accepted exactly when that draw
+// is the draft (probability p(d); otherwise the draw is p without d, renormalised).
 //
 // The caller owns the forward calls and the KV cache:
 //   tokens = spec.step(forward, kv, sampler, wants, history, room);

@@ -5,7 +5,8 @@
 //     (full logits), a nucleus over the whole vocabulary, greedy + penalty;
 //   - a sampling top-k beyond the kernel's list (64) cut by qn_sample over the
 //     whole vocabulary's Q16 logits, not from the list selected in user space;
-//   - one bpf() call per distribution, none for plain greedy;
+//   - one bpf() call per distribution, none for plain greedy; Sampler::sample
+//     draws in the kernel with one call, the token user space would draw;
 //   - request threads computing distributions while the engine thread runs
 //     forward passes on the same backend get the single-threaded results.
 //   - the logprobs the API reports (position_logprobs) come from the kernel's
@@ -87,7 +88,7 @@ TEST(SampleBackend, KernelDistributionEqualsModelAndIsCloseToFloat) {
     const TokenDistribution k = kernel.distribution(s, kPrompt);
     EXPECT_EQ(calls() - c0, 1u) << "T " << p.temperature;
     const TokenDistribution m = model_distribution(s, p, kPrompt);
-    // the model keeps candidate order; the backend sorts a cut set best first
+    // both in candidate order; compared as maps of id to probability
     std::map<int32_t, double> km(k.tokens.begin(), k.tokens.end()), mm(m.tokens.begin(), m.tokens.end());
     EXPECT_EQ(km, mm) << "T " << p.temperature;
     const TokenDistribution f = flt.distribution(s, kPrompt);
@@ -141,6 +142,25 @@ TEST(SampleBackend, TopKBeyondTheKernelListIsCutByQnSample) {
     EXPECT_EQ(kernel.distribution(other, kPrompt).tokens, k.tokens);
     EXPECT_EQ(calls() - c0, 1u);
   }
+}
+
+// Sampler::sample draws in the kernel: one bpf() call (qn_sample with
+// QN_SAMPLE_DRAW) per token, the token draw_token picks in user space from
+// the kernel's distribution with the same seed and draw index.
+TEST(SampleBackend, SampleDrawsInTheKernelWithOneCall) {
+  const SamplingParams p{.temperature = 0.8f, .top_p = 0.9f, .repetition_penalty = 1.2f, .seed = 99};
+  Sampler kernel(p, &backend());
+  const PositionLogits s = scores_for(kernel);
+  const TokenDistribution d = kernel.distribution(s, kPrompt);
+  std::map<int32_t, int> seen;
+  for (uint64_t i = 0; i < 50; i++) {
+    const uint64_t c0 = calls();
+    const int32_t t = kernel.sample(s, kPrompt);
+    EXPECT_EQ(calls() - c0, 1u);
+    ASSERT_EQ(t, draw_token(d, p.seed, i)) << "draw " << i;
+    seen[t]++;
+  }
+  EXPECT_GT(seen.size(), 1u) << "the draws never left one token";
 }
 
 TEST(SampleBackend, PlainGreedyNeedsNoCall) {

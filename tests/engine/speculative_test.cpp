@@ -2,6 +2,9 @@
 // drafts verified in one all-positions pass gives exactly the tokens of plain
 // greedy decoding, on a prompt whose drafts are both accepted and rejected,
 // and leaves the cache holding exactly the tokens before the pending one.
+// Seeded sampling gives one text on every path that shares the probabilities:
+// the draw in the kernel (qn_sample), in user space from the kernel's
+// distribution, and speculative decoding.
 #include <gtest/gtest.h>
 
 #include <tuple>
@@ -22,9 +25,31 @@ struct Decoded {
   int final_positions = 0;
 };
 
-// Prefill, then `n` greedy tokens: plainly, or by SpeculativeDecoder::step.
-Decoded decode(Backend& b, const std::vector<int32_t>& prompt, int n, bool speculative) {
-  Sampler sampler({});
+// The BPF backend with the draw left to the Sampler (in user space, from the
+// kernel's distribution): everything but sample_token passes through.
+class UserDraw : public Backend {
+ public:
+  explicit UserDraw(Backend& b) : b_(b) {}
+  const ModelConfig& config() const override { return b_.config(); }
+  BackendInfo info() const override { return b_.info(); }
+  std::unique_ptr<KvCache> create_kv(int n) override { return b_.create_kv(n); }
+  ForwardResult forward(KvCache& kv, std::span<const int32_t> t, const ForwardWants& w) override {
+    return b_.forward(kv, t, w);
+  }
+  std::optional<TokenDistribution> sampling_distribution(const PositionLogits& s, const SamplingParams& p,
+                                                         std::span<const int32_t> h) override {
+    return b_.sampling_distribution(s, p, h);
+  }
+
+ private:
+  Backend& b_;
+};
+
+// Prefill, then `n` tokens: plainly, or by SpeculativeDecoder::step; the
+// sampler asks `sampling` (b itself, or b with the draw in user space).
+Decoded decode(Backend& b, const std::vector<int32_t>& prompt, int n, bool speculative, const SamplingParams& sp = {},
+               Backend* sampling = nullptr) {
+  Sampler sampler(sp, sampling);
   const ForwardWants wants = sampler.wants();
   SpeculativeDecoder spec;
   auto kv = b.create_kv(static_cast<int>(prompt.size()) + n + 1);
@@ -79,6 +104,22 @@ TEST_P(SpeculativeEngineTest, GreedyEqualsPlainTokenForToken) {
   EXPECT_GT(fast.stats.accepted, 0u) << "no draft was accepted";
   EXPECT_LT(fast.stats.accepted, fast.stats.drafted) << "no draft was rejected";
   EXPECT_LT(fast.stats.steps, static_cast<uint64_t>(n));
+}
+
+TEST_P(SpeculativeEngineTest, SeededSamplingIsOneTextOnEveryPath) {
+  const auto& [model, prec] = GetParam();
+  Backend& b = bpf_backend(model, WeightPath::map, prec, 8, 512);
+  UserDraw user(b);
+  const std::vector<int32_t> prompt = repetitive_prompt(b.config().vocab_size);
+  const int n = 40;
+  const SamplingParams sp{.temperature = 0.7f, .top_k = 20, .top_p = 0.95f, .seed = 1234};
+  const Decoded kernel = decode(b, prompt, n, false, sp, &b);
+  const Decoded in_user_space = decode(b, prompt, n, false, sp, &user);
+  const Decoded fast = decode(b, prompt, n, true, sp, &b);
+  EXPECT_EQ(in_user_space.tokens, kernel.tokens);
+  EXPECT_EQ(fast.tokens, kernel.tokens);
+  EXPECT_GT(fast.stats.drafted, 0u) << "no draft was verified";
+  EXPECT_NE(kernel.tokens, decode(b, prompt, n, false).tokens) << "the draws never left the argmax";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SpeculativeEngineTest,

@@ -128,20 +128,31 @@ TEST(Sampler, DistributionIsTheKeptSetRenormalised) {
   EXPECT_EQ(g.tokens[0].second, 1.0);
 }
 
-TEST(Sampler, DrawExcludingFollowsTheRestRenormalised) {
-  // {0: 0.5, 1: 0.3, 2: 0.2} without 0: 1 with 0.6, 2 with 0.4; 0 never.
-  Sampler s({.temperature = 1.0f, .seed = 11});
+TEST(Sampler, DrawsFollowTheProbabilitiesAndAreOneRuleForEveryPath) {
+  // {0: 0.5, 1: 0.3, 2: 0.2}: frequencies over draw indices.
   TokenDistribution d;
   d.tokens = {{0, 0.5}, {1, 0.3}, {2, 0.2}};
   std::map<int32_t, int> counts;
   const int n = 20000;
-  for (int i = 0; i < n; ++i) counts[s.draw_excluding(d, 0)]++;
-  EXPECT_EQ(counts.count(0), 0u);
-  EXPECT_NEAR(double(counts[1]) / n, 0.6, 0.02);
-  EXPECT_NEAR(double(counts[2]) / n, 0.4, 0.02);
-  TokenDistribution only;
-  only.tokens = {{5, 1.0}};
-  EXPECT_THROW(s.draw_excluding(only, 5), Error);
+  Sampler s({.temperature = 1.0f, .seed = 11});
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(s.draws(), uint64_t(i));
+    const int32_t t = s.draw(d);
+    ASSERT_EQ(t, draw_token(d, 11, uint64_t(i)));  // the Sampler's draw i is draw_token's
+    counts[t]++;
+  }
+  EXPECT_NEAR(double(counts[0]) / n, 0.5, 0.02);
+  EXPECT_NEAR(double(counts[1]) / n, 0.3, 0.02);
+  EXPECT_NEAR(double(counts[2]) / n, 0.2, 0.02);
+  // Another seed, another sequence; a probability that rounds to 0 in Q40 is never drawn.
+  int same = 0;
+  for (int i = 0; i < 200; ++i) same += draw_token(d, 11, i) == draw_token(d, 12, i);
+  EXPECT_LT(same, 120);  // independent: ~38% agree
+  TokenDistribution tiny;
+  tiny.tokens = {{4, 1e-13}, {5, 1.0 - 1e-13}};
+  for (int i = 0; i < 2000; ++i) ASSERT_EQ(draw_token(tiny, 3, i), 5);
+  TokenDistribution none;
+  EXPECT_THROW(draw_token(none, 1, 0), Error);
 }
 
 TEST(Sampler, MinPDropsUnlikelyTokens) {
@@ -161,8 +172,9 @@ TEST(Sampler, TopLogprobsAreNormalisedAndSorted) {
 }
 
 // The sampling rule written the plain way (whole vocabulary stably sorted,
-// probabilities summed in that order), as the sampler's specification.
-int32_t plain_sample(const std::vector<float>& logits, const SamplingParams& p, std::mt19937_64& rng) {
+// probabilities summed in that order), as the sampler's specification; the
+// kept tokens in id order (candidate order) for the seeded draw `index`.
+int32_t plain_sample(const std::vector<float>& logits, const SamplingParams& p, uint64_t index) {
   std::vector<int32_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), 0);
   std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
@@ -187,12 +199,11 @@ int32_t plain_sample(const std::vector<float>& logits, const SamplingParams& p, 
   }
   double kept = 0;
   for (size_t i = 0; i < keep; ++i) kept += pr[i];
-  double r = std::uniform_real_distribution<double>(0.0, kept)(rng);
-  for (size_t i = 0; i < keep; ++i) {
-    if (r < pr[i]) return ids[i];
-    r -= pr[i];
-  }
-  return ids[keep - 1];
+  std::map<int32_t, double> by_id;
+  for (size_t i = 0; i < keep; ++i) by_id[ids[i]] = pr[i] / kept;
+  TokenDistribution d;
+  d.tokens.assign(by_id.begin(), by_id.end());
+  return draw_token(d, p.seed, index);
 }
 
 TEST(Sampler, FullVocabularyChoicesMatchThePlainRuleIncludingTies) {
@@ -211,9 +222,8 @@ TEST(Sampler, FullVocabularyChoicesMatchThePlainRuleIncludingTies) {
   };
   for (const auto& params : cases) {
     Sampler s(params);
-    std::mt19937_64 rng(params.seed);
     auto scores = full_scores(logits);
-    for (int i = 0; i < 30; ++i) ASSERT_EQ(s.sample(scores, {}), plain_sample(logits, params, rng)) << "draw " << i;
+    for (int i = 0; i < 30; ++i) ASSERT_EQ(s.sample(scores, {}), plain_sample(logits, params, i)) << "draw " << i;
   }
   // Greedy with a penalty: the best after penalising, lowest id among ties.
   std::vector<float> tied = {1.0f, 2.0f, 2.0f, 4.0f};

@@ -1,6 +1,6 @@
 // Prompt-lookup speculative decoding against a fake backend whose
-// distributions are known: greedy output identical to plain decoding, sampled
-// output with plain sampling's distribution, the KV cache holding exactly the
+// distributions are known: greedy and seeded sampled output identical to plain
+// decoding, sampled output with plain sampling's distribution, the KV cache holding exactly the
 // accepted tokens, and stops inside an accepted draft.
 #include "sampling/speculative.h"
 
@@ -195,6 +195,69 @@ TEST(Speculative, GreedyIsIdenticalToPlainAndDraftsAreBothAcceptedAndRejected) {
   }
   EXPECT_GT(accepted, 0u);
   EXPECT_LT(accepted, drafted);
+}
+
+// Each position takes the draw plain decoding makes there (the same seed and
+// draw index), so seeded sampling gives plain sampling's tokens, not only its
+// distribution, also with a penalty and with split passes.
+TEST(Speculative, SampledIsIdenticalToPlainForTheSameSeed) {
+  uint64_t drafted = 0, accepted = 0;
+  const std::vector<SamplingParams> configs = {
+      {.temperature = 0.7f, .top_k = 5},
+      {.temperature = 1.0f},
+      {.temperature = 0.8f, .top_p = 0.8f, .repetition_penalty = 1.3f},
+  };
+  for (int seed = 0; seed < 12; ++seed) {
+    FakeBackend b(50, 7 + seed % 5, 4.0f);
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 12; ++i) prompt.push_back((seed * 31 + i * 7) % 50);
+    for (size_t ci = 0; ci < configs.size(); ++ci) {
+      SamplingParams sp = configs[ci];
+      sp.seed = 1000 + seed;
+      b.chunk = seed % 3 == 2 ? 2 : 0;
+      const Generation plain = generate(b, prompt, 100, sp, nullptr);
+      SpeculativeDecoder spec;
+      const Generation fast = generate(b, prompt, 100, sp, &spec);
+      ASSERT_EQ(fast.tokens, plain.tokens) << "seed " << seed << " config " << ci;
+      EXPECT_EQ(fast.kv, plain.kv);
+      drafted += spec.stats().drafted;
+      accepted += spec.stats().accepted;
+    }
+  }
+  EXPECT_GT(accepted, 0u);
+  EXPECT_LT(accepted, drafted);
+}
+
+// A draft d is accepted with probability p(d); when it is not, the token
+// follows p without d, renormalised.
+TEST(Speculative, ARejectedDraftDrawsFromTheRestRenormalised) {
+  ForwardResult r;  // {0: 0.5, 1: 0.3, 2: 0.2} at the draft's position
+  for (int i = 0; i < 2; ++i) {
+    PositionLogits p;
+    p.full = {std::log(0.5f), std::log(0.3f), std::log(0.2f)};
+    r.positions.push_back(p);
+  }
+  const std::vector<int32_t> draft{0};
+  std::map<int32_t, int> rejected;
+  int accepts = 0;
+  const int n = 20000;
+  SpeculativeDecoder spec;
+  for (int seed = 0; seed < n; ++seed) {
+    Sampler sampler({.temperature = 1.0f, .seed = uint64_t(seed)});
+    const auto v = spec.verify(sampler, r, draft, {});
+    EXPECT_EQ(sampler.draws(), v.tokens.size()) << "one draw index per token kept";
+    if (v.accepted == 1) {
+      ++accepts;
+      continue;
+    }
+    ASSERT_EQ(v.tokens.size(), 1u);
+    rejected[v.tokens[0]]++;
+  }
+  EXPECT_NEAR(double(accepts) / n, 0.5, 0.02);
+  const int rej = n - accepts;
+  EXPECT_EQ(rejected.count(0), 0u);
+  EXPECT_NEAR(double(rejected[1]) / rej, 0.6, 0.02);
+  EXPECT_NEAR(double(rejected[2]) / rej, 0.4, 0.02);
 }
 
 TEST(Speculative, GreedyStepsOnRepetitiveTextAreFewerThanTokens) {
