@@ -116,7 +116,8 @@ struct {
 #define QN_WQ
 #endif
 
-/* A session's KV cache: one entry per position (layout in docs/kv-cache.md).
+/* A session's KV cache: one entry per block of 32 positions of one kv head and layer
+ * (layout.h; docs/kv-cache.md).
  * The template's value size is set at load; inner maps differ in max_entries. */
 struct kv_inner_map {
   __uint(type, BPF_MAP_TYPE_ARRAY);
