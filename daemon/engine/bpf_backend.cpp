@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "common/error.h"
+#include "engine/attention_args.h"
 #include "engine/bpf_kv_cache.h"
 #include "engine/bpf_programs.h"
 #include "engine/model_plan.h"
@@ -310,20 +311,12 @@ void BpfBackend::attention_op(uint32_t layer, const Pass& pass, std::span<const 
   const uint32_t heads = cfg_.num_key_value_heads;
   pool_->run([&](int t) {
     const int T = pool_->size();
-    qn_args a{};
-    a.thread = static_cast<uint32_t>(t);
-    a.layer = layer;
-    a.norm_off = plan_.norms[layer].q;
-    a.norm2_off = plan_.norms[layer].k;
-    a.head_begin = uint32_t(uint64_t(heads) * t / T);
-    a.head_end = uint32_t(uint64_t(heads) * (t + 1) / T);
-    if (a.head_begin >= a.head_end) return;
+    const uint32_t head_begin = uint32_t(uint64_t(heads) * t / T);
+    const uint32_t head_end = uint32_t(uint64_t(heads) * (t + 1) / T);
+    if (head_begin >= head_end) return;
     for (const PassSlice& s : pass.slices) {
-      a.npos = s.npos;
-      a.pos0 = seqs[s.item].start + s.token_off;
-      a.pass_off = s.pass_off;
-      a.kv_slot = seqs[s.item].kv->slot();
-      a.kv_positions = static_cast<uint32_t>(seqs[s.item].kv->max_context());
+      const AttentionSlice slice{layer, seqs[s.item].start + s.token_off, s.npos, s.pass_off};
+      qn_args a = attention_args(plan_, *seqs[s.item].kv, slice, head_begin, head_end, static_cast<uint32_t>(t));
       progs_->attention(a);
     }
   });

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/attention_args.h"
 #include "engine/bpf_kv_cache.h"
 #include "engine/bpf_programs.h"
 #include "engine/model_plan.h"
@@ -115,14 +116,8 @@ int main(int argc, char** argv) {
     l.kv = std::make_unique<BpfKvCache>(l.slots, static_cast<int>(max_ctx));
     for (uint32_t p0 = 0; fill && p0 < max_ctx; p0 += QN_PMAX) {
       random_qkv();
-      qn_args a{};
-      a.npos = std::min<uint32_t>(QN_PMAX, max_ctx - p0);
-      a.pos0 = p0;
-      a.kv_slot = l.kv->slot();
-      a.kv_positions = uint32_t(l.kv->max_context());
-      a.norm_off = l.plan.norms[0].q;
-      a.norm2_off = l.plan.norms[0].k;
-      a.head_end = c.num_key_value_heads;
+      qn_args a = attention_args(l.plan, *l.kv, {.layer = 0, .pos0 = p0, .npos = std::min<uint32_t>(QN_PMAX, max_ctx - p0)},
+                                 0, c.num_key_value_heads);
       l.progs->attention(a);
     }
     layouts.push_back(std::move(l));
@@ -136,16 +131,9 @@ int main(int argc, char** argv) {
     for (size_t ci = 0; ci < contexts.size(); ci++)
       for (size_t li = 0; li < layouts.size(); li++) {
         Layout& l = layouts[li];
-        qn_args a{};
-        a.npos = 1;
-        a.pos0 = contexts[ci] - 1;
-        a.layer = fill ? 0 : static_cast<uint32_t>(r % c.num_hidden_layers);
-        a.kv_slot = l.kv->slot();
-        a.kv_positions = uint32_t(l.kv->max_context());
-        a.norm_off = l.plan.norms[a.layer].q;
-        a.norm2_off = l.plan.norms[a.layer].k;
-        a.head_begin = 0;
-        a.head_end = c.num_key_value_heads;
+        const uint32_t layer = fill ? 0 : static_cast<uint32_t>(r % c.num_hidden_layers);
+        qn_args a = attention_args(l.plan, *l.kv, {.layer = layer, .pos0 = contexts[ci] - 1, .npos = 1}, 0,
+                                   c.num_key_value_heads);
         double w0 = now_ns(CLOCK_MONOTONIC), c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
         l.progs->attention(a);
         wall[li][ci].push_back(now_ns(CLOCK_MONOTONIC) - w0);

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "engine/attention_args.h"
 #include "engine/bpf_kv_cache.h"
 #include "engine/bpf_programs.h"
 #include "engine/model_plan.h"
@@ -374,18 +375,8 @@ TEST_P(OpsTest, AttentionMatchesModelAndFloat) {
     for (uint32_t p = 0; p < npos; p++)
       for (uint32_t i = 0; i < qp; i++)
         progs_->qkv()[p * qp + i] = static_cast<int32_t>(std::llround(nd(rng) * (i % 9 == 0 ? 12 : 2) * 65536.0));
-    qn_args a{};
-    a.npos = npos;
-    a.pos0 = pos;
-    a.layer = layer;
-    a.kv_slot = kv.slot();
-    a.kv_positions = uint32_t(kv.max_context());
-    a.norm_off = no.q;
-    a.norm2_off = no.k;
     for (uint32_t t = 0; t < 2; t++) {
-      a.thread = t;
-      a.head_begin = t;
-      a.head_end = t + 1;
+      qn_args a = attention_args(plan_, kv, {layer, pos, npos}, t, t + 1, t);
       progs_->attention(a);
     }
     for (uint32_t p = 0; p < npos; p++, pos++) {
@@ -643,15 +634,7 @@ TEST(AttentionGroups, SingleAndOddGroupsMatchModel) {
       for (uint32_t npos : {4u, 1u}) {
         for (uint32_t i = 0; i < npos * qp; i++)
           progs.qkv()[i] = static_cast<int32_t>(std::llround(nd(rng) * (i % 9 == 0 ? 12 : 2) * 65536.0));
-        qn_args a{};
-        a.npos = npos;
-        a.pos0 = pos;
-        a.layer = layer;
-        a.kv_slot = kv.slot();
-        a.kv_positions = uint32_t(kv.max_context());
-        a.norm_off = no.q;
-        a.norm2_off = no.k;
-        a.head_end = 2;
+        qn_args a = attention_args(plan, kv, {layer, pos, npos}, 0, 2);
         progs.attention(a);
         for (uint32_t p = 0; p < npos; p++, pos++) {
           const int32_t* row = progs.qkv() + p * qp;
@@ -682,14 +665,8 @@ TEST(AttentionGroups, SingleAndOddGroupsMatchModel) {
 TEST_P(OpsTest, AttentionRejectsPositionsPastTheCache) {
   auto slots = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->layout().shape);
   BpfKvCache kv(slots, 4);
-  qn_args a{};
-  a.npos = 2;
-  a.pos0 = 3;  // position 4 does not exist in a 4-position cache
-  a.kv_slot = kv.slot();
-  a.kv_positions = uint32_t(kv.max_context());
-  a.norm_off = plan_.norms[0].q;
-  a.norm2_off = plan_.norms[0].k;
-  a.head_end = 1;
+  // position 4 does not exist in a 4-position cache
+  qn_args a = attention_args(plan_, kv, {.layer = 0, .pos0 = 3, .npos = 2}, 0, 1);
   EXPECT_THROW(progs_->attention(a), Error);
 }
 
@@ -700,23 +677,11 @@ TEST_P(OpsTest, AttentionSliceAtPassOffsetEqualsItsOwnPass) {
   auto slots = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->layout().shape);
   BpfKvCache shared_a(slots, 16), shared_b(slots, 16), own_a(slots, 16), own_b(slots, 16);
   const uint32_t qp = plan_.layout.qkv_pad, dp = plan_.layout.qd_pad, layer = 1;
-  const NormOffsets& no = plan_.norms[layer];
   std::mt19937_64 rng(31);
   std::normal_distribution<double> nd;
   auto run = [&](const BpfKvCache& kv, uint32_t npos, uint32_t pos0, uint32_t pass_off) {
-    qn_args a{};
-    a.npos = npos;
-    a.pos0 = pos0;
-    a.pass_off = pass_off;
-    a.layer = layer;
-    a.kv_slot = kv.slot();
-    a.kv_positions = uint32_t(kv.max_context());
-    a.norm_off = no.q;
-    a.norm2_off = no.k;
     for (uint32_t t = 0; t < 2; t++) {
-      a.thread = t;
-      a.head_begin = t;
-      a.head_end = t + 1;
+      qn_args a = attention_args(plan_, kv, {layer, pos0, npos, pass_off}, t, t + 1, t);
       progs_->attention(a);
     }
   };
@@ -750,14 +715,8 @@ TEST_P(OpsTest, AttentionSliceAtPassOffsetEqualsItsOwnPass) {
   }
   EXPECT_EQ(entries(shared_a, 5), entries(own_a, 5));
   EXPECT_EQ(entries(shared_b, 6), entries(own_b, 6));
-  qn_args bad{};
-  bad.npos = 3;
-  bad.pass_off = QN_PMAX - 2;  // the slice would run past the pass
-  bad.kv_slot = shared_a.slot();
-  bad.kv_positions = uint32_t(shared_a.max_context());
-  bad.norm_off = no.q;
-  bad.norm2_off = no.k;
-  bad.head_end = 1;
+  // the slice would run past the pass
+  qn_args bad = attention_args(plan_, shared_a, {.layer = layer, .pos0 = 0, .npos = 3, .pass_off = QN_PMAX - 2}, 0, 1);
   EXPECT_THROW(progs_->attention(bad), Error);
 }
 
