@@ -5,6 +5,7 @@
 #include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -20,6 +21,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <bpf/btf.h>
+#include <time.h>
+
+#include "verify/object_limits.h"
 
 namespace qwen3::verify {
 namespace {
@@ -51,11 +55,13 @@ std::string tail(const char* buf, size_t cap) {
   return s;
 }
 
-bool drop_to_bpf_capabilities(bool with_perfmon) {
+// CAP_BPF + CAP_NET_ADMIN only: without CAP_PERFMON (and CAP_SYS_ADMIN) the
+// verifier refuses uninitialised stack reads and pointer leaks into packets
+// and maps, as for an unprivileged loader, so no kernel memory reaches a fixture's output.
+bool drop_to_bpf_capabilities() {
   struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2] = {};
-  uint64_t keep = (uint64_t{1} << CAP_BPF) | (uint64_t{1} << CAP_NET_ADMIN);
-  if (with_perfmon) keep |= uint64_t{1} << CAP_PERFMON;
+  const uint64_t keep = (uint64_t{1} << CAP_BPF) | (uint64_t{1} << CAP_NET_ADMIN);
   data[0].effective = data[0].permitted = static_cast<uint32_t>(keep);
   data[1].effective = data[1].permitted = static_cast<uint32_t>(keep >> 32);
   return syscall(SYS_capset, &header, data) == 0;
@@ -123,8 +129,6 @@ struct bpf_object* open_checked(const std::string& object, const LoaderConfig& c
       bpf_object__close(obj);
       return nullptr;
     }
-  size_t total = 0;
-  const size_t cpus = static_cast<size_t>(std::max(1, libbpf_num_possible_cpus()));
   struct bpf_map* m;
   bpf_object__for_each_map(m, obj) {
     if (bpf_map__pin_path(m)) {
@@ -140,15 +144,9 @@ struct bpf_object* open_checked(const std::string& object, const LoaderConfig& c
       bpf_object__close(obj);
       return nullptr;
     }
-    size_t per = size_t{bpf_map__key_size(m)} + bpf_map__value_size(m);
-    if (t == BPF_MAP_TYPE_PERCPU_ARRAY || t == BPF_MAP_TYPE_PERCPU_HASH || t == BPF_MAP_TYPE_LRU_PERCPU_HASH)
-      per = bpf_map__key_size(m) + size_t{bpf_map__value_size(m)} * cpus;
-    if (t == BPF_MAP_TYPE_RINGBUF) per = 1;
-    total += per * bpf_map__max_entries(m);
   }
-  if (total > cfg.max_map_bytes) {
-    report.reject_reason = "the program's maps need " + std::to_string(total) + " bytes; the limit is " +
-                           std::to_string(cfg.max_map_bytes);
+  if (std::string why = check_map_memory(obj, cfg.max_map_bytes); !why.empty()) {
+    report.reject_reason = why;
     bpf_object__close(obj);
     return nullptr;
   }
@@ -370,6 +368,7 @@ std::string write_initial_maps(struct bpf_object* obj, const std::vector<MapWrit
              (is_percpu(bpf_map__type(m)) ? " (per-CPU maps cannot be filled)" : "");
     std::string value = w.value;
     value.resize(bpf_map__value_size(m), '\0');
+    if (std::string why = check_device_map_value(m, value); !why.empty()) return why;
     if (bpf_map_update_elem(bpf_map__fd(m), w.key.data(), value.data(), BPF_ANY) != 0)
       return "initial map contents for '" + w.map + "': the kernel refused the element: " + strerror(errno);
   }
@@ -417,9 +416,12 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
   LoadReport report;
   json out;
   libbpf_set_print(capture_libbpf_print);
-  if (!drop_to_bpf_capabilities(!cfg.minimal_capabilities)) {
-    out["reject_reason"] = std::string("cannot switch the loader to CAP_BPF+CAP_NET_ADMIN") +
-                           (cfg.minimal_capabilities ? "" : "+CAP_PERFMON") + ": " + strerror(errno) +
+  // A network namespace of its own: devmap values, bpf_fib_lookup and bpf_check_mtu
+  // see only its loopback interface, never the host's (best effort: without
+  // CAP_SYS_ADMIN, device maps are still limited to ifindex 1).
+  out["private_netns"] = unshare(CLONE_NEWNET) == 0;
+  if (!drop_to_bpf_capabilities()) {
+    out["reject_reason"] = std::string("cannot switch the loader to CAP_BPF+CAP_NET_ADMIN: ") + strerror(errno) +
                            " (the daemon needs these capabilities)";
     out["infrastructure"] = true;
     return out;
@@ -470,11 +472,23 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
     bpf_object__close(obj);
     return out;
   }
-  out["loaded"] = true;
   int fd = bpf_program__fd(prog);
   struct bpf_prog_info info = {};
   __u32 len = sizeof info;
   if (bpf_prog_get_info_by_fd(fd, &info, &len) == 0) out["verified_insns"] = info.verified_insns;
+  // The loop budget: refused before the first run, which nothing could interrupt.
+  LoopVerdict loops = check_loop_budget(obj, prog, info.verified_insns, cfg.max_loop_iterations, cfg.max_run_work,
+                                        [](int32_t id) { return kernel_btf_name(static_cast<uint32_t>(id)); });
+  out["loop_iterations"] = loops.bound.iterations;
+  out["run_work"] = loops.bound.work;
+  if (!loops.refusal.empty()) {
+    out["reject_reason"] = loops.refusal;
+    out["loop_insn"] = loops.bound.in_main ? loops.bound.insn : -1;
+    out["libbpf"] = libbpf_messages;
+    bpf_object__close(obj);
+    return out;
+  }
+  out["loaded"] = true;
 
   if (std::string why = write_initial_maps(obj, initial_maps); !why.empty()) {
     out["map_init_error"] = why;
@@ -493,7 +507,11 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
     t.data_out = data_out.data();
     t.data_size_out = static_cast<__u32>(data_out.size());
     t.repeat = 1;
+    struct timespec cpu0 = {}, cpu1 = {};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
     int rc = bpf_prog_test_run_opts(fd, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+    r["cpu_ns"] = (cpu1.tv_sec - cpu0.tv_sec) * 1000000000LL + (cpu1.tv_nsec - cpu0.tv_nsec);
     if (rc != 0) {
       int e = errno;
       r["ran"] = false;
@@ -502,6 +520,7 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
     } else {
       r["ran"] = true;
       r["retval"] = t.retval;
+      r["run_ns"] = t.duration;  // the kernel's measure of the program's run
       r["output"] = json::binary_t(std::vector<uint8_t>(
           data_out.begin(), data_out.begin() + std::min<size_t>(t.data_size_out, data_out.size())));
     }
@@ -626,6 +645,10 @@ LoadReport load_and_run(const std::string& object, const std::vector<PacketInput
     report.verified_insns = j.value("verified_insns", 0u);
     report.program_name = j.value("program_name", "");
     report.map_init_error = j.value("map_init_error", "");
+    report.private_netns = j.value("private_netns", false);
+    report.loop_insn = j.value("loop_insn", -1);
+    report.loop_iterations = j.value("loop_iterations", uint64_t{0});
+    report.run_work = j.value("run_work", uint64_t{0});
     if (j.contains("runs")) {
       for (const auto& r : j["runs"]) {
         PacketRun run;
@@ -634,6 +657,8 @@ LoadReport load_and_run(const std::string& object, const std::vector<PacketInput
         run.retval = r.value("retval", 0u);
         run.error = r.value("error", "");
         run.error_errno = r.value("errno", 0);
+        run.run_ns = r.value("run_ns", uint64_t{0});
+        run.cpu_ns = r.value("cpu_ns", int64_t{0});
         if (r.contains("output")) {
           const auto& b = r["output"].get_binary();
           run.output.assign(b.begin(), b.end());
