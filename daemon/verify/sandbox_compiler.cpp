@@ -410,22 +410,55 @@ bool namespaces_work(const std::string& work_dir) {
 
 }  // namespace
 
+namespace {
+
+// A file whose text may be quoted: the program, a header of the include tree
+// (scrubbed to its relative name) or clang's own pseudo files.
+bool may_quote(const std::string& file) {
+  static const std::regex tree(R"(^([A-Za-z0-9_\-]+/)*[A-Za-z0-9_\-.]+\.h$)");
+  if (file == "prog.c" || (file.size() > 2 && file.front() == '<' && file.back() == '>')) return true;
+  return file.find("..") == std::string::npos && std::regex_match(file, tree);
+}
+
+}  // namespace
+
 std::string scrub_compiler_output(const std::string& raw) {
   std::stringstream in(raw);
   std::string line, out;
   static const std::regex inc_path(R"((^|[\s(:'"`])/inc/)");
+  static const std::regex diag(R"(^([^:\s][^:]*):(\d+):(\d+): (fatal error|error|warning|note|remark): )");
+  static const std::regex snippet(R"(^\s*(\d+\s*)?\|)");
+  // Crash reports: stack frames (symbolised "#0 0x..." or raw "0  libLLVM.so 0x..."),
+  // argument dumps and bug-report banners say nothing useful, and frames hold addresses.
+  static const std::regex frame(R"(^\s*#?\d+\s+(\S+\s+)?0x[0-9a-fA-F]+)");
+  static const std::regex crash_context(R"(^\d+\.\s)");
+  static const std::regex address(R"(0x[0-9a-fA-F]{8,})");
+  bool withheld = false;  // inside a diagnostic about a file that may not be quoted
   while (std::getline(in, line)) {
     // std::regex recurses per character: keep lines short (clang echoes whole source lines).
     if (line.size() > 1000) line = line.substr(0, 1000) + "...";
-    // Crash reports: stack frames, argument dumps and bug-report banners say nothing useful.
-    static const std::regex frame(R"(^\s*#\d+ 0x[0-9a-f]+)");
-    static const std::regex crash_context(R"(^\d+\.\s)");
     if (std::regex_search(line, frame) || line.rfind("Stack dump", 0) == 0 ||
         line.find("PLEASE submit a bug report") != std::string::npos || std::regex_search(line, crash_context))
       continue;
     size_t p;
     while ((p = line.find("/src/prog.c")) != std::string::npos) line.replace(p, 11, "prog.c");
     line = std::regex_replace(line, inc_path, "$1");
+    std::smatch m;
+    if (std::regex_search(line, m, diag)) {
+      // Files outside the program and the include tree (what a bypass of the
+      // policy would reach: libc.so's text, ...) are named, never quoted.
+      withheld = !may_quote(m[1]);
+      if (withheld)
+        line = m[1].str() + ":" + m[2].str() + ":" + m[3].str() + ": " + m[4].str() +
+               ": (message withheld: the file is outside the program and the allowed headers)";
+    } else if (withheld && (std::regex_search(line, snippet) || line.find_first_not_of(" \t^~") == std::string::npos)) {
+      continue;  // its source excerpt and caret lines
+    } else if (line.rfind("In file included from", 0) != 0) {
+      withheld = false;
+    }
+    // No addresses outside the program's own lines (crash summaries, pointers in messages).
+    if (!(m.size() > 1 && m[1] == "prog.c") && !std::regex_search(line, snippet))
+      line = std::regex_replace(line, address, "0x(address withheld)");
     out += line;
     out += '\n';
   }
