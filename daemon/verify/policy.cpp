@@ -305,7 +305,8 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
                   std::to_string(limits.max_source_bytes) + " bytes");
     return out;
   }
-  if (trim(source).empty()) {
+  const bool utf8_bom = source.rfind(kUtf8Bom, 0) == 0;
+  if (trim(utf8_bom ? source.substr(3) : source).empty()) {
     report(0, "source is empty");
     return out;
   }
@@ -327,7 +328,9 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
   {
     int line = 1;
     size_t len = 0;
-    for (char c : source) {
+    for (size_t i = utf8_bom ? 3 : 0; i < source.size(); ++i) {
+      const char c = source[i];
+      if (c == '\r' && i + 1 < source.size() && source[i + 1] == '\n') continue;  // CR LF: one line end
       if (c == '\n' || c == '\r') {
         ++line;
         len = 0;
