@@ -114,7 +114,8 @@ void step_alu(const bpf_insn& in, RegState& st) {
   RegValue s = BPF_SRC(in.code) == BPF_X ? st.r[in.src_reg]
                                          : RegValue::constant(is64 ? static_cast<uint64_t>(static_cast<int64_t>(in.imm))
                                                                    : static_cast<uint32_t>(in.imm));
-  if (BPF_SRC(in.code) == BPF_X && op == BPF_MOV && in.off != 0) {  // movsx
+  if ((BPF_SRC(in.code) == BPF_X && op == BPF_MOV && in.off != 0) ||  // movsx
+      ((op == BPF_DIV || op == BPF_MOD) && in.off != 0)) {              // signed division
     d = RegValue::unknown();
     return;
   }
@@ -126,6 +127,10 @@ void step_alu(const bpf_insn& in, RegState& st) {
       s.lo == s.hi) {
     d.off += op == BPF_ADD ? static_cast<int64_t>(s.lo) : -static_cast<int64_t>(s.lo);
     return;
+  }
+  if (!is64) {  // 32-bit operations see the low halves
+    s = truncate32(s);
+    d = truncate32(d);
   }
   RegValue r = alu(op, d, s);
   d = is64 ? r : truncate32(r);
@@ -153,8 +158,8 @@ void step_memory(const bpf_insn& in, RegState& st) {
   // ST / STX (and atomics, which may also write a register).
   const RegValue base = st.r[in.dst_reg];
   if (base.kind != RegValue::stack_ptr) {
-    // A store through a pointer that may alias the stack.
-    if (base.kind == RegValue::any) st.stack.clear();
+    // Any other pointer may alias the stack (a stack address plus a variable offset, too).
+    st.stack.clear();
   } else {
     const int64_t off = base.off + in.off;
     forget_stack_from(st, off, size);

@@ -11,6 +11,9 @@ namespace {
 
 constexpr uint8_t kBpfJcond = 0xe0;       // may_goto (newer than some uapi headers)
 constexpr uint64_t kCallbackWork = 16;    // the helper's own work per callback run
+// Larger functions skip the range analysis (its states cost memory per
+// instruction): their counts are unknown, i.e. the kernel's cap.
+constexpr int kMaxRangeAnalysisInsns = 65536;
 
 uint64_t smul(uint64_t a, uint64_t b) { return (a != 0 && b > UINT64_MAX / a) ? UINT64_MAX : a * b; }
 uint64_t sadd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
@@ -225,8 +228,10 @@ Summary Analyzer::analyze(size_t begin, size_t end) {
     s.work = back_edge ? sadd(plain, smul(regular_trips, kCallWork)) : plain;
     return s;
   }
-  const std::vector<RegState> st = analyze_ranges(in_.insns, begin, end);
-  auto reg = [&](int k, int r) { return st[k].reached ? st[k].r[r] : RegValue::unknown(); };
+  const bool ranges = n <= kMaxRangeAnalysisInsns;
+  const std::vector<RegState> st = ranges ? analyze_ranges(in_.insns, begin, end) : std::vector<RegState>{};
+  auto reached = [&](int k) { return !ranges || st[k].reached; };  // unreachable by the ranges: never runs
+  auto reg = [&](int k, int r) { return ranges && st[k].reached ? st[k].r[r] : RegValue::unknown(); };
   // Iterators: the trip bound of each bpf_iter_num_new, by the iterator's stack slot.
   std::map<int64_t, uint64_t> iter_trips;
   std::map<int64_t, std::vector<int>> iter_news;
@@ -293,7 +298,7 @@ Summary Analyzer::analyze(size_t begin, size_t end) {
       ++k;
       continue;
     }
-    if (!is_call(x) || !st[k].reached) continue;
+    if (!is_call(x) || !reached(k)) continue;
     const int at = static_cast<int>(begin) + (outermost[k] >= 0 ? outermost[k] : k);
     if (x.src_reg == BPF_PSEUDO_CALL) {
       Summary g = function(begin + k + 1 + x.imm);

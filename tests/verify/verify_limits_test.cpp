@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "verify/loop_budget.h"
 #include "verify/object_limits.h"
 #include "verify/pipeline.h"
 #include "verify/result_json.h"
@@ -118,6 +119,51 @@ int grid(struct xdp_md *ctx)
   EXPECT_EQ(r.error_class, "verifier_limit") << r.summary;
   EXPECT_EQ(r.verifier_line, 9) << r.summary;  // the outer bpf_for
   EXPECT_TRUE(r.fixtures.empty());
+}
+
+// The bound on hand-written instructions: counts through loads, comparisons and nesting.
+bpf_insn mov(int dst, int32_t imm) { return {BPF_ALU64 | BPF_MOV | BPF_K, static_cast<uint8_t>(dst), 0, 0, imm}; }
+bpf_insn call(int32_t helper) { return {BPF_JMP | BPF_CALL, 0, 0, 0, helper}; }
+bpf_insn exit_insn() { return {BPF_JMP | BPF_EXIT, 0, 0, 0, 0}; }
+bpf_insn load(int dst, int src, uint8_t size) { return {static_cast<uint8_t>(BPF_LDX | BPF_MEM | size), static_cast<uint8_t>(dst), static_cast<uint8_t>(src), 0, 0}; }
+// r2 = address of the function at `target`, as instructions at `at` and `at + 1`.
+void callback_at(std::vector<bpf_insn>& v, int target) {
+  const int at = static_cast<int>(v.size());
+  v.push_back({BPF_LD | BPF_IMM | BPF_DW, 2, BPF_PSEUDO_FUNC, 0, target - at - 1});
+  v.push_back({0, 0, 0, 0, 0});
+}
+
+TEST(VerifyLoopBudget, BoundsFollowCountsAndNesting) {
+  // main: bpf_loop(1000, cb); cb: bpf_loop(*(u32 *)ctx, leaf); leaf: return 0.
+  std::vector<bpf_insn> v = {mov(1, 1000)};
+  callback_at(v, 8);
+  v.insert(v.end(), {mov(3, 0), mov(4, 0), call(BPF_FUNC_loop), mov(0, 0), exit_insn()});
+  v.push_back(load(1, 2, BPF_W));  // 8: cb
+  callback_at(v, 14);
+  v.insert(v.end(), {call(BPF_FUNC_loop), mov(0, 0), exit_insn()});
+  v.insert(v.end(), {mov(0, 0), exit_insn()});  // 14: leaf
+  LoopBudgetInput in;
+  in.insns = v;
+  in.verified_insns = 20;
+  LoopBound b = bound_loops(in);
+  EXPECT_EQ(b.iterations, 1000u * (1u + kKernelMaxLoops));  // a 32-bit count is capped by the kernel
+  EXPECT_EQ(b.insn, 5);
+  EXPECT_TRUE(b.in_main);
+  EXPECT_NE(b.path.find("in the callback: bpf_loop running its callback up to 8388608 times"), std::string::npos) << b.path;
+
+  // A byte count checked against 16 on the way: at most 16 runs.
+  v = {load(1, 1, BPF_B), {BPF_JMP | BPF_JGT | BPF_K, 1, 0, 5, 16}};
+  callback_at(v, 9);
+  v.insert(v.end(), {mov(3, 0), mov(4, 0), call(BPF_FUNC_loop), mov(0, 0), exit_insn(), mov(0, 0), exit_insn()});
+  in.insns = v;
+  EXPECT_EQ(bound_loops(in).iterations, 16u);
+
+  // A callback that runs itself has no bound.
+  v = {mov(1, 2)};
+  callback_at(v, 0);
+  v.insert(v.end(), {call(BPF_FUNC_loop), mov(0, 0), exit_insn()});
+  in.insns = v;
+  EXPECT_EQ(bound_loops(in).iterations, UINT64_MAX);
 }
 
 // Without CAP_PERFMON the verifier refuses reads of uninitialised stack: the
