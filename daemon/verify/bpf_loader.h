@@ -79,6 +79,9 @@ struct LoadReport {
 std::string helper_refusal(int32_t id);
 // The same for a kfunc, by name.
 std::string kfunc_refusal(const std::string& name);
+// Why the ELF object may not be loaded because of a kfunc it declares, or "":
+// judged from the object's own BTF, before libbpf rewrites the declarations.
+std::string elf_kfunc_refusal(const std::string& object);
 
 LoadReport load_and_run(const std::string& object, const std::vector<PacketInput>& packets,
                         const LoaderConfig& config, const std::vector<MapWrite>& initial_maps = {});
