@@ -61,6 +61,8 @@ void verify_result_to_proto(const verify::VerifyResult& r, pb::VerifyResult* out
     o->set_note(f.note);
     o->set_ran(f.ran);
     o->set_not_checked(f.not_checked);
+    o->set_run_ns(f.run_ns);
+    o->set_cpu_ns(f.cpu_ns);
   }
   out->set_decision_name(verify::to_string(r.decision));
   out->set_stage_name(verify::to_string(r.first_failed_stage));
@@ -74,6 +76,8 @@ void verify_result_to_proto(const verify::VerifyResult& r, pb::VerifyResult* out
   out->set_span_column_end(r.span_column_end);
   out->set_span_text(r.span_text);
   out->set_next_action(r.next_action);
+  out->set_loop_iteration_bound(r.loop_iteration_bound);
+  out->set_run_work_bound(r.run_work_bound);
 }
 
 }  // namespace qwen3

@@ -5,6 +5,7 @@
 #include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -20,6 +21,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <bpf/btf.h>
+#include <time.h>
+
+#include "verify/object_limits.h"
 
 namespace qwen3::verify {
 namespace {
@@ -51,11 +55,13 @@ std::string tail(const char* buf, size_t cap) {
   return s;
 }
 
-bool drop_to_bpf_capabilities(bool with_perfmon) {
+// CAP_BPF + CAP_NET_ADMIN only: without CAP_PERFMON (and CAP_SYS_ADMIN) the
+// verifier refuses uninitialised stack reads and pointer leaks into packets
+// and maps, as for an unprivileged loader, so no kernel memory reaches a fixture's output.
+bool drop_to_bpf_capabilities() {
   struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2] = {};
-  uint64_t keep = (uint64_t{1} << CAP_BPF) | (uint64_t{1} << CAP_NET_ADMIN);
-  if (with_perfmon) keep |= uint64_t{1} << CAP_PERFMON;
+  const uint64_t keep = (uint64_t{1} << CAP_BPF) | (uint64_t{1} << CAP_NET_ADMIN);
   data[0].effective = data[0].permitted = static_cast<uint32_t>(keep);
   data[1].effective = data[1].permitted = static_cast<uint32_t>(keep >> 32);
   return syscall(SYS_capset, &header, data) == 0;
@@ -117,14 +123,12 @@ struct bpf_object* open_checked(const std::string& object, const LoaderConfig& c
     bpf_program__set_expected_attach_type(prog, BPF_XDP);
   }
   report.program_name = bpf_program__name(prog);
-  for (std::string why : {check_ksyms(obj), check_calls(prog, false)})
+  for (std::string why : {elf_kfunc_refusal(object), check_ksyms(obj), check_calls(prog, false)})
     if (!why.empty()) {
       report.reject_reason = why;
       bpf_object__close(obj);
       return nullptr;
     }
-  size_t total = 0;
-  const size_t cpus = static_cast<size_t>(std::max(1, libbpf_num_possible_cpus()));
   struct bpf_map* m;
   bpf_object__for_each_map(m, obj) {
     if (bpf_map__pin_path(m)) {
@@ -140,15 +144,9 @@ struct bpf_object* open_checked(const std::string& object, const LoaderConfig& c
       bpf_object__close(obj);
       return nullptr;
     }
-    size_t per = size_t{bpf_map__key_size(m)} + bpf_map__value_size(m);
-    if (t == BPF_MAP_TYPE_PERCPU_ARRAY || t == BPF_MAP_TYPE_PERCPU_HASH || t == BPF_MAP_TYPE_LRU_PERCPU_HASH)
-      per = bpf_map__key_size(m) + size_t{bpf_map__value_size(m)} * cpus;
-    if (t == BPF_MAP_TYPE_RINGBUF) per = 1;
-    total += per * bpf_map__max_entries(m);
   }
-  if (total > cfg.max_map_bytes) {
-    report.reject_reason = "the program's maps need " + std::to_string(total) + " bytes; the limit is " +
-                           std::to_string(cfg.max_map_bytes);
+  if (std::string why = check_map_memory(obj, cfg.max_map_bytes); !why.empty()) {
+    report.reject_reason = why;
     bpf_object__close(obj);
     return nullptr;
   }
@@ -164,89 +162,6 @@ std::string helper_name(int32_t id) {
   if (id >= 0 && static_cast<size_t>(id) < sizeof names / sizeof names[0]) return names[id];
   return "helper #" + std::to_string(id);
 }
-
-}  // namespace
-
-// What a packet program may call: an allowlist (docs/xdp-verify.md, "What a
-// program may call"). Everything else is refused with the class of the refusal.
-std::string helper_refusal(int32_t id) {
-  switch (id) {
-    // Maps, time, randomness, bounded iteration.
-    case BPF_FUNC_map_lookup_elem: case BPF_FUNC_map_update_elem: case BPF_FUNC_map_delete_elem:
-    case BPF_FUNC_map_push_elem: case BPF_FUNC_map_pop_elem: case BPF_FUNC_map_peek_elem:
-    case BPF_FUNC_map_lookup_percpu_elem: case BPF_FUNC_for_each_map_elem: case BPF_FUNC_loop:
-    case BPF_FUNC_get_prandom_u32: case BPF_FUNC_get_smp_processor_id: case BPF_FUNC_get_numa_node_id:
-    case BPF_FUNC_tail_call: case BPF_FUNC_ktime_get_ns: case BPF_FUNC_ktime_get_boot_ns:
-    case BPF_FUNC_ktime_get_coarse_ns: case BPF_FUNC_ktime_get_tai_ns: case BPF_FUNC_jiffies64:
-    case BPF_FUNC_strncmp: case BPF_FUNC_spin_lock: case BPF_FUNC_spin_unlock:
-    case BPF_FUNC_timer_init: case BPF_FUNC_timer_set_callback: case BPF_FUNC_timer_start:
-    case BPF_FUNC_timer_cancel:
-    // Output channels that lead nowhere for an unattached program.
-    case BPF_FUNC_ringbuf_output: case BPF_FUNC_ringbuf_reserve: case BPF_FUNC_ringbuf_submit:
-    case BPF_FUNC_ringbuf_discard: case BPF_FUNC_ringbuf_query: case BPF_FUNC_ringbuf_reserve_dynptr:
-    case BPF_FUNC_ringbuf_submit_dynptr: case BPF_FUNC_ringbuf_discard_dynptr:
-    case BPF_FUNC_perf_event_output:
-    // Dynptrs over the program's own memory.
-    case BPF_FUNC_dynptr_from_mem: case BPF_FUNC_dynptr_read: case BPF_FUNC_dynptr_write:
-    case BPF_FUNC_dynptr_data:
-    // The packet and its fate.
-    case BPF_FUNC_csum_diff: case BPF_FUNC_xdp_adjust_head: case BPF_FUNC_xdp_adjust_meta:
-    case BPF_FUNC_xdp_adjust_tail: case BPF_FUNC_redirect: case BPF_FUNC_redirect_map:
-    case BPF_FUNC_fib_lookup: case BPF_FUNC_check_mtu: case BPF_FUNC_xdp_get_buff_len:
-    case BPF_FUNC_xdp_load_bytes: case BPF_FUNC_xdp_store_bytes:
-    case BPF_FUNC_tcp_raw_gen_syncookie_ipv4: case BPF_FUNC_tcp_raw_gen_syncookie_ipv6:
-    case BPF_FUNC_tcp_raw_check_syncookie_ipv4: case BPF_FUNC_tcp_raw_check_syncookie_ipv6:
-      return "";
-    case BPF_FUNC_sk_lookup_tcp: case BPF_FUNC_sk_lookup_udp: case BPF_FUNC_skc_lookup_tcp:
-    case BPF_FUNC_sk_release: case BPF_FUNC_get_listener_sock: case BPF_FUNC_sk_fullsock:
-    case BPF_FUNC_tcp_sock: case BPF_FUNC_tcp_check_syncookie: case BPF_FUNC_tcp_gen_syncookie:
-    case BPF_FUNC_sk_storage_get: case BPF_FUNC_sk_storage_delete:
-      return "socket lookup: it returns a pointer to a host kernel socket, through which a program reads "
-             "kernel memory";
-    case BPF_FUNC_skc_to_tcp6_sock: case BPF_FUNC_skc_to_tcp_sock: case BPF_FUNC_skc_to_tcp_timewait_sock:
-    case BPF_FUNC_skc_to_tcp_request_sock: case BPF_FUNC_skc_to_udp6_sock: case BPF_FUNC_skc_to_unix_sock:
-    case BPF_FUNC_skc_to_mptcp_sock:
-      return "socket cast: it returns a BTF pointer to a kernel socket, which the program could walk "
-             "(sk->sk_socket->file->f_cred ...)";
-    case BPF_FUNC_probe_read: case BPF_FUNC_probe_read_str: case BPF_FUNC_probe_read_kernel:
-    case BPF_FUNC_probe_read_kernel_str: case BPF_FUNC_probe_read_user: case BPF_FUNC_probe_read_user_str:
-    case BPF_FUNC_copy_from_user: case BPF_FUNC_copy_from_user_task: case BPF_FUNC_get_current_task:
-    case BPF_FUNC_get_current_task_btf: case BPF_FUNC_task_pt_regs: case BPF_FUNC_per_cpu_ptr:
-    case BPF_FUNC_this_cpu_ptr: case BPF_FUNC_snprintf_btf: case BPF_FUNC_snprintf:
-    case BPF_FUNC_kptr_xchg:
-      return "kernel memory read: it copies kernel or user memory, or hands out BTF pointers to kernel objects";
-    case BPF_FUNC_trace_printk: case BPF_FUNC_trace_vprintk: case BPF_FUNC_send_signal:
-    case BPF_FUNC_send_signal_thread:
-      return "side effect on the host: it signals the loader or prints to the trace buffer";
-    default:
-      return "not on the packet-program allowlist of the verification service";
-  }
-}
-
-// kfuncs a packet program needs: dynptrs over the packet, open-coded
-// iterators, XDP RX metadata, workqueues. Everything else (conntrack/xfrm lookups that
-// return kernel objects, bpf_cast_to_kern_ctx, bpf_rdonly_cast, object
-// allocation, ...) is refused.
-std::string kfunc_refusal(const std::string& name) {
-  static const std::set<std::string> allowed = {
-      "bpf_dynptr_from_xdp", "bpf_dynptr_slice",        "bpf_dynptr_slice_rdwr",
-      "bpf_dynptr_adjust",   "bpf_dynptr_is_null",      "bpf_dynptr_is_rdonly",
-      "bpf_dynptr_size",     "bpf_dynptr_clone",        "bpf_iter_num_new",
-      "bpf_iter_num_next",   "bpf_iter_num_destroy",    "bpf_xdp_metadata_rx_timestamp",
-      "bpf_xdp_metadata_rx_hash", "bpf_xdp_metadata_rx_vlan_tag",
-      // The workqueue twins of the bpf_timer_* helpers: a callback of the program on its own map value.
-      "bpf_wq_init", "bpf_wq_set_callback_impl", "bpf_wq_start"};
-  if (allowed.count(name)) return "";
-  static const std::set<std::string> lookups = {"bpf_xdp_ct_lookup", "bpf_xdp_ct_alloc", "bpf_skb_ct_lookup",
-                                                "bpf_skb_ct_alloc", "bpf_xdp_get_xfrm_state", "bpf_ct_insert_entry"};
-  if (lookups.count(name) || name.find("lookup") != std::string::npos)
-    return "pointer-returning lookup: it returns a kernel object (connection, xfrm state) the program could read";
-  if (name == "bpf_cast_to_kern_ctx" || name == "bpf_rdonly_cast" || name.find("cast") != std::string::npos)
-    return "BTF cast: it turns a pointer into a BTF pointer to a kernel structure, which the program could walk";
-  return "not on the packet-program kfunc allowlist of the verification service";
-}
-
-namespace {
 
 // The kfunc's name, from the kernel's BTF (loaded once per loader child).
 std::string kernel_btf_name(uint32_t id) {
@@ -370,6 +285,7 @@ std::string write_initial_maps(struct bpf_object* obj, const std::vector<MapWrit
              (is_percpu(bpf_map__type(m)) ? " (per-CPU maps cannot be filled)" : "");
     std::string value = w.value;
     value.resize(bpf_map__value_size(m), '\0');
+    if (std::string why = check_device_map_value(m, value); !why.empty()) return why;
     if (bpf_map_update_elem(bpf_map__fd(m), w.key.data(), value.data(), BPF_ANY) != 0)
       return "initial map contents for '" + w.map + "': the kernel refused the element: " + strerror(errno);
   }
@@ -417,9 +333,12 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
   LoadReport report;
   json out;
   libbpf_set_print(capture_libbpf_print);
-  if (!drop_to_bpf_capabilities(!cfg.minimal_capabilities)) {
-    out["reject_reason"] = std::string("cannot switch the loader to CAP_BPF+CAP_NET_ADMIN") +
-                           (cfg.minimal_capabilities ? "" : "+CAP_PERFMON") + ": " + strerror(errno) +
+  // A network namespace of its own: devmap values, bpf_fib_lookup and bpf_check_mtu
+  // see only its loopback interface, never the host's (best effort: without
+  // CAP_SYS_ADMIN, device maps are still limited to ifindex 1).
+  out["private_netns"] = unshare(CLONE_NEWNET) == 0;
+  if (!drop_to_bpf_capabilities()) {
+    out["reject_reason"] = std::string("cannot switch the loader to CAP_BPF+CAP_NET_ADMIN: ") + strerror(errno) +
                            " (the daemon needs these capabilities)";
     out["infrastructure"] = true;
     return out;
@@ -470,11 +389,26 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
     bpf_object__close(obj);
     return out;
   }
-  out["loaded"] = true;
   int fd = bpf_program__fd(prog);
   struct bpf_prog_info info = {};
   __u32 len = sizeof info;
-  if (bpf_prog_get_info_by_fd(fd, &info, &len) == 0) out["verified_insns"] = info.verified_insns;
+  const bool have_info = bpf_prog_get_info_by_fd(fd, &info, &len) == 0;
+  if (have_info) out["verified_insns"] = info.verified_insns;
+  // The loop budget: refused before the first run, which nothing could interrupt.
+  // Without the verifier's count, an ordinary loop may run as often as its limit allows.
+  const uint64_t walked = have_info ? info.verified_insns : uint64_t{1'000'000};
+  LoopVerdict loops = check_loop_budget(obj, prog, walked, cfg.max_loop_iterations, cfg.max_run_work,
+                                        [](int32_t id) { return kernel_btf_name(static_cast<uint32_t>(id)); });
+  out["loop_iterations"] = loops.bound.iterations;
+  out["run_work"] = loops.bound.work;
+  if (!loops.refusal.empty()) {
+    out["reject_reason"] = loops.refusal;
+    out["loop_insn"] = loops.bound.in_main ? loops.bound.insn : -1;
+    out["libbpf"] = libbpf_messages;
+    bpf_object__close(obj);
+    return out;
+  }
+  out["loaded"] = true;
 
   if (std::string why = write_initial_maps(obj, initial_maps); !why.empty()) {
     out["map_init_error"] = why;
@@ -493,7 +427,11 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
     t.data_out = data_out.data();
     t.data_size_out = static_cast<__u32>(data_out.size());
     t.repeat = 1;
+    struct timespec cpu0 = {}, cpu1 = {};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
     int rc = bpf_prog_test_run_opts(fd, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+    r["cpu_ns"] = (cpu1.tv_sec - cpu0.tv_sec) * 1000000000LL + (cpu1.tv_nsec - cpu0.tv_nsec);
     if (rc != 0) {
       int e = errno;
       r["ran"] = false;
@@ -502,6 +440,7 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
     } else {
       r["ran"] = true;
       r["retval"] = t.retval;
+      r["run_ns"] = t.duration;  // the kernel's measure of the program's run
       r["output"] = json::binary_t(std::vector<uint8_t>(
           data_out.begin(), data_out.begin() + std::min<size_t>(t.data_size_out, data_out.size())));
     }
@@ -626,6 +565,10 @@ LoadReport load_and_run(const std::string& object, const std::vector<PacketInput
     report.verified_insns = j.value("verified_insns", 0u);
     report.program_name = j.value("program_name", "");
     report.map_init_error = j.value("map_init_error", "");
+    report.private_netns = j.value("private_netns", false);
+    report.loop_insn = j.value("loop_insn", -1);
+    report.loop_iterations = j.value("loop_iterations", uint64_t{0});
+    report.run_work = j.value("run_work", uint64_t{0});
     if (j.contains("runs")) {
       for (const auto& r : j["runs"]) {
         PacketRun run;
@@ -634,6 +577,8 @@ LoadReport load_and_run(const std::string& object, const std::vector<PacketInput
         run.retval = r.value("retval", 0u);
         run.error = r.value("error", "");
         run.error_errno = r.value("errno", 0);
+        run.run_ns = r.value("run_ns", uint64_t{0});
+        run.cpu_ns = r.value("cpu_ns", int64_t{0});
         if (r.contains("output")) {
           const auto& b = r["output"].get_binary();
           run.output.assign(b.begin(), b.end());

@@ -10,14 +10,17 @@
 #include <string>
 #include <vector>
 
+#include "verify/loop_budget.h"
+
 namespace qwen3::verify {
 
 struct LoaderConfig {
   int timeout_ms = 30000;
   size_t max_map_bytes = size_t{64} << 20;
-  // The child keeps CAP_BPF + CAP_NET_ADMIN + CAP_PERFMON; with this set, only
-  // CAP_BPF + CAP_NET_ADMIN (see PipelineOptions::minimal_loader_capabilities).
-  bool minimal_capabilities = false;
+  // Budgets of one test-run (loop_budget.h): loop iterations the verifier did
+  // not walk, and instructions (calls weighted). Over either, nothing runs.
+  uint64_t max_loop_iterations = kDefaultMaxLoopIterations;
+  uint64_t max_run_work = kDefaultMaxRunWork;
 };
 
 struct PacketInput {
@@ -45,6 +48,8 @@ struct PacketRun {
   // 8-byte values), or why it could not be read (map_errors[i] non-empty).
   std::vector<std::string> map_values;
   std::vector<std::string> map_errors;
+  uint64_t run_ns = 0;  // the kernel's duration of the run (BPF_PROG_TEST_RUN)
+  int64_t cpu_ns = 0;   // the loader thread's CPU time for the test-run call
 };
 
 struct LoadReport {
@@ -63,6 +68,10 @@ struct LoadReport {
   std::string program_name;
   std::string map_init_error;   // an initial map write failed (nothing ran)
   std::vector<PacketRun> runs;
+  bool private_netns = false;   // the child ran in a network namespace of its own
+  int loop_insn = -1;           // the loop construct behind a loop-budget refusal (program's own function)
+  uint64_t loop_iterations = 0; // the bound on one run's unwalked loop iterations
+  uint64_t run_work = 0;        // ... and on its instructions
 };
 
 // Why a program may not call helper `id` (BPF_FUNC_*), or "" when it may:
@@ -70,6 +79,9 @@ struct LoadReport {
 std::string helper_refusal(int32_t id);
 // The same for a kfunc, by name.
 std::string kfunc_refusal(const std::string& name);
+// Why the ELF object may not be loaded because of a kfunc it declares, or "":
+// judged from the object's own BTF, before libbpf rewrites the declarations.
+std::string elf_kfunc_refusal(const std::string& object);
 
 LoadReport load_and_run(const std::string& object, const std::vector<PacketInput>& packets,
                         const LoaderConfig& config, const std::vector<MapWrite>& initial_maps = {});

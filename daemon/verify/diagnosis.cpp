@@ -173,6 +173,9 @@ struct MessageRule {
 };
 const std::vector<MessageRule>& other_rules() {
   static const std::vector<MessageRule> rules = {
+      {{"loop budget:"}, "BPFV-VER-LOOP-BUDGET", "verifier_limit",
+       "Bound every bpf_loop / bpf_for / bpf_for_each_map_elem count by a small constant (n & 0xff, or if (n > 64) "
+       "n = 64) and do not nest them with large counts: one test run may do at most max_loop_iterations iterations."},
       {{"socket lookup"}, "BPFV-SEC-SOCK-LOOKUP", "security_policy",
        "Do not look up host sockets (bpf_sk_lookup_*, bpf_skc_lookup_tcp): decide from the packet's own headers and "
        "maps."},

@@ -272,7 +272,8 @@ VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
   LoaderConfig lc;
   lc.timeout_ms = remaining_ms(options_.verify_timeout_ms);
   lc.max_map_bytes = options_.max_map_bytes;
-  lc.minimal_capabilities = options_.minimal_loader_capabilities;
+  lc.max_loop_iterations = options_.max_loop_iterations;
+  lc.max_run_work = options_.max_run_work;
   if (lc.timeout_ms <= 0)
     return fail(std::move(r), Decision::error, Stage::infrastructure, "infrastructure: request time limit reached before loading");
   LoadReport load = load_and_run(compiled.object, packets, lc, initial);
@@ -284,6 +285,20 @@ VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
     r.verifier_class = VerifierClass::other;
     r.verifier_message = load.reject_reason;
     r.verifier_log_excerpt = load.reject_reason + "\n" + libbpf_gist(load.libbpf_messages);
+    r.loop_iteration_bound = load.loop_iterations;
+    r.run_work_bound = load.run_work;
+    r.verified_insns = load.verified_insns;
+    // A loop over budget: the line of its outermost loop construct.
+    if (load.loop_insn >= 0) {
+      if (SourcePosition pos = btf_line_info_position(compiled.object, load.loop_insn); pos.line > 0) {
+        r.verifier_line = pos.line;
+        r.verifier_column = pos.column;
+        r.verifier_insn = load.loop_insn;
+        r.verifier_source_line = source_line(request.source, pos.line);
+        return fail(std::move(r), Decision::fail, Stage::verify,
+                    "verify: line " + std::to_string(pos.line) + ": " + load.reject_reason);
+      }
+    }
     // A refused helper is found by instruction, which carries no line here:
     // point at the source line that names it.
     static const std::regex refused_call(R"((?:calls the kfunc|declares the kernel variable|calls) (\w+))");
@@ -326,6 +341,8 @@ VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
                     first_line(a.message));
   }
   r.verified_insns = load.verified_insns;
+  r.loop_iteration_bound = load.loop_iterations;
+  r.run_work_bound = load.run_work;
 
   // Stage 4: behaviour.
   if (!load.map_init_error.empty())
@@ -365,6 +382,8 @@ VerifyResult Pipeline::verify_stages(const VerifyRequest& request) const {
       continue;
     }
     fr.ran = true;
+    fr.run_ns = run->run_ns;
+    fr.cpu_ns = run->cpu_ns;
     fr.got_action = xdp_action_name(run->retval);
     fr.got_packet_hex = encode_hex(run->output);
     std::vector<std::string> notes, unchecked;

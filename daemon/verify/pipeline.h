@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tokenizer/tokenizer.h"
+#include "verify/loop_budget.h"
 #include "verify/verify_result.h"
 
 namespace qwen3::verify {
@@ -44,13 +45,16 @@ struct PipelineOptions {
   int verify_timeout_ms = 30000;   // kernel load (all log levels) + all fixture runs
   size_t max_object_bytes = size_t{16} << 20;
   size_t max_map_bytes = size_t{64} << 20;  // sum over the program's maps (keys + values)
-  // The loader child keeps CAP_BPF + CAP_NET_ADMIN + CAP_PERFMON (never
-  // CAP_SYS_ADMIN): the verifier then judges exactly as for a root loader.
-  // Helpers that read kernel or user memory are refused before loading.
-  // true: drop CAP_PERFMON as well - the stricter verifier of a CAP_BPF-only
-  // loader (Spectre masking, no uninitialised stack reads, no pointer leaks,
-  // no variable-offset packet pointer arithmetic).
-  bool minimal_loader_capabilities = false;
+  // The loader child keeps only CAP_BPF + CAP_NET_ADMIN (never CAP_PERFMON or
+  // CAP_SYS_ADMIN): the verifier judges as for an unprivileged loader (no
+  // uninitialised stack reads, no pointer leaks, Spectre masking), and runs
+  // in a network namespace of its own.
+  // The loop budget of one test-run (loop_budget.h, docs/xdp-verify.md): a
+  // program whose loops the verifier did not walk one by one (bpf_loop,
+  // bpf_for, iterators, may_goto, nested) could run more than this many
+  // iterations, or instructions, is refused before anything runs.
+  uint64_t max_loop_iterations = kDefaultMaxLoopIterations;
+  uint64_t max_run_work = kDefaultMaxRunWork;
 };
 
 class Pipeline {

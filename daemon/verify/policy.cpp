@@ -20,6 +20,8 @@ struct Scanned {
   std::vector<int> raw_string_lines;  // R"(...)" and its prefixed forms: refused
 };
 
+constexpr const char* kUtf8Bom = "\xEF\xBB\xBF";
+
 bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 // True when the '"' at `quote` starts a raw string literal: the identifier
@@ -31,21 +33,34 @@ bool opens_raw_string(const std::string& text, size_t quote) {
   return prefix == "R" || prefix == "LR" || prefix == "uR" || prefix == "UR" || prefix == "u8R";
 }
 
+bool is_horizontal_space(char c) { return c == ' ' || c == '\t' || c == '\f' || c == '\v'; }
+
+// Phases 1-2 as clang reads the file: a UTF-8 byte order mark at the start is
+// skipped; CR LF and a lone CR end a line; a backslash followed by optional
+// horizontal whitespace and a line end splices lines (clang warns, but splices).
+// Trigraphs are not replaced (clang ignores them in gnu modes, -fno-trigraphs).
 Scanned scan(const std::string& src) {
-  // Phase 2: splice lines, remembering original line numbers.
   std::string spliced;
   std::vector<int> lines;
   spliced.reserve(src.size());
   int line = 1;
-  for (size_t i = 0; i < src.size(); ++i) {
+  const size_t len = src.size();
+  for (size_t i = src.rfind(kUtf8Bom, 0) == 0 ? 3 : 0; i < len; ++i) {
     if (src[i] == '\\') {
       size_t j = i + 1;
-      if (j < src.size() && src[j] == '\r') ++j;
-      if (j < src.size() && src[j] == '\n') {
+      while (j < len && is_horizontal_space(src[j])) ++j;
+      if (j < len && (src[j] == '\n' || src[j] == '\r')) {
+        if (src[j] == '\r' && j + 1 < len && src[j + 1] == '\n') ++j;
         i = j;
         ++line;
         continue;
       }
+    }
+    if (src[i] == '\r') {
+      if (i + 1 < len && src[i + 1] == '\n') continue;  // the LF ends the line
+      spliced.push_back('\n');
+      lines.push_back(line++);
+      continue;
     }
     spliced.push_back(src[i]);
     lines.push_back(line);
@@ -290,10 +305,22 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
                   std::to_string(limits.max_source_bytes) + " bytes");
     return out;
   }
-  if (trim(source).empty()) {
+  const bool utf8_bom = source.rfind(kUtf8Bom, 0) == 0;
+  if (trim(utf8_bom ? source.substr(3) : source).empty()) {
     report(0, "source is empty");
     return out;
   }
+  // Byte order marks of encodings clang refuses (it reads UTF-8 only).
+  static const std::pair<std::string, const char*> foreign_boms[] = {
+      {std::string("\x00\x00\xFE\xFF", 4), "UTF-32 (BE)"}, {std::string("\xFF\xFE\x00\x00", 4), "UTF-32 (LE)"},
+      {"\xFE\xFF", "UTF-16 (BE)"}, {"\xFF\xFE", "UTF-16 (LE)"}, {"\x2B\x2F\x76", "UTF-7"},
+      {"\xF7\x64\x4C", "UTF-1"}, {"\xDD\x73\x66\x73", "UTF-EBCDIC"}, {"\x0E\xFE\xFF", "SCSU"},
+      {"\xFB\xEE\x28", "BOCU-1"}, {"\x84\x31\x95\x33", "GB-18030"}};
+  for (const auto& [bom, encoding] : foreign_boms)
+    if (source.rfind(bom, 0) == 0) {
+      report(1, std::string("source starts with a ") + encoding + " byte order mark; only UTF-8 (or ASCII) source is accepted");
+      return out;
+    }
   if (source.find('\0') != std::string::npos) {
     report(0, "source contains a NUL byte");
     return out;
@@ -301,8 +328,10 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
   {
     int line = 1;
     size_t len = 0;
-    for (char c : source) {
-      if (c == '\n') {
+    for (size_t i = utf8_bom ? 3 : 0; i < source.size(); ++i) {
+      const char c = source[i];
+      if (c == '\r' && i + 1 < source.size() && source[i + 1] == '\n') continue;  // CR LF: one line end
+      if (c == '\n' || c == '\r') {
         ++line;
         len = 0;
       } else if (++len == limits.max_line_bytes + 1) {

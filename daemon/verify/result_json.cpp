@@ -29,6 +29,8 @@ nlohmann::json to_json(const VerifyResult& r) {
                {"column_end", r.span_column_end},
                {"text", r.span_text}};
   j["next_action"] = r.next_action;
+  j["loop_iteration_bound"] = r.loop_iteration_bound;
+  j["run_work_bound"] = r.run_work_bound;
   auto& fx = j["fixtures"] = nlohmann::json::array();
   for (const auto& f : r.fixtures)
     fx.push_back({{"name", f.name},
@@ -39,7 +41,9 @@ nlohmann::json to_json(const VerifyResult& r) {
                   {"got_packet_hex", f.got_packet_hex},
                   {"note", f.note},
                   {"ran", f.ran},
-                  {"not_checked", f.not_checked}});
+                  {"not_checked", f.not_checked},
+                  {"run_ns", f.run_ns},
+                  {"cpu_ns", f.cpu_ns}});
   return j;
 }
 

@@ -103,6 +103,11 @@ VerifierAnalysis analyze_verifier_log(const std::string& log, const std::string&
   // The error is what the verifier said after the last instruction (or, for
   // CFG checks like back-edges, before any instruction was simulated).
   std::string message;
+  // The complexity limit can cut the instruction's line short: "18: (2d) if r2 > r4 goto pc-8 BPF program is too large. ..."
+  if (size_t glued = a.insn_text.find(" BPF program is too large"); glued != std::string::npos) {
+    message = a.insn_text.substr(glued + 1);
+    a.insn_text.resize(glued);
+  }
   for (int i = insn_at + 1; i < end; ++i) {
     if (is_noise(lines[i])) continue;
     if (!message.empty()) message += "\n";

@@ -62,6 +62,10 @@ struct FixtureResult {
   // What the validator asked for but the fixture gave no expected value for:
   // "output bytes: not checked: no expected value given" (never a silent pass).
   std::string not_checked;
+  // What the run cost (ran only): the kernel's own measure of the program's
+  // run, and the loader's CPU time for the whole test-run call.
+  uint64_t run_ns = 0;
+  int64_t cpu_ns = 0;
 };
 
 struct VerifyResult {
@@ -95,6 +99,10 @@ struct VerifyResult {
   int span_column_end = 0;         // exclusive
   std::string span_text;           // the source line
   std::string next_action;
+  // The loop budget's bounds for one test-run (0 when the verifier refused the
+  // program): loop iterations the verifier did not walk, and instructions.
+  uint64_t loop_iteration_bound = 0;
+  uint64_t run_work_bound = 0;
 };
 
 const char* to_string(Decision d);

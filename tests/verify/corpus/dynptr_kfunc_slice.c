@@ -13,7 +13,7 @@ SEC("xdp")
 int dynptr_arp(struct xdp_md *ctx)
 {
 	struct bpf_dynptr ptr;
-	struct ethhdr buf, *eth;
+	struct ethhdr buf = {}, *eth;  /* the slice may be copied into it: initialised */
 
 	if (bpf_dynptr_from_xdp(ctx, 0, &ptr))
 		return XDP_ABORTED;

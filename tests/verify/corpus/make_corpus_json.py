@@ -171,7 +171,9 @@ corpus["compile_stack_too_big"] = ([], expect("fail", "compile", summary_contain
 V = lambda cls, line=None: ([fx("tcp", TCP80, "XDP_PASS")], expect("fail", "verify", cls, **({"line": line} if line else {})))
 corpus["verifier_no_bounds_check"] = V("packet_bounds", 11)
 corpus["verifier_bounds_check_too_short"] = V("packet_bounds", 17)
-corpus["verifier_variable_offset_unchecked"] = V("packet_bounds", 19)
+# The loader's unprivileged verifier (no CAP_PERFMON) refuses variable offsets on packet pointers.
+corpus["verifier_variable_offset_unchecked"] = V("other", 18)
+corpus["verifier_variable_offset_unchecked"][1]["summary_contains"] = "prohibited for !root"
 corpus["verifier_null_array_lookup"] = V("null_check_missing", 16)
 corpus["verifier_null_hash_read"] = V("null_check_missing", 17)
 corpus["verifier_null_checked_wrong_pointer"] = V("null_check_missing", 20)
@@ -179,15 +181,10 @@ corpus["verifier_null_checked_wrong_pointer"] = V("null_check_missing", 20)
 corpus["verifier_uninit_reg_redirect_flags"] = V("uninitialized", 9)
 corpus["verifier_uninit_reg_csum_seed"] = V("uninitialized", 10)
 corpus["verifier_uninit_reg_update_flags"] = V("uninitialized", 16)
-# Uninitialised stack: a root/CAP_PERFMON loader may read it, so these run with
-# minimal_loader_capabilities (CAP_BPF + CAP_NET_ADMIN only).
-MINIMAL = {"minimal_loader_capabilities": True}
+# Uninitialised stack: refused since the loader keeps no CAP_PERFMON (issue 22).
 corpus["verifier_uninit_map_key"] = V("uninitialized", 24)
-corpus["verifier_uninit_map_key"][1]["options"] = MINIMAL
 corpus["verifier_uninit_stack_read"] = V("uninitialized", 11)
-corpus["verifier_uninit_stack_read"][1]["options"] = MINIMAL
 corpus["verifier_uninit_map_value"] = V("uninitialized", 23)
-corpus["verifier_uninit_map_value"][1]["options"] = MINIMAL
 corpus["verifier_infinite_loop"] = V("unbounded_loop")
 corpus["verifier_loop_bound_from_packet"] = V("unbounded_loop")
 corpus["verifier_loop_too_long"] = V("unbounded_loop")
@@ -202,7 +199,7 @@ corpus["verifier_other_invalid_helper_id"] = V("other", 10)
 corpus["verifier_other_unknown_helper"] = V("other", 9)
 corpus["verifier_other_send_signal"] = V("other", 8)
 corpus["verifier_other_probe_read_in_subprog"] = V("other", 8)
-corpus["verifier_other_probe_read_in_subprog"][1]["summary_contains"] = "bpf_probe_read_kernel"
+corpus["verifier_other_probe_read_in_subprog"][1]["summary_contains"] = "bpf_probe_read"
 corpus["verifier_other_send_signal"][1]["summary_contains"] = "bpf_send_signal"
 # Refused before the verifier runs: the helper could copy kernel memory into the packet.
 corpus["verifier_other_probe_read_kernel"] = V("other", 12)
@@ -221,8 +218,9 @@ corpus["wrong_rewrite_ttl_no_checksum"] = ([
     fx("ttl64", ttl_pkt(64, 0x1234), "XDP_PASS", ttl_after(64, 0x1234)),
     fx("ttl1", ttl_pkt(1, 0x1234), "XDP_DROP"),
 ], expect("fail", "behaviour", failing_fixtures=["ttl64"]))
+# Returning a pointer leaks it: the unprivileged verifier refuses it before any run.
 corpus["wrong_verdict_returns_pointer"] = ([fx("tcp", TCP80, "XDP_PASS")],
-                                           expect("fail", "behaviour", failing_fixtures=["tcp"], summary_contains="UNKNOWN"))
+                                           expect("fail", "verify", "other", line=9, summary_contains="leaks addr"))
 corpus["wrong_rewrite_mac_copy"] = ([
     fx("tcp", TCP80, "XDP_TX", swapped(TCP80)),
 ], expect("fail", "behaviour", failing_fixtures=["tcp"]))
@@ -322,7 +320,8 @@ corpus["asm_bound_offset"] = ([
     fx("zero_offset", eth(IP, bytes(20)), "XDP_DROP"),
 ], expect("pass"))
 corpus["verifier_asm_moves_checked_pointer"] = V("packet_bounds", 16)
-corpus["verifier_asm_sign_extended_offset"] = V("packet_bounds", 23)
+corpus["verifier_asm_sign_extended_offset"] = V("other", 20)
+corpus["verifier_asm_sign_extended_offset"][1]["summary_contains"] = "prohibited for !root"
 corpus["perf_event_output"] = ([fx("tcp", TCP80, "XDP_PASS")], expect("pass"))
 corpus["ringbuf_output"] = ([fx("tcp", TCP80, "XDP_PASS")], expect("pass"))
 LOOPBACK_SLOT0 = [{"map": "tx_port", "key_u32": 0, "value_ifindex": "lo"}]

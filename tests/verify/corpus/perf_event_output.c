@@ -13,7 +13,7 @@ struct {
 SEC("xdp")
 int perf_len(struct xdp_md *ctx)
 {
-	__u64 len = ctx->data_end - ctx->data;
+	__u64 len = bpf_xdp_get_buff_len(ctx);  /* data_end - data is a pointer difference, refused */
 	bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, &len, sizeof(len));
 	return XDP_PASS;
 }

@@ -11,7 +11,7 @@ struct {
 SEC("xdp")
 int ring_len(struct xdp_md *ctx)
 {
-	__u64 len = ctx->data_end - ctx->data;
+	__u64 len = bpf_xdp_get_buff_len(ctx);  /* data_end - data is a pointer difference, refused */
 	__u64 *slot = bpf_ringbuf_reserve(&lengths, sizeof(*slot), 0);
 	if (slot) {
 		*slot = len;
