@@ -92,7 +92,7 @@ done < <(find "$stage/usr/bin" "$stage/usr/libexec" -type f)
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "${elfs[@]}"
 
 printf 'Source: qwen3-bpfd\n\nPackage: qwen3-bpfd\nArchitecture: amd64\n' >"$work/debian/control"
-shlibs=$(cd "$work" && dpkg-shlibdeps -O "${elfs[@]}" | sed -n 's/^shlibs:Depends=//p')
+shlibs=$(cd "$work" && dpkg-shlibdeps -O "${elfs[@]#"$work"/}" | sed -n 's/^shlibs:Depends=//p')
 [[ -n $shlibs ]] || die "dpkg-shlibdeps found no library dependencies"
 # libbpf's symbols file says 1.2 for the functions called; the arena maps and
 # the BTF the programs rely on need the 1.4 that the build requires.

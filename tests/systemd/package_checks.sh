@@ -87,7 +87,9 @@ out=$(apt_ct purge qwen3-bpfd 2>&1) || die "apt purge failed:"$'\n'"$out"
 in_ct test -e "$state" && die "apt purge left $state"
 in_ct test -e "$conf" && die "apt purge left $conf"
 in_ct dpkg-query -W qwen3-bpfd >/dev/null 2>&1 && die "dpkg still knows qwen3-bpfd after apt purge"
-left=$(in_ct systemctl list-units --all --plain --no-legend 'qwen3-bpfd*' 2>&1; in_ct systemctl list-unit-files --plain --no-legend 'qwen3-bpfd*' 2>&1)
+# (list-unit-files exits 1 when nothing matches)
+left=$(in_ct systemctl list-units --all --plain --no-legend 'qwen3-bpfd*' 2>&1
+       in_ct systemctl list-unit-files --plain --no-legend 'qwen3-bpfd*' 2>&1 || true)
 [[ -z ${left//[[:space:]]/} ]] || die "units left after apt purge:"$'\n'"$left"
 links=$(in_ct find /etc/systemd/system -name 'qwen3-bpfd*' 2>&1)
 [[ -z $links ]] || die "unit links left after apt purge:"$'\n'"$links"
