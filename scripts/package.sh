@@ -91,6 +91,8 @@ while IFS= read -r f; do
 done < <(find "$stage/usr/bin" "$stage/usr/libexec" -type f)
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "${elfs[@]}"
 
+# dpkg-shlibdeps finds the package root by its DEBIAN directory.
+mkdir -p "$stage/DEBIAN"
 printf 'Source: qwen3-bpfd\n\nPackage: qwen3-bpfd\nArchitecture: amd64\n' >"$work/debian/control"
 shlibs=$(cd "$work" && dpkg-shlibdeps -O "${elfs[@]#"$work"/}" | sed -n 's/^shlibs:Depends=//p')
 [[ -n $shlibs ]] || die "dpkg-shlibdeps found no library dependencies"
@@ -102,7 +104,6 @@ grep -q 'libbpf1 (>= 1:1.4)' <<<"$shlibs" || die "dpkg-shlibdeps did not list li
 find "$stage" -type d -exec chmod 0755 {} +
 find "$stage" -type f ! -perm -u+x -exec chmod 0644 {} +
 find "$stage" -type f -perm -u+x -exec chmod 0755 {} +
-mkdir -p "$stage/DEBIAN"
 installed_size=$(du -sk --apparent-size "$stage" | cut -f1)
 sed -e "s|@VERSION@|$version|" -e "s|@MAINTAINER@|$maintainer|" -e "s|@SHLIBS@|$shlibs|" \
     -e "s|@INSTALLED_SIZE@|$installed_size|" "$pkg_dir/control.in" >"$stage/DEBIAN/control"
