@@ -71,6 +71,22 @@ out=$(run_ct -- qwen3-bpf generate --session "$session" --append --max-tokens 2 
   die "generate in the kept session failed:"$'\n'"$out"
 record_progs
 
+say "package: with a qwen3-bpfd running outside its unit, a reinstall starts no socket unit beside it"
+in_ct systemctl stop qwen3-bpfd.socket qwen3-bpfd-http.socket qwen3-bpfd.service
+in_ct systemd-run --quiet --unit=qwen3-foreign -- /usr/bin/qwen3-bpfd --foreground || die "cannot start a qwen3-bpfd by hand"
+out=$(run_ct -- qwen3-bpf status --wait --timeout 60 2>&1) || die "the hand-started qwen3-bpfd does not serve:"$'\n'"$out"
+record_progs
+out=$(apt_ct install --reinstall --no-install-recommends "$ct_deb" 2>&1) || die "apt reinstall beside a hand-started daemon failed:"$'\n'"$out"
+grep -q "runs outside systemd; the socket units are not started" <<<"$out" ||
+  die "postinst did not say why it leaves the sockets stopped:"$'\n'"$out"
+for unit in qwen3-bpfd.socket qwen3-bpfd-http.socket qwen3-bpfd.service; do
+  [[ $(unit_prop "$unit" ActiveState) == inactive ]] || die "postinst started $unit beside the hand-started daemon"
+done
+daemons=$(ct_daemons | wc -l)
+[[ $daemons -eq 1 ]] || die "$daemons qwen3-bpfd processes run beside the hand-started one's reinstall (want 1)"
+in_ct systemctl stop qwen3-foreign.service
+in_ct systemctl start qwen3-bpfd.socket qwen3-bpfd-http.socket || die "cannot start the socket units again"
+
 say "package: apt remove stops the daemon and keeps the state"
 out=$(apt_ct remove qwen3-bpfd 2>&1) || die "apt remove failed:"$'\n'"$out"
 for unit in qwen3-bpfd.service qwen3-bpfd.socket qwen3-bpfd-http.socket; do
