@@ -37,21 +37,8 @@ if [[ -n ${QWEN3_MODEL:-} ]]; then
   say "using the model at $QWEN3_MODEL"
   sed -i "s|^#\\? *model_dir *=.*|model_dir = $QWEN3_MODEL|" "$conf"
 else
-  shipped=$prefix/share/qwen3-bpfd/models/qwen3-kerneldoc.tar.xz
-  shipped_sum=$(sha256sum "$shipped" | cut -d' ' -f1)
-  # The shipped trained model (model/MODEL_CARD.md). Replaced: a random one left by an older setup,
-  # and an older shipped one (its card is there, its stamp differs). A model directory someone put
-  # there is not touched.
-  if [[ ! -f $default_model/config.json ]] || grep -q '"qwen3_bpf_generated"' "$default_model/config.json" ||
-     { grep -qs '^# qwen3-kerneldoc' "$default_model/MODEL_CARD.md" &&
-       [[ $(cat "$default_model/SHIPPED_SHA256" 2>/dev/null) != "$shipped_sum" ]]; }; then
-    say "installing the default model (Qwen3 architecture, trained on kernel documentation) in $default_model"
-    rm -rf "$default_model.new" && mkdir -p "$default_model.new"
-    tar -xJf "$shipped" -C "$default_model.new" --strip-components=1
-    cp "$prefix/share/qwen3-bpfd/models/MODEL_CARD.md" "$default_model.new/"
-    echo "$shipped_sum" >"$default_model.new/SHIPPED_SHA256"
-    rm -rf "$default_model" && mv "$default_model.new" "$default_model"
-  fi
+  # The shipped trained model, unless another model is there (the rule: scripts/install-default-model.sh).
+  "$root_dir/scripts/install-default-model.sh" "$prefix/share/qwen3-bpfd/models" "$default_model"
 fi
 
 if [[ -d /run/systemd/system ]]; then

@@ -20,6 +20,7 @@ packages=(
   libcli11-dev libedit-dev bsdutils
   libclang-rt-19-dev  # libFuzzer and the sanitizer runtimes of clang-19 (tests/fuzz)
   libboost-dev curl prometheus python3-prometheus-client
+  dpkg-dev help2man lintian  # scripts/package.sh: dpkg-shlibdeps, man pages, the package check
 )
 # Node/npm may come from elsewhere on the image; only ask Debian for them if absent.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)

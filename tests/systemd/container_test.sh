@@ -10,11 +10,18 @@
 # loaded into the host kernel, so the test stops the container and checks no
 # program of its daemon remains.
 #
-# usage: container_test.sh --build-dir DIR --model DIR --probe FILE [--harness-only] [--keep] [--hold]
+# With --package it instead builds the Debian package from the build tree
+# (scripts/package.sh, lintian) and checks its life cycle in the same
+# container: install, start, upgrade over itself, remove, purge
+# (package_checks.sh).
+#
+# usage: container_test.sh --build-dir DIR --model DIR --probe FILE [--harness-only|--package] [--keep] [--hold]
 #   --build-dir DIR   configured and built tree to install (cmake --install)
 #   --model DIR       model directory installed as /var/lib/qwen3-bpfd/models/default
 #   --probe FILE      qwen3-bpf-feature-probe binary (raw bpf() feature checks)
 #   --harness-only    only boot the container and check systemd + bpf() there
+#   --package         build qwen3-bpfd_*.deb from DIR and test the package (apt install,
+#                     upgrade, remove, purge); --model is the model the daemon serves
 #   --keep            keep the per-run directory (for debugging)
 #   --hold            before stopping the container, wait until WORK/release exists
 #                     (debugging: nsenter -t PID -a bash into the running container)
@@ -23,13 +30,14 @@
 #   QWEN3_DEBIAN_MIRROR  debootstrap mirror (default http://deb.debian.org/debian)
 set -euo pipefail
 
-build_dir= model_dir= probe= harness_only=0 keep=0 hold=0
+build_dir= model_dir= probe= harness_only=0 package_mode=0 keep=0 hold=0
 while (($#)); do
   case $1 in
     --build-dir) build_dir=$2; shift 2 ;;
     --model) model_dir=$2; shift 2 ;;
     --probe) probe=$2; shift 2 ;;
     --harness-only) harness_only=1; shift ;;
+    --package) package_mode=1; shift ;;
     --keep) keep=1; shift ;;
     --hold) hold=1; shift ;;
     *) echo "container_test: unknown argument '$1'" >&2; exit 2 ;;
@@ -133,6 +141,14 @@ if ((!harness_only)); then
     [[ -e $stage/$f ]] || die "cmake --install did not install /$f (is the target built?)"
   done
 fi
+if ((package_mode)); then
+  say "building the Debian package from $build_dir (scripts/package.sh --lintian)"
+  deb=$("$(dirname "$0")/../../scripts/package.sh" --build-dir "$build_dir" --out "$work" --no-build --lintian \
+          2>"$work/package.log" | tail -n 1) || { cat "$work/package.log" >&2; die "scripts/package.sh failed"; }
+  [[ -f $deb ]] || die "scripts/package.sh printed '$deb', not a file"
+  say "    $(basename "$deb"): $(du -h "$deb" | cut -f1); lintian: $(grep -c '^[EW]: ' "$work/package.log" || true) tags (no errors)"
+  grep '^[EW]: ' "$work/package.log" | sed 's/^/    /' || true
+fi
 service_unit=$stage/usr/lib/systemd/system/qwen3-bpfd.service
 if ((harness_only)); then
   # Only the configured unit (for its hardening), not the whole project.
@@ -150,6 +166,9 @@ declare -A pkgs=([systemd]=1 [systemd-sysv]=1 [dbus]=1 [passwd]=1 [procps]=1)
 # headers and dumps vmlinux.h with bpftool: the daemon's tools, not libraries.
 if ((!harness_only)); then
   for p in clang-19 libbpf-dev bpftool linux-libc-dev; do pkgs[$p]=1; done
+  # The package's postinst unpacks the shipped model (tar -J); one rootfs
+  # serves both tests, so the container can install the .deb offline.
+  pkgs[xz-utils]=1
 fi
 backports=()
 declare -A libs=()
@@ -235,8 +254,14 @@ else
   say "overlayfs unavailable, copying the rootfs"
   cp -a "$cache/rootfs/." "$root/"
 fi
-cp -a "$stage/." "$root/"
-if ((!harness_only)); then
+if ((package_mode)); then
+  # Only the model; everything else comes from the package.
+  mkdir -p "$root/var/lib/qwen3-bpfd/models"
+  cp -a "$model_dir" "$root/var/lib/qwen3-bpfd/models/tiny"
+else
+  cp -a "$stage/." "$root/"
+fi
+if ((!harness_only && !package_mode)); then
   mkdir -p "$root/var/lib/qwen3-bpfd/models"
   cp -a "$model_dir" "$root/var/lib/qwen3-bpfd/models/default"
 fi
@@ -276,6 +301,29 @@ say "container systemd is pid $cpid on the host; boot state $state"
 in_ct() { nsenter -t "$cpid" -a "$@"; }
 run_ct() { in_ct systemd-run --wait --pipe --quiet --collect "$@"; }
 unit_prop() { in_ct systemctl show -p "$2" --value "$1"; }
+ct_pidns=$(readlink "/proc/$cpid/ns/pid")
+# The ids of the BPF programs a host process holds file descriptors for
+# (fdinfo; bpftool's pid listing needs a bpftool built with skeletons).
+prog_ids_of() {
+  local fd
+  for fd in /proc/"$1"/fd/*; do
+    [[ $(readlink "$fd" 2>/dev/null) == anon_inode:bpf-prog ]] || continue
+    awk '/^prog_id:/ {print $2}' "/proc/$1/fdinfo/${fd##*/}" 2>/dev/null
+  done
+}
+# Adds the programs of every qwen3-bpfd of the container to all_prog_ids.
+record_progs() {
+  local p
+  for p in $(pgrep -x qwen3-bpfd || true); do
+    [[ $(readlink "/proc/$p/ns/pid" 2>/dev/null) == "$ct_pidns" ]] || continue
+    all_prog_ids+=" $(prog_ids_of "$p")"
+  done
+}
+
+if ((package_mode)); then
+  source "$(dirname "$0")/package_checks.sh"
+  exit 0
+fi
 
 # ---------------------------------------------------------------- harness checks
 say "check: a transient unit runs inside the container"
@@ -383,20 +431,10 @@ out=$(run_ct -- qwen3-bpf health 2>&1) || die "health right after systemctl star
 out=$(run_ct -- qwen3-bpf status --json 2>&1) || die "qwen3-bpf status --json failed:"$'\n'"$out"
 grep -q '"load_state": *"ready"' <<<"$out" || die "status right after systemctl start is not READY:"$'\n'"$out"
 
-# The ids of the BPF programs a host process holds file descriptors for
-# (fdinfo; bpftool's pid listing needs a bpftool built with skeletons).
-prog_ids_of() {
-  local fd
-  for fd in /proc/"$1"/fd/*; do
-    [[ $(readlink "$fd" 2>/dev/null) == anon_inode:bpf-prog ]] || continue
-    awk '/^prog_id:/ {print $2}' "/proc/$1/fdinfo/${fd##*/}" 2>/dev/null
-  done
-}
 
 say "check: bpf() works for the daemon under its hardening (programs loaded, owned by its process)"
 main_pid=$(unit_prop qwen3-bpfd.service MainPID)
 host_pid=
-ct_pidns=$(readlink "/proc/$cpid/ns/pid")
 for p in $(pgrep -x qwen3-bpfd || true); do
   [[ $(readlink "/proc/$p/ns/pid" 2>/dev/null) == "$ct_pidns" ]] || continue
   [[ $(awk '/^NSpid:/ {print $NF}' "/proc/$p/status") == "$main_pid" ]] && host_pid=$p
@@ -405,14 +443,6 @@ done
 prog_ids=$(prog_ids_of "$host_pid")
 [[ -n $prog_ids ]] || die "the daemon (host pid $host_pid) holds no BPF programs"
 all_prog_ids=$prog_ids
-# Adds the programs of every qwen3-bpfd of the container to all_prog_ids.
-record_progs() {
-  local p
-  for p in $(pgrep -x qwen3-bpfd || true); do
-    [[ $(readlink "/proc/$p/ns/pid" 2>/dev/null) == "$ct_pidns" ]] || continue
-    all_prog_ids+=" $(prog_ids_of "$p")"
-  done
-}
 say "    the daemon holds $(wc -w <<<"$prog_ids") BPF programs in the host kernel"
 caps=$(unit_prop qwen3-bpfd.service CapabilityBoundingSet)
 say "    CapabilityBoundingSet: $caps"
