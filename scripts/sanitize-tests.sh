@@ -41,7 +41,7 @@ flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
-targets=(qwen3-bpfd qwen3-bpf-mkmodel daemon_parts_test sampler_test model_tests tokenizer_unit_tests reference_tests)
+targets=(qwen3-bpfd qwen3-bpf-mkmodel session_manager_test scheduler_test service_parts_test sampler_test model_tests tokenizer_unit_tests reference_tests)
 fixture=()
 if [[ -f $main_build/test-models/tiny/config.json && $main_build != "$build" ]]; then
   rm -rf "$build/test-models"
