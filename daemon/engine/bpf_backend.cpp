@@ -19,7 +19,7 @@
 #include "engine/rope_table.h"
 #include "engine/sampling_kernel.h"
 #include "engine/weight_format.h"
-#include "engine/worker_pool.h"
+#include "common/worker_pool.h"
 #include "model/model_dir.h"
 
 namespace qwen3 {

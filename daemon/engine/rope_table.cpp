@@ -3,7 +3,7 @@
 #include <cstddef>
 
 #include "engine/bpf_programs.h"
-#include "engine/worker_pool.h"
+#include "common/worker_pool.h"
 #include "numerics.h"
 
 namespace qwen3::engine {

@@ -6,10 +6,13 @@
 
 #include <cstdint>
 
+namespace qwen3 {
+class WorkerPool;
+}
+
 namespace qwen3::engine {
 
 class BpfPrograms;
-class WorkerPool;
 
 // Fills progs.rope() (its layout's rope_positions rows) in the kernel, the
 // positions split over the pool's workers.

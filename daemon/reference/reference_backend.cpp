@@ -8,11 +8,10 @@
 #include "model/dtype.h"
 #include "reference/matmul.h"
 #include "reference/ops.h"
-#include "reference/thread_pool.h"
+#include "common/worker_pool.h"
 
 namespace qwen3 {
 
-using reference::ThreadPool;
 
 const char* trace_stage_name(TraceStage s) {
   switch (s) {
@@ -72,7 +71,7 @@ struct Matrix {
   }
 
   // y[t][r] for all rows, split over the pool when the product is big enough.
-  void multiply(const float* x, int64_t tokens, float* y, ThreadPool& pool) const {
+  void multiply(const float* x, int64_t tokens, float* y, WorkerPool& pool) const {
     auto part = [&](int64_t r0, int64_t r1) {
       if (bf16)
         reference::matmul_bf16(x, tokens, cols, bf16, r0, r1, y, rows);
@@ -160,7 +159,7 @@ struct ReferenceBackend::Weights {
   Matrix lm_head;
   std::vector<float> final_norm;
   std::vector<Layer> layers;
-  ThreadPool pool;
+  WorkerPool pool;
 
   Weights(const ModelDir& m, int threads)
       : config(m.config()),

@@ -21,7 +21,7 @@
 #include "engine/model_plan.h"
 #include "engine/rope_table.h"
 #include "engine/weight_format.h"
-#include "engine/worker_pool.h"
+#include "common/worker_pool.h"
 #include "fixed_model.h"
 
 namespace qwen3::engine {

@@ -23,7 +23,7 @@
 #include "engine/bpf_programs.h"
 #include "engine/model_plan.h"
 #include "engine/rope_table.h"
-#include "engine/worker_pool.h"
+#include "common/worker_pool.h"
 
 namespace qwen3::engine {
 namespace {

@@ -29,7 +29,7 @@
 #include "engine/bpf_programs.h"
 #include "engine/model_plan.h"
 #include "engine/weight_format.h"
-#include "engine/worker_pool.h"
+#include "common/worker_pool.h"
 
 namespace {
 

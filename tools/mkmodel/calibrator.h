@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "model/model_config.h"
-#include "reference/thread_pool.h"
+#include "common/worker_pool.h"
 
 namespace qwen3::mkmodel {
 
@@ -58,7 +58,7 @@ class Calibrator {
 
   ModelConfig c_;
   OutlierPlan plan_;
-  reference::ThreadPool pool_;
+  WorkerPool pool_;
   int sequences_, seq_len_;
   std::vector<int32_t> tokens_;        // calibration tokens, sequences back to back
   std::vector<float> x_;               // their residual stream [tokens][hidden]

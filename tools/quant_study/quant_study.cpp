@@ -48,7 +48,7 @@
 #include "model/safetensors_writer.h"
 #include "model/tensor_layout.h"
 #include "reference/reference_backend.h"
-#include "reference/thread_pool.h"
+#include "common/worker_pool.h"
 
 using namespace qwen3;
 namespace fs = std::filesystem;
@@ -255,7 +255,7 @@ struct SetResult {
 
 // Quantizes (or perturbs) the stacked matrix w (rows x cols) in place.
 SetResult process_set(const Variant& v, const MatrixSet& set, std::vector<float>& w, int64_t rows, int64_t cols,
-                      const Calibration* cal, reference::ThreadPool& pool) {
+                      const Calibration* cal, WorkerPool& pool) {
   SetResult res;
   if (!v.only.empty() && v.only != set.kind) return res;
   std::vector<uint32_t> exact;
@@ -389,7 +389,7 @@ SetResult process_set(const Variant& v, const MatrixSet& set, std::vector<float>
 
 // Writes the variant's model (F32, lm_head untied) to dir.
 void write_variant(const ModelDir& model, const Variant& v, const Calibration* cal, const std::string& dir,
-                   reference::ThreadPool& pool) {
+                   WorkerPool& pool) {
   fs::create_directories(dir);
   const ModelConfig& c = model.config();
   std::map<std::string, std::vector<float>> data;
@@ -526,7 +526,7 @@ int main(int argc, char** argv) {
   try {
     auto model = ModelDir::open(model_dir);
     ReferenceBackend ref(model, threads);
-    reference::ThreadPool pool(threads);
+    WorkerPool pool(threads);
     std::vector<Variant> variants;
     bool need_cal = false;
     for (auto& n : names) {

@@ -29,7 +29,7 @@
 
 #include "engine/bpf_programs.h"
 #include "engine/model_plan.h"
-#include "engine/worker_pool.h"
+#include "common/worker_pool.h"
 
 namespace {
 
@@ -109,7 +109,7 @@ void barrier(const Probe& p, uint64_t rounds) {
   }
   // The user-driven engine's boundary between operators: WorkerPool::run.
   pin(0);
-  qwen3::engine::WorkerPool pool(2);
+  qwen3::WorkerPool pool(2);
   pool.run([](int t) { pin(t); });
   const uint64_t t0 = now_ns();
   for (uint64_t r = 0; r < rounds; r++) pool.run([](int) {});

@@ -1,6 +1,8 @@
-#include "engine/worker_pool.h"
+#include "common/worker_pool.h"
 
-namespace qwen3::engine {
+#include <algorithm>
+
+namespace qwen3 {
 
 WorkerPool::WorkerPool(int workers) : workers_(workers < 1 ? 1 : workers) {
   for (int t = 1; t < workers_; t++) threads_.emplace_back([this, t] { loop(t); });
@@ -61,4 +63,18 @@ void WorkerPool::run(const std::function<void(int)>& fn) {
   if (error_) std::rethrow_exception(error_);
 }
 
-}  // namespace qwen3::engine
+void WorkerPool::parallel_for(int64_t n, int64_t align, const std::function<void(int64_t, int64_t)>& fn) {
+  const int parts = size();
+  if (parts == 1 || n <= align) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  int64_t per = (n + parts - 1) / parts;
+  per = (per + align - 1) / align * align;
+  run([&](int i) {
+    int64_t begin = std::min(n, i * per), end = std::min(n, begin + per);
+    if (begin < end) fn(begin, end);
+  });
+}
+
+}  // namespace qwen3
