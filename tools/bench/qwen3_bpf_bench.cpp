@@ -58,33 +58,13 @@
 #include "sampling/speculative.h"
 #include "layout.h"  // QN_THREADS_LIMIT, qn_kv_*
 #include "tokenizer/tokenizer.h"
+#include "bench_run.h"
 
 namespace {
 
+using namespace qwen3::bench;
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-struct Options {
-  std::string model;
-  bool json = false;
-  std::vector<qwen3::WeightPath> paths{qwen3::WeightPath::map};
-  std::vector<qwen3::Precision> precisions{qwen3::Precision::q24, qwen3::Precision::q8};
-  int prompt_tokens = 32;
-  int decode = 16;
-  int threads = 2;
-  int kv_bits = qwen3::BpfEngineOptions{}.kv_bits;
-  bool reference = true;
-  std::vector<int> sessions;   // session counts compared with one session
-  int context = 0;             // long context compared with prompt_tokens
-  bool context_copy = true;    // fill the long context by copying, not by a real prefill
-  int prefill = 0;             // prompt length of the prefill figure (0: prompt_tokens)
-  int rounds = 2;              // interleaved rounds of the sessions/context figures
-  std::string prompt_file;     // the prompt as text (tokenized), instead of random ids
-  std::string prompt_chat;     // chat messages (JSON), through the model's chat template
-  std::vector<bool> speculative;  // modes of the speculative figure: {} none, {false}, {true}, {false, true}
-  float temperature = 0;          // of the speculative figure (0: greedy)
-  qwen3::SpeculativeOptions spec;
-};
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -157,47 +137,11 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// Resident memory of this process (kB -> bytes), from /proc/self/status.
-size_t rss_bytes(const char* key = "VmRSS:") {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind(key, 0) == 0) return std::strtoull(line.c_str() + std::strlen(key), nullptr, 10) * 1024;
-  return 0;
-}
-
 double cpu_seconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
 }
-
-struct Run {
-  std::string name, weights, precision;
-  double load_s = 0, prefill_tok_s = 0, decode_ms = 0, calls_per_token = 0;
-  double decode_cpu_ms = 0;  // CPU time (user + kernel, all threads) per decoded token
-  size_t weight_bytes = 0, kv_bytes = 0, rss_after_load = 0;
-  std::vector<int32_t> generated;
-  double prefill_n_tok_s = 0;  // --prefill
-  struct Sessions {
-    int n = 0;
-    double tokens_per_s = 0, cpu_ms_per_token = 0, ratio = 0;  // ratio: tokens/s vs one session, same rounds
-  };
-  std::vector<Sessions> sessions;
-  struct Context {
-    int positions = 0;
-    double decode_ms = 0, cpu_ms = 0, ratio = 0;  // ratio: ms/token vs the short context, same rounds
-  };
-  std::vector<Context> context;  // [0] short (prompt_tokens), [1] long (--context)
-  struct Speculative {
-    bool on = false;
-    double wall_s = 0, cpu_s = 0;
-    uint64_t tokens = 0, steps = 0, drafted = 0, accepted = 0;
-    std::vector<int32_t> generated;  // of the last round
-    std::vector<double> round_tps, round_cpu_ms;  // per round: decode tokens/s, CPU ms per token
-  };
-  std::vector<Speculative> speculative;  // per mode of --speculative
-};
 
 // Prefill the prompt, then greedy-decode `decode` tokens, one at a time.
 void time_generation(qwen3::Backend& b, const std::vector<int32_t>& prompt, int decode, Run& r,
@@ -407,21 +351,97 @@ void time_speculative(qwen3::Backend& b, const Options& o, const std::vector<int
   f.generated = out;
 }
 
-// The median of the per-round ratios a[i] / b[i] (rounds alternate, so each
-// pair ran close in time: robust to a neighbour's burst that a total is not).
-double median_ratio(const std::vector<double>& a, const std::vector<double>& b) {
-  std::vector<double> r;
-  for (size_t i = 0; i < a.size() && i < b.size(); i++) r.push_back(a[i] / b[i]);
-  if (r.empty()) return 0;
-  std::sort(r.begin(), r.end());
-  return r.size() % 2 ? r[r.size() / 2] : (r[r.size() / 2 - 1] + r[r.size() / 2]) / 2;
+void check_ids(const std::vector<int32_t>& prompt, const Options& o, int vocab) {
+  for (int32_t id : prompt)
+    if (id >= vocab)
+      throw qwen3::invalid_argument("the tokenizer of " + o.model + " gives id " + std::to_string(id) +
+                                    ", beyond the model's vocabulary of " + std::to_string(vocab));
 }
 
-double load_average() {
-  std::ifstream f("/proc/loadavg");
-  double v = 0;
-  f >> v;
-  return v;
+// The prompt: random ids, or --prompt-file's text, or --prompt-chat's messages through the template.
+std::vector<int32_t> make_prompt(Options& o, int vocab, std::mt19937_64& rng) {
+  std::vector<int32_t> prompt = random_ids(rng, o.prompt_tokens, vocab);
+  if (!o.prompt_file.empty()) {
+    std::ifstream f(o.prompt_file, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    prompt = qwen3::Tokenizer::load(o.model)->encode(text, false);
+    if (prompt.empty()) throw qwen3::invalid_argument("--prompt-file " + o.prompt_file + " holds no tokens");
+  }
+  if (!o.prompt_chat.empty()) {
+    std::ifstream f(o.prompt_chat, std::ios::binary);
+    std::vector<qwen3::ChatMessage> messages;
+    try {
+      for (const auto& m : nlohmann::json::parse(f)) messages.push_back({m.at("role"), m.at("content")});
+    } catch (const nlohmann::json::exception& e) {
+      throw qwen3::invalid_argument("--prompt-chat " + o.prompt_chat +
+                                    ": expected a JSON array of {\"role\", \"content\"} objects (" + e.what() + ")");
+    }
+    auto tok = qwen3::Tokenizer::load(o.model);
+    // A last assistant message is the start of the answer (the model continues it).
+    std::string answer_start;
+    if (!messages.empty() && messages.back().role == "assistant") {
+      answer_start = messages.back().content;
+      messages.pop_back();
+    }
+    prompt = tok->encode(tok->apply_chat_template(messages, true, false) + answer_start, true);
+  }
+  check_ids(prompt, o, vocab);
+  o.prompt_tokens = static_cast<int>(prompt.size());
+  return prompt;
+}
+
+Run run_reference(std::shared_ptr<const qwen3::ModelDir> model, const Options& o, const std::vector<int32_t>& prompt,
+                  const std::vector<int32_t>& prefill_prompt) {
+  Run ref;
+  ref.name = "reference";
+  ref.weights = "host";
+  ref.precision = "f32";
+  auto t0 = Clock::now();
+  auto b = qwen3::make_reference_backend(model, o.threads);
+  ref.load_s = seconds_since(t0);
+  ref.weight_bytes = b->info().weight_bytes;
+  time_generation(*b, prompt, o.decode, ref, {});
+  if (o.prefill) ref.prefill_n_tok_s = time_prefill(*b, prefill_prompt);
+  if (!o.json)
+    std::fprintf(stderr, "reference: prefill %.1f tok/s, decode %.1f ms/token\n", ref.prefill_tok_s, ref.decode_ms);
+  return ref;
+}
+
+// One in-kernel backend (weight path x precision) through every figure the options ask for.
+Run run_bpf(std::shared_ptr<const qwen3::ModelDir> model, const Options& o, qwen3::WeightPath path,
+            qwen3::Precision prec, const std::vector<int32_t>& prompt, const std::vector<int32_t>& prefill_prompt) {
+  Run r;
+  r.name = "bpf";
+  r.weights = qwen3::weight_path_name(path);
+  r.precision = qwen3::precision_name(prec);
+  qwen3::BpfEngineOptions eo;
+  eo.weight_path = path;
+  eo.precision = prec;
+  eo.threads = o.threads;
+  eo.kv_bits = o.kv_bits;
+  eo.max_context = std::max({4096, o.prompt_tokens + o.rounds * o.decode + 1, o.context + o.rounds * o.decode + 1,
+                             o.prefill + 1});
+  auto t0 = Clock::now();
+  auto b = qwen3::make_bpf_backend(model, eo);
+  r.load_s = seconds_since(t0);
+  r.rss_after_load = rss_bytes();
+  auto* api = dynamic_cast<qwen3::BpfBackendApi*>(b.get());
+  r.weight_bytes = api->stats().weight_bytes;
+  time_generation(*b, prompt, o.decode, r, [api] { return api->stats().bpf_calls; });
+  if (!o.json)
+    std::fprintf(stderr, "bpf %s %s: load %.1f s, prefill %.1f tok/s, decode %.1f ms/token\n", r.weights.c_str(),
+                 r.precision.c_str(), r.load_s, r.prefill_tok_s, r.decode_ms);
+  const int vocab = model->config().vocab_size;
+  if (o.prefill) r.prefill_n_tok_s = time_prefill(*b, prefill_prompt);
+  if (!o.sessions.empty()) time_sessions(*b, o, prompt, vocab, r);
+  if (o.context) time_context(*b, o, prompt, vocab, r);
+  for (bool on : o.speculative) {
+    r.speculative.emplace_back();
+    r.speculative.back().on = on;
+  }
+  for (int round = 0; round < o.rounds; round++)
+    for (auto& f : r.speculative) time_speculative(*b, o, prompt, round, f);
+  return r;
 }
 
 }  // namespace
@@ -432,266 +452,19 @@ int main(int argc, char** argv) {
     auto model = qwen3::ModelDir::open(o.model);
     const auto& cfg = model->config();
     std::mt19937_64 rng(7);
-    std::vector<int32_t> prompt(o.prompt_tokens);
-    for (auto& id : prompt) id = static_cast<int32_t>(rng() % std::min(cfg.vocab_size, 20000));
-    if (!o.prompt_file.empty()) {
-      std::ifstream f(o.prompt_file, std::ios::binary);
-      std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      prompt = qwen3::Tokenizer::load(o.model)->encode(text, false);
-      if (prompt.empty()) throw qwen3::invalid_argument("--prompt-file " + o.prompt_file + " holds no tokens");
-      for (int32_t id : prompt)
-        if (id >= cfg.vocab_size)
-          throw qwen3::invalid_argument("the tokenizer of " + o.model + " gives id " + std::to_string(id) +
-                                        ", beyond the model's vocabulary of " + std::to_string(cfg.vocab_size));
-      o.prompt_tokens = static_cast<int>(prompt.size());
-    }
-    if (!o.prompt_chat.empty()) {
-      std::ifstream f(o.prompt_chat, std::ios::binary);
-      std::vector<qwen3::ChatMessage> messages;
-      try {
-        for (const auto& m : nlohmann::json::parse(f)) messages.push_back({m.at("role"), m.at("content")});
-      } catch (const nlohmann::json::exception& e) {
-        throw qwen3::invalid_argument("--prompt-chat " + o.prompt_chat +
-                                      ": expected a JSON array of {\"role\", \"content\"} objects (" + e.what() + ")");
-      }
-      auto tok = qwen3::Tokenizer::load(o.model);
-      // A last assistant message is the start of the answer (the model continues it).
-      std::string answer_start;
-      if (!messages.empty() && messages.back().role == "assistant") {
-        answer_start = messages.back().content;
-        messages.pop_back();
-      }
-      prompt = tok->encode(tok->apply_chat_template(messages, true, false) + answer_start, true);
-      for (int32_t id : prompt)
-        if (id >= cfg.vocab_size)
-          throw qwen3::invalid_argument("the tokenizer of " + o.model + " gives id " + std::to_string(id) +
-                                        ", beyond the model's vocabulary of " + std::to_string(cfg.vocab_size));
-      o.prompt_tokens = static_cast<int>(prompt.size());
-    }
+    const std::vector<int32_t> prompt = make_prompt(o, cfg.vocab_size, rng);
     std::vector<int32_t> prefill_prompt;
     if (o.prefill) prefill_prompt = random_ids(rng, o.prefill, cfg.vocab_size);
 
-    std::vector<Run> runs;
     Run ref;
-    if (o.reference) {
-      ref.name = "reference";
-      ref.weights = "host";
-      ref.precision = "f32";
-      auto t0 = Clock::now();
-      auto b = qwen3::make_reference_backend(model, o.threads);
-      ref.load_s = seconds_since(t0);
-      ref.weight_bytes = b->info().weight_bytes;
-      time_generation(*b, prompt, o.decode, ref, {});
-      if (o.prefill) ref.prefill_n_tok_s = time_prefill(*b, prefill_prompt);
-      if (!o.json)
-        std::fprintf(stderr, "reference: prefill %.1f tok/s, decode %.1f ms/token\n", ref.prefill_tok_s,
-                     ref.decode_ms);
-    }
+    if (o.reference) ref = run_reference(model, o, prompt, prefill_prompt);
+    std::vector<Run> runs;
     for (auto path : o.paths)
-      for (auto prec : o.precisions) {
-        Run r;
-        r.name = "bpf";
-        r.weights = qwen3::weight_path_name(path);
-        r.precision = qwen3::precision_name(prec);
-        qwen3::BpfEngineOptions eo;
-        eo.weight_path = path;
-        eo.precision = prec;
-        eo.threads = o.threads;
-        eo.kv_bits = o.kv_bits;
-        eo.max_context = std::max({4096, o.prompt_tokens + o.rounds * o.decode + 1, o.context + o.rounds * o.decode + 1,
-                                   o.prefill + 1});
-        auto t0 = Clock::now();
-        auto b = qwen3::make_bpf_backend(model, eo);
-        r.load_s = seconds_since(t0);
-        r.rss_after_load = rss_bytes();
-        auto* api = dynamic_cast<qwen3::BpfBackendApi*>(b.get());
-        r.weight_bytes = api->stats().weight_bytes;
-        time_generation(*b, prompt, o.decode, r, [api] { return api->stats().bpf_calls; });
-        if (!o.json)
-          std::fprintf(stderr, "bpf %s %s: load %.1f s, prefill %.1f tok/s, decode %.1f ms/token\n", r.weights.c_str(),
-                       r.precision.c_str(), r.load_s, r.prefill_tok_s, r.decode_ms);
-        if (o.prefill) r.prefill_n_tok_s = time_prefill(*b, prefill_prompt);
-        if (!o.sessions.empty()) time_sessions(*b, o, prompt, cfg.vocab_size, r);
-        if (o.context) time_context(*b, o, prompt, cfg.vocab_size, r);
-        for (bool on : o.speculative) {
-          r.speculative.emplace_back();
-          r.speculative.back().on = on;
-        }
-        for (int round = 0; round < o.rounds; round++)
-          for (auto& f : r.speculative) time_speculative(*b, o, prompt, round, f);
-        runs.push_back(r);
-      }
+      for (auto prec : o.precisions) runs.push_back(run_bpf(model, o, path, prec, prompt, prefill_prompt));
 
-    if (o.json) {
-      nlohmann::json j;
-      j["model"] = o.model;
-      j["prompt_tokens"] = o.prompt_tokens;
-      j["prompt_ids"] = prompt;
-      if (!o.prompt_file.empty()) j["prompt_file"] = o.prompt_file;
-      if (!o.prompt_chat.empty()) j["prompt_chat"] = o.prompt_chat;
-      j["decode_tokens"] = o.decode;
-      j["threads"] = o.threads;
-      j["kv_bits"] = o.kv_bits;
-      j["peak_rss_bytes"] = rss_bytes("VmHWM:");
-      j["load_average_1min"] = load_average();
-      j["rounds"] = o.rounds;
-      if (o.prefill) j["prefill_tokens"] = o.prefill;
-      if (o.context) {
-        j["context"] = o.context;
-        j["context_fill"] = o.context_copy ? "copy" : "prefill";
-      }
-      auto put = [&](const Run& r) {
-        nlohmann::json x = {{"backend", r.name},         {"weights", r.weights},
-                            {"precision", r.precision},  {"load_seconds", r.load_s},
-                            {"prefill_tokens_per_second", r.prefill_tok_s},
-                            {"decode_ms_per_token", r.decode_ms},
-                            {"decode_cpu_ms_per_token", r.decode_cpu_ms},
-                            {"bpf_calls_per_decoded_token", r.calls_per_token},
-                            {"weight_bytes", r.weight_bytes}, {"kv_bytes", r.kv_bytes},
-                            {"rss_after_load_bytes", r.rss_after_load},
-                            {"generated_ids", r.generated}};
-        if (o.prefill) x["prefill_n_tokens_per_second"] = r.prefill_n_tok_s;
-        if (o.prefill && o.reference && r.name == "bpf")
-          x["prefill_n_ratio_vs_reference"] = r.prefill_n_tok_s / ref.prefill_n_tok_s;
-        if (!r.sessions.empty()) {
-          nlohmann::json ss = nlohmann::json::array();
-          for (auto& s : r.sessions)
-            ss.push_back({{"sessions", s.n},
-                          {"aggregate_tokens_per_second", s.tokens_per_s},
-                          {"cpu_ms_per_token", s.cpu_ms_per_token},
-                          {"ratio_vs_one_session", s.ratio}});
-          x["sessions"] = ss;
-        }
-        if (!r.context.empty()) {
-          nlohmann::json cs = nlohmann::json::array();
-          for (auto& c : r.context)
-            cs.push_back({{"cached_positions", c.positions},
-                          {"decode_ms_per_token", c.decode_ms},
-                          {"decode_cpu_ms_per_token", c.cpu_ms},
-                          {"ratio_vs_short_context", c.ratio}});
-          x["context"] = cs;
-        }
-        if (!r.speculative.empty()) {
-          nlohmann::json ss = nlohmann::json::array();
-          for (auto& f : r.speculative)
-            ss.push_back({{"speculative", f.on},
-                          {"decode_tokens", f.tokens},
-                          {"decode_tokens_per_second", f.tokens / f.wall_s},
-                          {"decode_cpu_ms_per_token", f.cpu_s * 1000 / f.tokens},
-                          {"verification_steps", f.steps},
-                          {"draft_tokens", f.drafted},
-                          {"accepted_tokens", f.accepted},
-                          {"acceptance_rate", f.drafted ? double(f.accepted) / f.drafted : 0.0},
-                          {"speedup_vs_plain", r.speculative.size() == 2 ? (f.tokens / f.wall_s) /
-                                                   (r.speculative[0].tokens / r.speculative[0].wall_s) : 1.0},
-                          {"round_tokens_per_second", f.round_tps},
-                          {"round_cpu_ms_per_token", f.round_cpu_ms},
-                          {"generated_ids", f.generated}});
-          x["speculative"] = {{"temperature", o.temperature}, {"max_draft", o.spec.max_draft},
-                              {"ngram", {o.spec.min_ngram, o.spec.max_ngram}}, {"modes", ss}};
-          if (r.speculative.size() == 2) {
-            const auto &off = r.speculative[0], &on = r.speculative[1];
-            x["speculative"]["same_tokens"] = off.generated == on.generated;
-            x["speculative"]["median_round_speedup"] = median_ratio(on.round_tps, off.round_tps);
-            x["speculative"]["median_round_cpu_speedup"] = median_ratio(off.round_cpu_ms, on.round_cpu_ms);
-          }
-        }
-        if (o.reference && r.name == "bpf") {
-          x["decode_ratio_vs_reference"] = r.decode_ms / ref.decode_ms;
-          x["prefill_ratio_vs_reference"] = ref.prefill_tok_s / r.prefill_tok_s;
-          size_t k = 0;
-          while (k < r.generated.size() && k < ref.generated.size() && r.generated[k] == ref.generated[k]) k++;
-          x["leading_greedy_tokens_equal_to_reference"] = k;
-        }
-        return x;
-      };
-      nlohmann::json arr = nlohmann::json::array();
-      if (o.reference) arr.push_back(put(ref));
-      for (auto& r : runs) arr.push_back(put(r));
-      j["runs"] = arr;
-      std::printf("%s\n", j.dump(2).c_str());
-      return 0;
-    }
-    std::printf("model %s: %d layers, hidden %d, vocab %d; prompt %d tokens, decode %d tokens, %d threads, "
-                "int%d KV\n",
-                o.model.c_str(), cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size, o.prompt_tokens, o.decode,
-                o.threads, o.kv_bits);
-    std::printf("%-10s %-6s %-5s %8s %12s %12s %12s %10s %12s %10s %12s %s\n", "backend", "path", "prec", "load s",
-                "prefill t/s", "decode ms/t", "cpu ms/t", "bpf/token", "weights MiB", "KV KiB/pos", "vs reference",
-                "same greedy");
-    auto row = [&](const Run& r) {
-      std::string ratio = "-", same = "-";
-      if (o.reference && r.name == "bpf") {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.2fx decode", r.decode_ms / ref.decode_ms);
-        ratio = buf;
-        size_t k = 0;
-        while (k < r.generated.size() && k < ref.generated.size() && r.generated[k] == ref.generated[k]) k++;
-        same = std::to_string(k) + "/" + std::to_string(r.generated.size());
-      }
-      double kv_pos = r.kv_bytes / 1024.0 / double(o.prompt_tokens + o.decode + 1);
-      std::printf("%-10s %-6s %-5s %8.1f %12.1f %12.1f %12.1f %10.1f %12.0f %10.1f %12s %s\n", r.name.c_str(),
-                  r.weights.c_str(), r.precision.c_str(), r.load_s, r.prefill_tok_s, r.decode_ms, r.decode_cpu_ms,
-                  r.calls_per_token, r.weight_bytes / 1048576.0, kv_pos, ratio.c_str(), same.c_str());
-    };
-    if (o.reference) row(ref);
-    for (auto& r : runs) row(r);
-    if (o.prefill) {
-      std::printf("prefill of %d tokens:", o.prefill);
-      if (o.reference) std::printf(" reference %.1f tok/s;", ref.prefill_n_tok_s);
-      for (auto& r : runs) {
-        std::printf(" bpf %s %s %.1f tok/s", r.weights.c_str(), r.precision.c_str(), r.prefill_n_tok_s);
-        if (o.reference) std::printf(" (%.2fx reference)", r.prefill_n_tok_s / ref.prefill_n_tok_s);
-        std::printf(";");
-      }
-      std::printf("\n");
-    }
-    if (!o.sessions.empty()) {
-      std::printf("concurrent sessions (%d rounds x %d decode steps each, interleaved):\n", o.rounds, o.decode);
-      std::printf("%-6s %-5s %9s %18s %14s %14s\n", "path", "prec", "sessions", "aggregate tok/s", "cpu ms/token",
-                  "vs 1 session");
-      for (auto& r : runs)
-        for (auto& s : r.sessions)
-          std::printf("%-6s %-5s %9d %18.2f %14.1f %13.2fx\n", r.weights.c_str(), r.precision.c_str(), s.n,
-                      s.tokens_per_s, s.cpu_ms_per_token, s.ratio);
-    }
-    if (o.context) {
-      std::printf("decode at long context (%d rounds x %d steps, interleaved; long cache filled by %s):\n", o.rounds,
-                  o.decode, o.context_copy ? "copying a real prefill" : "a real prefill");
-      std::printf("%-6s %-5s %16s %14s %12s %16s\n", "path", "prec", "cached positions", "decode ms/t", "cpu ms/t",
-                  "vs short context");
-      for (auto& r : runs)
-        for (auto& c : r.context)
-          std::printf("%-6s %-5s %16d %14.1f %12.1f %15.2fx\n", r.weights.c_str(), r.precision.c_str(), c.positions,
-                      c.decode_ms, c.cpu_ms, c.ratio);
-    }
-    if (!o.speculative.empty()) {
-      std::printf("speculative decoding (%d rounds, modes alternated; %s; draft <= %d, n-grams %d..%d):\n", o.rounds,
-                  o.temperature > 0 ? ("sampled, temperature " + std::to_string(o.temperature)).c_str() : "greedy",
-                  o.spec.max_draft, o.spec.min_ngram, o.spec.max_ngram);
-      std::printf("%-6s %-5s %-5s %8s %12s %10s %8s %9s %9s %11s %10s\n", "path", "prec", "spec", "tokens",
-                  "decode t/s", "cpu ms/t", "steps", "drafted", "accepted", "acceptance", "vs plain");
-      for (auto& r : runs)
-        for (auto& f : r.speculative) {
-          const double tps = f.tokens / f.wall_s;
-          const double plain = r.speculative[0].tokens / r.speculative[0].wall_s;
-          std::printf("%-6s %-5s %-5s %8llu %12.1f %10.1f %8llu %9llu %9llu %10.1f%% %9.2fx\n", r.weights.c_str(),
-                      r.precision.c_str(), f.on ? "on" : "off", (unsigned long long)f.tokens, tps,
-                      f.cpu_s * 1000 / f.tokens, (unsigned long long)f.steps, (unsigned long long)f.drafted,
-                      (unsigned long long)f.accepted, f.drafted ? 100.0 * f.accepted / f.drafted : 0.0,
-                      r.speculative.size() == 2 ? tps / plain : 1.0);
-        }
-      for (auto& r : runs)
-        if (r.speculative.size() == 2) {
-          const auto &off = r.speculative[0], &on = r.speculative[1];
-          std::printf("%s %s: median of the per-round ratios: %.2fx tokens/s, %.2fx less CPU per token; same tokens "
-                      "with and without speculation: %s\n",
-                      r.weights.c_str(), r.precision.c_str(), median_ratio(on.round_tps, off.round_tps),
-                      median_ratio(off.round_cpu_ms, on.round_cpu_ms), off.generated == on.generated ? "yes" : "NO");
-        }
-    }
-    std::printf("peak resident memory of this process: %.0f MiB (1-minute load average %.1f)\n",
-                rss_bytes("VmHWM:") / 1048576.0, load_average());
+    const Report report{o, cfg, prompt, ref, runs};
+    if (o.json) print_json(report);
+    else print_tables(report);
   } catch (const qwen3::Error& e) {
     std::fprintf(stderr, "qwen3-bpf-bench: %s\n", e.what());
     return 1;
