@@ -79,8 +79,15 @@ expect_exit 0 "generate in session" -- "$cli" generate --json --session "$sid" -
 pyjson 'assert d["usage"]["cached_tokens"] == 0, d' "$(tail -n1 <<<"$out")" || fail "first turn: $(tail -n1 <<<"$out")"
 expect_exit 0 "continue session" -- "$cli" generate --json --session "$sid" --append --max-tokens 3 --ignore-eos " there"
 pyjson 'assert d["usage"]["cached_tokens"] > 0, d' "$(tail -n1 <<<"$out")" || fail "continued turn did not reuse the cache: $(tail -n1 <<<"$out")"
+expect_exit 0 "sessions create (a prompt-cache name)" -- "$cli" sessions create --max-context 64 --id prompt-cache-0-42
 expect_exit 0 "sessions list" -- "$cli" sessions list
 expect_contains "$out" "$sid" "sessions list shows the session"
+[[ $(head -n1 <<<"$out") == *OWNER* && $(grep "$sid" <<<"$out") == *" $(id -un) "* ]] || fail "sessions list: no owner: $out"
+[[ $out != *prompt-cache-0-42* ]] || fail "sessions list shows the HTTP prompt cache: $out"
+expect_contains "$out" "(1 HTTP prompt cache," "sessions list counts the hidden prompt cache"
+expect_exit 0 "sessions list --all" -- "$cli" sessions list --all
+expect_contains "$out" "prompt-cache-0-42" "sessions list --all"
+expect_exit 0 "sessions rm the prompt cache" -- "$cli" sessions rm prompt-cache-0-42
 expect_exit 0 "sessions show" -- "$cli" sessions show "$sid" --json
 pyjson 'assert d["session"]["positions"] > 0 and d["session"]["max_context"] == 256, d' "$out" || fail "sessions show: $out"
 expect_exit 0 "sessions rm" -- "$cli" sessions rm "$sid"
@@ -88,7 +95,7 @@ expect_contains "$out" "deleted $sid" "sessions rm output"
 expect_exit 1 "show deleted session" -- "$cli" sessions show "$sid"
 expect_contains "$err" "NOT_FOUND" "unknown session error"
 expect_exit 1 "generate in unknown session" -- "$cli" generate --session nosuchsession hi
-pass "sessions create/list/show/rm; continued session reports cached_tokens; unknown session exit 1"
+pass "sessions create/list (owner, prompt caches hidden unless --all)/show/rm; continued session reports cached_tokens; unknown session exit 1"
 
 # ---- forward
 expect_exit 0 "forward" -- "$cli" forward --top-k 3 "Hello"

@@ -79,6 +79,7 @@ struct Prepared {
 // `chat`: messages that continue the conversation the session holds (APPEND).
 Prepared prepare(Runtime& rt, const std::string& session_id, uint32_t caller, bool append, bool cache_prompt,
                  std::span<const int32_t> tokens, int extra_positions, const ChatContinuation* chat = nullptr) {
+  if (chat && !append) throw invalid_argument("continuing a chat needs a session_id and history_mode APPEND");
   Prepared p;
   if (!session_id.empty()) {
     p.lease = rt.sessions->acquire(session_id, caller);
@@ -206,8 +207,6 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
     wants.top_k = std::max(wants.top_k, o.logprobs);
   }
 
-  if (o.chat_continuation && !(o.append && !o.session_id.empty()))
-    throw invalid_argument("continuing a chat needs a session_id and history_mode APPEND");
   Prepared p = prepare(rt, o.session_id, o.caller_uid, o.append, o.cache_prompt, o.tokens, o.max_new_tokens,
                        o.chat_continuation ? &*o.chat_continuation : nullptr);
   if (p.sequence.empty()) throw invalid_argument("empty input: nothing to generate from");
