@@ -71,7 +71,7 @@ int run_sessions(Command& cmd) {
                   s.positions(), s.max_context(), format_bytes(s.memory_bytes()).c_str(), s.busy() ? "yes" : "no",
                   format_unix_ms(s.last_used_unix_ms()).c_str());
     }
-    if (!header) std::printf("no sessions\n");
+    if (!header && hidden == 0) std::printf("no sessions\n");
     if (hidden > 0)
       std::printf("(%d HTTP prompt cache%s, %s, not shown; --all lists them)\n", hidden, hidden == 1 ? "" : "s",
                   format_bytes(hidden_bytes).c_str());
