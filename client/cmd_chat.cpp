@@ -58,20 +58,23 @@ class Chat {
     return resp.session();
   }
 
-  StreamOutcome say(const std::string& text, StreamOutput output) {
-    history_.emplace_back("user", text);
+  // The first turn sends the conversation from its start (the system message
+  // too) and replaces whatever the session held; every later turn sends only
+  // its user message in APPEND mode: the daemon renders it after the tokens
+  // the session holds, the previous reply as generated, so the turn computes
+  // only its own tokens (the template would drop an earlier reply's think
+  // block from a re-rendered conversation, and all of that reply would be
+  // computed again).
+  StreamOutcome say(const std::string& text, StreamOutput output, ThinkDisplay& think) {
     v1::GenerateRequest request;
-    for (const auto& [role, content] : history_) {
-      auto* m = request.add_messages();
-      m->set_role(role);
-      m->set_content(content);
-    }
-    request.set_enable_thinking(!cmd_.args().has("no-think"));
+    if (!started_ && !system_.empty()) add_message(request, "system", system_);
+    add_message(request, "user", text);
+    request.set_enable_thinking(cmd_.args().has("think"));
     request.set_session_id(session_id_);
-    request.set_history_mode(v1::HISTORY_MODE_FULL);
+    request.set_history_mode(started_ ? v1::HISTORY_MODE_APPEND : v1::HISTORY_MODE_FULL);
     apply_generation_options(cmd_.args(), request);
-    StreamOutcome out = stream_generate(client_, request, output);
-    history_.emplace_back("assistant", out.text);
+    StreamOutcome out = stream_generate(client_, request, output, &think);
+    started_ = true;
     return out;
   }
 
@@ -94,9 +97,11 @@ class Chat {
     (void)client_.stub().DeleteSession(&ctx, req, &resp);
     session_id_.clear();
   }
-  void reset_history() {
-    history_.clear();
-    if (!system_.empty()) history_.emplace_back("system", system_);
+  void reset_history() { started_ = false; }
+  static void add_message(v1::GenerateRequest& request, const std::string& role, const std::string& content) {
+    auto* m = request.add_messages();
+    m->set_role(role);
+    m->set_content(content);
   }
 
   Command& cmd_;
@@ -104,12 +109,13 @@ class Chat {
   std::string session_id_;
   bool own_session_ = true;
   std::string system_;
-  std::vector<std::pair<std::string, std::string>> history_;  // role, content
+  bool started_ = false;  // a turn of this conversation is in the session
 };
 
 int run_chat(Command& cmd) {
   const Args& a = cmd.args();
   if (!a.positional().empty()) throw usage_error("chat takes no arguments; type the messages on stdin");
+  if (a.has("think") && a.has("no-think")) throw usage_error("--think and --no-think exclude each other");
   v1::GenerateRequest check;
   apply_generation_options(a, check);  // bad sampling options fail now, not at the first message
   const bool interactive = isatty(STDIN_FILENO) == 1;
@@ -144,18 +150,20 @@ int run_chat(Command& cmd) {
     if (text.compare(0, 2, "//") == 0) text = text.substr(1);
     require_utf8(text, "the message");
     // JSON mode prints one object per turn instead of the raw stream.
-    StreamOutcome out = chat.say(text, cmd.json() ? StreamOutput::silent : StreamOutput::text);
+    ThinkDisplay think(ThinkDisplay::for_stdout());
+    StreamOutcome out = chat.say(text, cmd.json() ? StreamOutput::silent : StreamOutput::text, think);
     if (cmd.json()) {
       nlohmann::json turn = {
           {"user", text},
-          {"assistant", out.text},
+          {"assistant", think.answer()},
           {"finish_reason", finish_reason_name(out.final_message.finish_reason())},
           {"session_id", chat.session_id()},
           {"usage", to_json_value(out.final_message.usage())},
       };
+      if (a.has("think")) turn["thinking"] = think.thinking();
       std::cout << dump_json(turn) << "\n" << std::flush;
     } else {
-      if (out.text.empty() || out.text.back() != '\n') std::cout << "\n";
+      if (think.answer().empty() || think.answer().back() != '\n') std::cout << "\n";
       std::cout << std::flush;
     }
     if (a.has("stats") || out.interrupted) std::cerr << describe_outcome(out) << "\n";
@@ -174,7 +182,9 @@ CommandInfo chat_command() {
                    "chat [options]",
                    "Interactive chat: each line is a user turn; the reply streams back. The conversation is kept\n"
                    "in a daemon session (created for the chat and deleted at the end, unless --session names\n"
-                   "one), so each turn only computes the new tokens. On a terminal lines can be edited and the\n"
+                   "one), so each turn only computes its new tokens (the user message and the template's framing).\n"
+                   "Thinking is off unless --think; its text is then shown dimmed (on a terminal) or between\n"
+                   "[thinking] and [/thinking] lines. On a terminal lines can be edited and the\n"
                    "Up arrow recalls earlier ones (~/.qwen3_bpf_history). Piped stdin works too.\n"
                    "Commands (not sent to the model):\n" +
                        std::string(kChatHelp),
@@ -182,7 +192,8 @@ CommandInfo chat_command() {
                        {"session", true, false, "ID  use (and keep) this existing session"},
                        {"max-context", true, false, "N  context of the chat's session (default: the daemon's)"},
                        {"system", true, false, "TEXT  system message"},
-                       {"no-think", false, false, "disable thinking (empty <think></think> block)"},
+                       {"think", false, false, "let the model think first (shown dimmed, or marked when not a terminal)"},
+                       {"no-think", false, false, "no thinking (the default: the template's empty think block)"},
                    },
                    run_chat};
   for (auto& o : generation_options()) info.options.push_back(o);

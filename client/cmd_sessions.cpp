@@ -1,6 +1,9 @@
 // `qwen3-bpf sessions list|show ID|rm ID|create`.
+#include <pwd.h>
+
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include "cli_error.h"
 #include "command.h"
@@ -13,8 +16,19 @@ namespace v1 = qwen3bpf::v1;
 
 namespace {
 
+// The daemon names the HTTP API's automatic prompt caches so
+// (daemon/service/inference.h, kPromptCachePrefix).
+constexpr const char* kPromptCachePrefix = "prompt-cache-";
+
+// The user name of a uid, or the number when it has none.
+std::string owner_name(uint32_t uid) {
+  if (const passwd* pw = getpwuid(uid)) return pw->pw_name;
+  return std::to_string(uid);
+}
+
 void print_session(const v1::SessionInfo& s) {
   std::printf("session:      %s%s\n", s.session_id().c_str(), s.busy() ? "  (busy)" : "");
+  std::printf("owner:        %s (uid %u)\n", owner_name(s.owner_uid()).c_str(), s.owner_uid());
   std::printf("positions:    %d of %d (history %d tokens)\n", s.positions(), s.max_context(), s.history_tokens());
   std::printf("KV memory:    %s\n", format_bytes(s.memory_bytes()).c_str());
   std::printf("created:      %s\n", format_unix_ms(s.created_unix_ms()).c_str());
@@ -37,15 +51,30 @@ int run_sessions(Command& cmd) {
       std::cout << to_json(resp) << "\n";
       return kExitOk;
     }
-    if (resp.sessions().empty()) {
-      std::printf("no sessions\n");
-      return kExitOk;
-    }
-    std::printf("%-36s  %9s  %7s  %10s  %-4s  %s\n", "SESSION", "POSITIONS", "CONTEXT", "KV", "BUSY", "LAST USED");
-    for (const auto& s : resp.sessions())
-      std::printf("%-36s  %9d  %7d  %10s  %-4s  %s\n", s.session_id().c_str(), s.positions(), s.max_context(),
-                  format_bytes(s.memory_bytes()).c_str(), s.busy() ? "yes" : "no",
+    // The HTTP API's prompt caches (one per recent caller prefix, 16 MiB
+    // each by default) are listed with --all, otherwise counted in one line.
+    const bool all = a.has("all");
+    int hidden = 0;
+    uint64_t hidden_bytes = 0;
+    bool header = false;
+    for (const auto& s : resp.sessions()) {
+      if (!all && s.session_id().rfind(kPromptCachePrefix, 0) == 0) {
+        ++hidden;
+        hidden_bytes += s.memory_bytes();
+        continue;
+      }
+      if (!header)
+        std::printf("%-36s  %-10s  %9s  %7s  %10s  %-4s  %s\n", "SESSION", "OWNER", "POSITIONS", "CONTEXT", "KV", "BUSY",
+                    "LAST USED");
+      header = true;
+      std::printf("%-36s  %-10s  %9d  %7d  %10s  %-4s  %s\n", s.session_id().c_str(), owner_name(s.owner_uid()).c_str(),
+                  s.positions(), s.max_context(), format_bytes(s.memory_bytes()).c_str(), s.busy() ? "yes" : "no",
                   format_unix_ms(s.last_used_unix_ms()).c_str());
+    }
+    if (!header && hidden == 0) std::printf("no sessions\n");
+    if (hidden > 0)
+      std::printf("(%d HTTP prompt cache%s, %s, not shown; --all lists them)\n", hidden, hidden == 1 ? "" : "s",
+                  format_bytes(hidden_bytes).c_str());
     return kExitOk;
   }
   if (action == "show") {
@@ -92,12 +121,13 @@ int run_sessions(Command& cmd) {
 CommandInfo sessions_command() {
   return CommandInfo{"sessions",
                      "list | show ID | rm ID... | create [--max-context N]",
-                     "sessions list | show ID | rm ID... | create [--max-context N] [--id ID]",
+                     "sessions list [--all] | show ID | rm ID... | create [--max-context N] [--id ID]",
                      "Manages KV sessions. `create` prints the new session's id (so S=$(qwen3-bpf sessions create)\n"
                      "works); continue it with `qwen3-bpf generate --session $S ...`.",
                      {
                          {"max-context", true, false, "N  create: context of the session (default: the daemon's)"},
                          {"id", true, false, "ID  create: choose the id ([A-Za-z0-9_.-], 1..64 chars)"},
+                         {"all", false, false, "list: the HTTP API's prompt caches too (prompt-cache-UID-N)"},
                      },
                      run_sessions,
                      {"session"}};

@@ -1,6 +1,8 @@
 // `qwen3-bpf verify PROG.c` and `qwen3-bpf xdp-gen "TASK"`: the XDP program
 // verification service, with its structured diagnostic printed readably.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -21,9 +23,11 @@ namespace {
 std::string read_file_or_stdin(const std::string& path, const char* what) {
   if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw CliError(std::string("cannot read ") + what + " " + path, kExitFailed);
+  // A file named on the command line that cannot be read is a usage error (2), with the reason.
+  if (!in) throw usage_error(std::string("cannot read ") + what + " " + path + ": " + std::strerror(errno));
   std::ostringstream s;
   s << in.rdbuf();
+  if (in.bad()) throw usage_error(std::string("cannot read ") + what + " " + path + ": " + std::strerror(errno));
   return s.str();
 }
 

@@ -15,15 +15,28 @@ namespace qwen3::cli {
 
 namespace v1 = qwen3bpf::v1;
 
+namespace {
+
+// 0.7 rather than 0.700000 (a float's shortest decimal at 6 digits).
+std::string compact_number(float v) {
+  std::ostringstream s;
+  s.precision(6);
+  s << v;
+  return s.str();
+}
+
+}  // namespace
+
 std::vector<OptionSpec> generation_options() {
   return {
       {"max-tokens", true, false, "N  tokens to generate at most (default: the daemon's, 256)", 'n'},
       {"temperature", true, false, "T  sampling temperature; 0 = greedy (default: the model's generation_config)", 't'},
-      {"top-k", true, false, "K  sample among the K most likely tokens (0 = off)"},
-      {"top-p", true, false, "P  nucleus sampling cut (0 or 1 = off)"},
-      {"min-p", true, false, "P  drop tokens below P x the best probability (0 = off)"},
-      {"repetition-penalty", true, false, "R  penalise tokens already in the context (1 = off)"},
-      {"seed", true, false, "N  sampling seed (0 = random; the seed used is reported)"},
+      {"greedy", false, false, "greedy decoding (temperature 0); the model's other defaults still apply"},
+      {"top-k", true, false, "K  sample among the K most likely tokens (0 = off; default: the model's)"},
+      {"top-p", true, false, "P  nucleus sampling cut (0 or 1 = off; default: the model's)"},
+      {"min-p", true, false, "P  drop tokens below P x the best probability (0 = off; default: the model's)"},
+      {"repetition-penalty", true, false, "R  penalise tokens already in the context (1 = off; default: the model's)"},
+      {"seed", true, false, "N  sampling seed (0 = random; the seed used is reported); sampling stays on"},
       {"stop", true, true, "TEXT  stop when TEXT appears (not printed); repeatable"},
       {"ignore-eos", false, false, "keep generating past end-of-sequence tokens"},
       {"logprobs", true, false, "N  report the chosen token's logprob and the top N, N <= 20 (with --json)"},
@@ -35,20 +48,43 @@ std::vector<OptionSpec> generation_options() {
 }
 
 void apply_generation_options(const Args& args, v1::GenerateRequest& request) {
-  // Sampling fields go out only when the user gave one: without them the
-  // daemon samples with the model's generation_config defaults.
+  // Each flag sets one field and names it in set_fields; every other field
+  // keeps the model's generation_config default (the daemon merges them), so
+  // --seed alone still samples. No flag: no sampling message at all.
   auto* stopping = request.mutable_stopping();
-  bool sampling_given = false;
-  for (const char* flag : {"temperature", "top-k", "top-p", "min-p", "repetition-penalty", "seed"})
-    sampling_given = sampling_given || args.has(flag);
-  auto* sampling = sampling_given ? request.mutable_sampling() : nullptr;
   if (auto v = args.get_int("max-tokens", 1, 1 << 20)) stopping->set_max_new_tokens(static_cast<int32_t>(*v));
-  if (auto v = args.get_double("temperature", 0, 100)) sampling->set_temperature(static_cast<float>(*v));
-  if (auto v = args.get_int("top-k", 0, 1 << 24)) sampling->set_top_k(static_cast<int32_t>(*v));
-  if (auto v = args.get_double("top-p", 0, 1)) sampling->set_top_p(static_cast<float>(*v));
-  if (auto v = args.get_double("min-p", 0, 1)) sampling->set_min_p(static_cast<float>(*v));
-  if (auto v = args.get_double("repetition-penalty", 0, 100)) sampling->set_repetition_penalty(static_cast<float>(*v));
-  if (auto v = args.get_int("seed", 0, INT64_MAX)) sampling->set_seed(static_cast<uint64_t>(*v));
+  if (args.has("greedy") && args.has("temperature")) throw usage_error("--greedy and --temperature exclude each other");
+  v1::SamplingParams sampling;
+  auto set = [&sampling](const char* field) { sampling.add_set_fields(field); };
+  if (args.has("greedy")) {
+    sampling.set_temperature(0);
+    set("temperature");
+  }
+  if (auto v = args.get_double("temperature", 0, 100)) {
+    sampling.set_temperature(static_cast<float>(*v));
+    set("temperature");
+  }
+  if (auto v = args.get_int("top-k", 0, 1 << 24)) {
+    sampling.set_top_k(static_cast<int32_t>(*v));
+    set("top_k");
+  }
+  if (auto v = args.get_double("top-p", 0, 1)) {
+    sampling.set_top_p(static_cast<float>(*v));
+    set("top_p");
+  }
+  if (auto v = args.get_double("min-p", 0, 1)) {
+    sampling.set_min_p(static_cast<float>(*v));
+    set("min_p");
+  }
+  if (auto v = args.get_double("repetition-penalty", 0, 100)) {
+    sampling.set_repetition_penalty(static_cast<float>(*v));
+    set("repetition_penalty");
+  }
+  if (auto v = args.get_int("seed", 0, INT64_MAX)) {
+    sampling.set_seed(static_cast<uint64_t>(*v));
+    set("seed");
+  }
+  if (sampling.set_fields_size() > 0) *request.mutable_sampling() = sampling;
   for (const auto& s : args.all("stop")) {
     if (s.empty()) throw usage_error("--stop wants a non-empty string");
     stopping->add_stop(require_utf8(s, "--stop"));
@@ -63,7 +99,12 @@ void apply_generation_options(const Args& args, v1::GenerateRequest& request) {
   }
 }
 
-StreamOutcome stream_generate(DaemonClient& client, const v1::GenerateRequest& request, StreamOutput output) {
+StreamOutcome stream_generate(DaemonClient& client, const v1::GenerateRequest& request, StreamOutput output,
+                              ThinkDisplay* think) {
+  auto print = [](const std::string& text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  };
   using Clock = std::chrono::steady_clock;
   auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   StreamOutcome out;
@@ -83,14 +124,19 @@ StreamOutcome stream_generate(DaemonClient& client, const v1::GenerateRequest& r
     if (output == StreamOutput::json_lines) {
       std::cout << to_json(message) << "\n" << std::flush;
     } else if (output == StreamOutput::text && !message.text().empty()) {
-      std::fwrite(message.text().data(), 1, message.text().size(), stdout);
-      std::fflush(stdout);
+      print(think ? think->push(message.text()) : message.text());
+    } else if (think) {
+      think->push(message.text());  // silent: split only
     }
     out.text += message.text();
     if (message.token_id() >= 0) ++out.received_tokens;
     if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) out.final_message = message;
   }
   waiting.stop();
+  if (think) {
+    const std::string rest = think->flush();
+    if (output == StreamOutput::text) print(rest);
+  }
   grpc::Status status = reader->Finish();
   out.elapsed_ms = ms_since(start);
   out.interrupted = guard.interrupted();
@@ -113,6 +159,19 @@ std::string finish_reason_name(v1::FinishReason reason) {
     case v1::FINISH_REASON_CANCELLED: return "cancelled";
     default: return "unknown";
   }
+}
+
+std::string describe_sampling(const v1::SamplingParams& p) {
+  std::ostringstream s;
+  s << (p.temperature() < 1e-3f ? "greedy" : "temperature " + compact_number(p.temperature()));
+  if (p.temperature() >= 1e-3f) {
+    if (p.top_k() > 0) s << ", top_k " << p.top_k();
+    if (p.top_p() > 0 && p.top_p() < 1) s << ", top_p " << compact_number(p.top_p());
+    if (p.min_p() > 0) s << ", min_p " << compact_number(p.min_p());
+  }
+  if (p.repetition_penalty() > 0 && p.repetition_penalty() != 1) s << ", repetition_penalty " << compact_number(p.repetition_penalty());
+  if (p.seed() != 0) s << ", seed " << p.seed();
+  return s.str();
 }
 
 std::string describe_outcome(const StreamOutcome& o) {
@@ -139,7 +198,8 @@ std::string describe_outcome(const StreamOutcome& o) {
   if (m.usage().speculative_draft_tokens() > 0)
     s << "; speculative: " << m.usage().speculative_accepted_tokens() << " of " << m.usage().speculative_draft_tokens()
       << " draft tokens accepted";
-  if (m.seed() != 0) s << "; seed " << m.seed();
+  if (m.has_sampling()) s << "; " << describe_sampling(m.sampling());
+  else if (m.seed() != 0) s << "; seed " << m.seed();
   if (!m.session_id().empty()) s << "; session " << m.session_id();
   s << "]";
   return s.str();

@@ -8,7 +8,8 @@
 #   QWEN3_PROMPT="..."               the prompt to generate from
 set -euo pipefail
 root_dir=$(cd "$(dirname "$0")/.." && pwd)
-build_dir=${QWEN3_BUILD_DIR:-$root_dir/build}
+# Its own build directory, without the tests (scripts/run-tests.sh builds those into ./build).
+build_dir=${QWEN3_BUILD_DIR:-$root_dir/build-install}
 prefix=${QWEN3_PREFIX:-/usr/local}
 state_dir=/var/lib/qwen3-bpfd
 default_model=$state_dir/models/default
@@ -26,8 +27,8 @@ fi
 say "installing dependencies"
 "$root_dir/scripts/setup-deps.sh"
 
-say "building (into $build_dir)"
-QWEN3_PREFIX=$prefix "$root_dir/scripts/build.sh"
+say "building the daemon, the CLI and the tools it installs (into $build_dir)"
+QWEN3_PREFIX=$prefix QWEN3_BUILD_DIR=$build_dir QWEN3_BUILD_TESTING=OFF "$root_dir/scripts/build.sh" installed
 
 say "installing into $prefix"
 cmake --install "$build_dir" >/dev/null
@@ -64,8 +65,9 @@ fi
 
 say "generating through the daemon (every multiply-accumulate in BPF)"
 echo "prompt: $prompt"
-# Sampled as the model's generation_config.json suggests: greedy decoding of a model this small loops.
-qwen3-bpf generate --max-tokens 48 -t 0.7 --top-k 20 --top-p 0.9 --repetition-penalty 1.2 "$prompt"
+# No sampling flags: the model's generation_config.json gives them all (docs/api.md, "Sampling
+# defaults"); --stats prints the ones used.
+qwen3-bpf generate --max-tokens 48 --stats "$prompt"
 echo
 say "status"
 qwen3-bpf status

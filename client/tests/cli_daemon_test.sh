@@ -79,8 +79,15 @@ expect_exit 0 "generate in session" -- "$cli" generate --json --session "$sid" -
 pyjson 'assert d["usage"]["cached_tokens"] == 0, d' "$(tail -n1 <<<"$out")" || fail "first turn: $(tail -n1 <<<"$out")"
 expect_exit 0 "continue session" -- "$cli" generate --json --session "$sid" --append --max-tokens 3 --ignore-eos " there"
 pyjson 'assert d["usage"]["cached_tokens"] > 0, d' "$(tail -n1 <<<"$out")" || fail "continued turn did not reuse the cache: $(tail -n1 <<<"$out")"
+expect_exit 0 "sessions create (a prompt-cache name)" -- "$cli" sessions create --max-context 64 --id prompt-cache-0-42
 expect_exit 0 "sessions list" -- "$cli" sessions list
 expect_contains "$out" "$sid" "sessions list shows the session"
+[[ $(head -n1 <<<"$out") == *OWNER* && $(grep "$sid" <<<"$out") == *" $(id -un) "* ]] || fail "sessions list: no owner: $out"
+[[ $out != *prompt-cache-0-42* ]] || fail "sessions list shows the HTTP prompt cache: $out"
+expect_contains "$out" "(1 HTTP prompt cache," "sessions list counts the hidden prompt cache"
+expect_exit 0 "sessions list --all" -- "$cli" sessions list --all
+expect_contains "$out" "prompt-cache-0-42" "sessions list --all"
+expect_exit 0 "sessions rm the prompt cache" -- "$cli" sessions rm prompt-cache-0-42
 expect_exit 0 "sessions show" -- "$cli" sessions show "$sid" --json
 pyjson 'assert d["session"]["positions"] > 0 and d["session"]["max_context"] == 256, d' "$out" || fail "sessions show: $out"
 expect_exit 0 "sessions rm" -- "$cli" sessions rm "$sid"
@@ -88,7 +95,7 @@ expect_contains "$out" "deleted $sid" "sessions rm output"
 expect_exit 1 "show deleted session" -- "$cli" sessions show "$sid"
 expect_contains "$err" "NOT_FOUND" "unknown session error"
 expect_exit 1 "generate in unknown session" -- "$cli" generate --session nosuchsession hi
-pass "sessions create/list/show/rm; continued session reports cached_tokens; unknown session exit 1"
+pass "sessions create/list (owner, prompt caches hidden unless --all)/show/rm; continued session reports cached_tokens; unknown session exit 1"
 
 # ---- forward
 expect_exit 0 "forward" -- "$cli" forward --top-k 3 "Hello"
@@ -105,6 +112,38 @@ pyjson 'assert d["user"] == "Tell me more" and d["usage"]["cached_tokens"] > 0, 
 expect_exit 0 "sessions list after chat" -- "$cli" sessions list --json
 pyjson 'assert not d.get("sessions"), d' "$out" || fail "chat left its session behind: $out"
 pass "chat: piped turns share a session (cached tokens), session deleted at the end"
+
+# ---- chat: 5 turns, each after the first computes only its user message and the
+# template's framing, never the previous reply again (issue 24: re-templating
+# the conversation dropped the reply's think block, so every turn recomputed it)
+turns=("Hi there" "What is XDP?" "And BPF maps?" "Thanks a lot" "Bye now")
+printf '%s\n' "${turns[@]}" | "$cli" chat --stats -n 3 >"$tmp/chat5.out" 2>"$tmp/chat5.err" ||
+  fail "5-turn chat: exit $?: $(cat "$tmp/chat5.err")"
+mapfile -t finish_lines < <(grep '^\[finish: ' "$tmp/chat5.err")
+[[ ${#finish_lines[@]} -eq 5 ]] || fail "5-turn chat printed ${#finish_lines[@]} --stats lines: $(cat "$tmp/chat5.err")"
+grep -q '<think>\|</think>' "$tmp/chat5.out" && fail "chat printed raw think tags: $(cat "$tmp/chat5.out")"
+for i in 0 1 2 3 4; do
+  line=${finish_lines[$i]}
+  [[ $line =~ prompt\ ([0-9]+)\ tokens\ \(([0-9]+)\ cached\) ]] || fail "no prompt count in: $line"
+  computed=$((BASH_REMATCH[1] - BASH_REMATCH[2]))
+  if ((i == 0)); then
+    ((BASH_REMATCH[2] == 0)) || fail "the first turn of a new session reused $line"
+    continue
+  fi
+  # The framing closes the previous reply (<|im_end|>), opens the user turn and
+  # the assistant turn with the empty think block of thinking off.
+  framing=$'<|im_end|>\n<|im_start|>user\n'"${turns[$i]}"$'<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n'
+  expect_exit 0 "tokenize the framing" -- "$cli" tokenize -- "$framing"
+  framed=$(wc -w <<<"$out")
+  # Plus the reply's last token when it was not <|im_end|> itself: generated, not yet fed.
+  prev=${finish_lines[$((i - 1))]}
+  # (An EOS reply ended with <|im_end|> or <|endoftext|>: one of the two counts.)
+  want=$((framed + 1))
+  [[ $prev != "[finish: length"* && $computed -eq $framed ]] && want=$framed
+  ((computed == want)) ||
+    fail "chat turn $((i + 1)) computed $computed prompt tokens, want $want (user message + framing): $line"
+done
+pass "chat: 5 turns, each after the first computes only the user message and the template's framing"
 
 # ---- chat checks --session before the first message
 expect_exit 1 "chat in an unknown session" -- sh -c "'$cli' chat --session nosuchsession </dev/null"
@@ -243,7 +282,8 @@ assert r["decision"] == "fail" and r["first_failed_stage"] == "verify" and r["ve
 expect_exit 0 "verify --json pass" -- "$cli" verify "$tmp/good.c" --fixtures "$tmp/fixtures.json" --json
 pyjson 'r = d["result"]; assert r["decision"] == "pass" and r["first_failed_stage"] == "none", r' "$out" ||
   fail "verify --json pass: $out"
-expect_exit 1 "verify missing file" -- "$cli" verify "$tmp/nonexistent.c"
+expect_exit 2 "verify missing file" -- "$cli" verify "$tmp/nonexistent.c"
+expect_contains "$err" "No such file or directory" "verify missing file gives the reason"
 pass "verify: pass (exit 0), compile error with line, verifier class, fixture expected/got, --json (exit 1)"
 
 # ---- xdp-gen with a random model: a clean 'not solved'

@@ -15,9 +15,11 @@
 #include "command_line.h"
 #include "daemon_client.h"
 #include "format.h"
+#include "generation.h"
 #include "health_check.h"
 #include "interrupt.h"
 #include "json_output.h"
+#include "think_display.h"
 #include "qwen3bpf/v1/qwen3bpf.pb.h"
 
 namespace qwen3::cli {
@@ -294,6 +296,67 @@ TEST(JsonOutput, EnumsAsWordsAnd64BitNumbersAsNumbers) {
   v1::SessionInfo s;
   s.set_created_unix_ms(1764547200123);
   EXPECT_EQ(to_json_value(s)["created_unix_ms"].get<int64_t>(), 1764547200123);
+}
+
+// Issue 24: each sampling flag sets its own field only (set_fields), so the
+// daemon keeps the model's defaults for the rest; --seed alone used to send
+// temperature 0 (greedy).
+qwen3bpf::v1::GenerateRequest request_of(const std::vector<std::string>& argv) {
+  std::ostringstream out, err;
+  ParsedCommandLine p = parse_command_line(argv, {generate_command()}, out, err);
+  EXPECT_NE(p.command, nullptr) << err.str();
+  qwen3bpf::v1::GenerateRequest req;
+  apply_generation_options(p.args, req);
+  return req;
+}
+
+std::vector<std::string> set_fields(const qwen3bpf::v1::GenerateRequest& r) {
+  return {r.sampling().set_fields().begin(), r.sampling().set_fields().end()};
+}
+
+TEST(GenerationOptions, EachFlagSetsOnlyItsField) {
+  EXPECT_FALSE(request_of({"generate", "x"}).has_sampling());
+  EXPECT_FALSE(request_of({"generate", "-n", "5", "x"}).has_sampling());
+  const auto seeded = request_of({"generate", "--seed", "42", "x"});
+  EXPECT_EQ(set_fields(seeded), std::vector<std::string>{"seed"});
+  EXPECT_EQ(seeded.sampling().seed(), 42u);
+  const auto greedy = request_of({"generate", "--greedy", "x"});
+  EXPECT_EQ(set_fields(greedy), std::vector<std::string>{"temperature"});
+  EXPECT_EQ(greedy.sampling().temperature(), 0.0f);
+  const auto two = request_of({"generate", "--top-k", "0", "--repetition-penalty", "1", "x"});
+  EXPECT_EQ(set_fields(two), (std::vector<std::string>{"top_k", "repetition_penalty"}));
+  std::ostringstream out, err;
+  ParsedCommandLine p = parse_command_line({"generate", "--greedy", "-t", "0.5", "x"}, {generate_command()}, out, err);
+  qwen3bpf::v1::GenerateRequest req;
+  try {
+    apply_generation_options(p.args, req);
+    ADD_FAILURE() << "--greedy with --temperature accepted";
+  } catch (const CliError& e) {
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+  }
+}
+
+std::string show(ThinkDisplay& d, const std::vector<std::string>& pieces) {
+  std::string out;
+  for (const auto& p : pieces) out += d.push(p);
+  return out + d.flush();
+}
+
+TEST(ThinkDisplay, ThinkingIsShownApartNeverAsTags) {
+  const std::vector<std::string> reply = {"<think>", "\nI should", " greet.\n", "</thi", "nk>\n\n", "Hello!"};
+  ThinkDisplay marked(ThinkDisplay::Style::marked);
+  EXPECT_EQ(show(marked, reply), "[thinking]\nI should greet.\n[/thinking]\nHello!");
+  EXPECT_EQ(marked.thinking(), "I should greet.");
+  EXPECT_EQ(marked.answer(), "Hello!");
+  ThinkDisplay faint(ThinkDisplay::Style::faint);
+  EXPECT_EQ(show(faint, reply), "\x1b[2mI should greet.\x1b[0m\nHello!");
+
+  ThinkDisplay empty(ThinkDisplay::Style::marked);  // thinking off: the template's empty block
+  EXPECT_EQ(show(empty, {"<think>\n\n</think>\n\n", "Hi", " there"}), "Hi there");
+  ThinkDisplay plain(ThinkDisplay::Style::marked);  // no tags; a '<' that starts none
+  EXPECT_EQ(show(plain, {"a <", " b <th", "ing"}), "a < b <thing");
+  ThinkDisplay cut(ThinkDisplay::Style::faint);  // the reply ends inside its thinking (Ctrl-C, length)
+  EXPECT_EQ(show(cut, {"<think>\nhmm"}), "\x1b[2mhmm\x1b[0m\n");
 }
 
 }  // namespace

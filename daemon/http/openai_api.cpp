@@ -171,6 +171,9 @@ std::vector<int32_t> prompt_of(const json& body, const Tokenizer& tok, int vocab
   if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
   else if (p->is_array() && !p->empty() && !(*p)[0].is_number_integer())
     throw bad("prompt", "only one prompt per request is supported (got " + std::to_string(p->size()) + ")");
+  // Empty, the core would answer in gRPC's words (prompt, token_ids or messages).
+  if (p->is_string() && p->get<std::string>().empty()) throw bad("prompt", "prompt is empty: give text or token ids");
+  if (p->is_array() && p->empty()) throw bad("prompt", "prompt is an empty array: give text or token ids");
   if (p->is_string()) return encode_text(tok, p->get<std::string>(), "prompt");
   if (!p->is_array()) throw bad("prompt", std::string("prompt must be a string or an array of token ids (got ") + type_name(*p) + ")");
   std::vector<int32_t> ids;

@@ -180,6 +180,13 @@ void merge_generation_config(ModelConfig& c, const std::string& text, const std:
   c.default_temperature = read_number(j, path, "temperature", 0.0, 100.0, 0.0);
   c.default_top_k = static_cast<int>(read_int(j, path, "top_k", 0, c.vocab_size, 0));
   c.default_top_p = read_number(j, path, "top_p", 0.0, 1.0, 0.0);
+  // The sampler keeps min_p below 1 (a cut at the best token's probability
+  // would keep nothing but it) and a penalty of 0 would divide by zero.
+  c.default_min_p = read_number(j, path, "min_p", 0.0, 0.99, 0.0);
+  c.default_repetition_penalty = read_number(j, path, "repetition_penalty", 0.0, 100.0, 0.0);
+  if (c.default_repetition_penalty > 0 && c.default_repetition_penalty < 1e-3)
+    throw bad(path, "repetition_penalty", "must be 0 (none) or at least 0.001");
+  c.default_do_sample = read_bool(j, path, "do_sample", true);
 }
 
 ModelConfig load_model_config(const std::string& dir) {

@@ -27,6 +27,9 @@ struct ModelConfig {
   double default_temperature = 0.0;
   int default_top_k = 0;
   double default_top_p = 0.0;
+  double default_min_p = 0.0;
+  double default_repetition_penalty = 0.0;
+  bool default_do_sample = true;           // false: the default is greedy (transformers' do_sample)
 
   // Informational: the checkpoint's declared storage type ("bfloat16", ...).
   std::string torch_dtype;

@@ -78,13 +78,33 @@ void fill_score(const ScoredToken& t, const Tokenizer& tok, pb::TokenScore* out)
 SamplingRequest sampling_of(bool present, const pb::SamplingParams& s) {
   SamplingRequest r;
   if (!present) return r;
-  r.temperature = s.temperature();
-  r.top_k = s.top_k();
-  r.top_p = s.top_p();
-  r.min_p = s.min_p();
-  r.repetition_penalty = s.repetition_penalty();
-  r.seed = s.seed();
+  for (const std::string& name : s.set_fields())
+    if (!is_sampling_field(name))
+      throw invalid_argument("sampling.set_fields: '" + printable(name) +
+                             "' is not a sampling field (temperature, top_k, top_p, min_p, repetition_penalty, seed)");
+  // Empty set_fields: the message sets every field.
+  auto set = [&](const char* name) {
+    if (s.set_fields().empty()) return true;
+    for (const std::string& f : s.set_fields())
+      if (f == name) return true;
+    return false;
+  };
+  if (set("temperature")) r.temperature = s.temperature();
+  if (set("top_k")) r.top_k = s.top_k();
+  if (set("top_p")) r.top_p = s.top_p();
+  if (set("min_p")) r.min_p = s.min_p();
+  if (set("repetition_penalty")) r.repetition_penalty = s.repetition_penalty();
+  if (set("seed")) r.seed = s.seed();
   return r;
+}
+
+void fill_sampling(const SamplingParams& p, pb::SamplingParams* out) {
+  out->set_temperature(p.temperature);
+  out->set_top_k(p.top_k);
+  out->set_top_p(p.top_p);
+  out->set_min_p(p.min_p);
+  out->set_repetition_penalty(p.repetition_penalty);
+  out->set_seed(p.seed);
 }
 
 ForwardOptions forward_options_of(const pb::ForwardRequest& req, const Tokenizer& tok) {
@@ -115,7 +135,13 @@ GenerateOptions generate_options_of(const pb::GenerateRequest& req, const Tokeni
   } else if (req.messages_size() > 0) {
     std::vector<ChatMessage> msgs;
     for (const auto& m : req.messages()) msgs.push_back({m.role(), m.content()});
-    o.tokens = encode_chat(tok, msgs, req.enable_thinking());
+    // APPEND on a session: the messages continue the chat it holds.
+    if (o.append && !req.session_id().empty()) {
+      validate_messages(msgs);
+      o.chat_continuation = ChatContinuation{std::move(msgs), req.enable_thinking()};
+    } else {
+      o.tokens = encode_chat(tok, msgs, req.enable_thinking());
+    }
   }
   o.session_id = req.session_id();
   o.sampling = sampling_of(req.has_sampling(), req.sampling());
@@ -183,6 +209,7 @@ pb::GenerateResponse final_message(const GenerateOutcome& r, const std::string& 
   last.set_seed(r.seed);
   last.set_stop_sequence(r.matched_stop);
   last.set_session_id(session_id);
+  fill_sampling(r.sampling, last.mutable_sampling());
   return last;
 }
 

@@ -18,8 +18,11 @@ void fill_session(const SessionSnapshot& s, const SessionLimits& limits, qwen3bp
 void fill_score(const ScoredToken& t, const Tokenizer& tok, qwen3bpf::v1::TokenScore* out);
 
 // An absent SamplingParams message leaves every field to the model's defaults;
-// a present one states them all (temperature 0 = greedy).
+// a present one states the fields its set_fields names, all six when empty
+// (temperature 0 = greedy). Unknown names are INVALID_ARGUMENT.
 SamplingRequest sampling_of(bool present, const qwen3bpf::v1::SamplingParams& s);
+// The parameters a generation used, for the final message.
+void fill_sampling(const SamplingParams& p, qwen3bpf::v1::SamplingParams* out);
 
 ForwardOptions forward_options_of(const qwen3bpf::v1::ForwardRequest& req, const Tokenizer& tok);
 // `default_max_new_tokens` resolves max_new_tokens 0.

@@ -76,13 +76,19 @@ struct Prepared {
   int keep = 0;                   // positions reused from the cache
 };
 
+// `chat`: messages that continue the conversation the session holds (APPEND).
 Prepared prepare(Runtime& rt, const std::string& session_id, uint32_t caller, bool append, bool cache_prompt,
-                 std::span<const int32_t> tokens, int extra_positions) {
+                 std::span<const int32_t> tokens, int extra_positions, const ChatContinuation* chat = nullptr) {
+  if (chat && !append) throw invalid_argument("continuing a chat needs a session_id and history_mode APPEND");
   Prepared p;
   if (!session_id.empty()) {
     p.lease = rt.sessions->acquire(session_id, caller);
     if (append) {
       p.sequence = p.lease->history;
+      if (chat) {
+        const auto turn = encode_chat_continuation(*rt.tokenizer, p.lease->history, chat->messages, chat->enable_thinking);
+        p.sequence.insert(p.sequence.end(), turn.begin(), turn.end());
+      }
       p.sequence.insert(p.sequence.end(), tokens.begin(), tokens.end());
     } else {
       p.sequence.assign(tokens.begin(), tokens.end());
@@ -193,6 +199,7 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   SamplingParams sp = resolved.params;
   if (resolved.random_seed) sp.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
   out.seed = sp.seed;
+  out.sampling = sp;
   Sampler sampler(sp, rt.backend.get());  // validates the parameters before any work; probabilities in the backend (BPF)
   ForwardWants wants = sampler.wants();
   if (o.logprobs > 0) {
@@ -200,7 +207,8 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
     wants.top_k = std::max(wants.top_k, o.logprobs);
   }
 
-  Prepared p = prepare(rt, o.session_id, o.caller_uid, o.append, o.cache_prompt, o.tokens, o.max_new_tokens);
+  Prepared p = prepare(rt, o.session_id, o.caller_uid, o.append, o.cache_prompt, o.tokens, o.max_new_tokens,
+                       o.chat_continuation ? &*o.chat_continuation : nullptr);
   if (p.sequence.empty()) throw invalid_argument("empty input: nothing to generate from");
   Session& s = *p.lease;
   out.prompt_tokens = static_cast<int>(p.sequence.size());
@@ -334,7 +342,7 @@ std::vector<int32_t> encode_text(const Tokenizer& tok, const std::string& text, 
   return tok.encode(text, parse_special);
 }
 
-std::vector<int32_t> encode_chat(const Tokenizer& tok, const std::vector<ChatMessage>& messages, bool enable_thinking) {
+void validate_messages(const std::vector<ChatMessage>& messages) {
   if (messages.empty()) throw invalid_argument("messages is empty: give at least one message");
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& m = messages[i];
@@ -343,22 +351,27 @@ std::vector<int32_t> encode_chat(const Tokenizer& tok, const std::vector<ChatMes
                              printable(m.role) + "')");
     require_utf8(m.content, "messages[" + std::to_string(i) + "].content");
   }
+}
+
+std::vector<int32_t> encode_chat(const Tokenizer& tok, const std::vector<ChatMessage>& messages, bool enable_thinking) {
+  validate_messages(messages);
   return tok.encode(tok.apply_chat_template(messages, true, enable_thinking), true);
 }
 
-ResolvedSampling resolve_sampling(const SamplingRequest& r, const ModelConfig& model) {
-  ResolvedSampling out;
-  SamplingParams& p = out.params;
-  p.temperature = r.temperature ? *r.temperature : static_cast<float>(model.default_temperature);
-  p.top_k = r.top_k ? *r.top_k : model.default_top_k;
-  p.top_p = r.top_p ? *r.top_p : (model.default_top_p > 0 ? static_cast<float>(model.default_top_p) : 1.0f);
-  if (p.top_p == 0.0f) p.top_p = 1.0f;  // 0: no cut, as the gRPC API documents
-  p.min_p = r.min_p.value_or(0.0f);
-  p.repetition_penalty = r.repetition_penalty.value_or(1.0f);
-  if (p.repetition_penalty == 0.0f) p.repetition_penalty = 1.0f;
-  p.seed = r.seed.value_or(0);
-  out.random_seed = p.seed == 0 && p.temperature >= kMinSamplingTemperature;
-  return out;
+std::vector<int32_t> encode_chat_continuation(const Tokenizer& tok, std::span<const int32_t> history,
+                                              const std::vector<ChatMessage>& messages, bool enable_thinking) {
+  validate_messages(messages);
+  std::string text;
+  if (!history.empty()) {
+    // The template ends every turn with "<|im_end|>\n". A reply the model
+    // ended with <|im_end|> needs only the newline; one cut short (length,
+    // stop string, cancel) or ended by another EOS is closed here.
+    const auto im_end = tok.token_to_id("<|im_end|>");
+    if (!im_end || history.back() != *im_end) text += "<|im_end|>";
+    text += "\n";
+  }
+  text += tok.apply_chat_template(messages, true, enable_thinking);
+  return tok.encode(text, true);
 }
 
 InferenceCore::InferenceCore(ModelHost& host) : host_(host), started_(std::chrono::steady_clock::now()) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "sampling/defaults.h"
 #include "sampling/sampler.h"
 #include "service/counters.h"
 #include "service/metrics.h"
@@ -31,21 +32,21 @@ std::vector<int32_t> encode_text(const Tokenizer& tok, const std::string& text, 
                                  bool parse_special = true);
 // Messages through the model's chat template, with the generation prompt.
 // Roles must be system, user, assistant or tool; contents strict UTF-8.
+void validate_messages(const std::vector<ChatMessage>& messages);
 std::vector<int32_t> encode_chat(const Tokenizer& tok, const std::vector<ChatMessage>& messages, bool enable_thinking);
+// The tokens that continue a conversation whose tokens so far are `history`
+// with `messages` (and the generation prompt): together they are what the
+// template renders for the whole conversation when its last assistant turn is
+// the one in `history` (kept with its think block, as the template keeps the
+// last turn's), so a chat turn computes only its own tokens.
+std::vector<int32_t> encode_chat_continuation(const Tokenizer& tok, std::span<const int32_t> history,
+                                              const std::vector<ChatMessage>& messages, bool enable_thinking);
+struct ChatContinuation {
+  std::vector<ChatMessage> messages;
+  bool enable_thinking = false;
+};
 
-// Sampling as a request states it. A field left unset takes the model's
-// generation_config.json default (temperature, top_k, top_p) or the neutral
-// value (no cut, no penalty); temperature 0 asks for greedy decoding.
-struct SamplingRequest {
-  std::optional<float> temperature, top_p, min_p, repetition_penalty;
-  std::optional<int> top_k;
-  std::optional<uint64_t> seed;  // unset or 0: a random seed (reported back)
-};
-struct ResolvedSampling {
-  SamplingParams params;
-  bool random_seed = false;
-};
-ResolvedSampling resolve_sampling(const SamplingRequest& request, const ModelConfig& model);
+// Sampling requests and the model defaults for unset fields: sampling/defaults.h.
 
 struct ScoredToken {
   int32_t id = 0;
@@ -85,6 +86,9 @@ struct GenerateOptions {
   // recent requests (llama.cpp's cache_prompt), keeping the KV afterwards.
   bool cache_prompt = false;
   uint32_t caller_uid = 0;         // whose sessions the request may use (0: root, any)
+  // With append and a session: messages that continue the session's chat,
+  // rendered against its history (encode_chat_continuation) before `tokens`.
+  std::optional<ChatContinuation> chat_continuation;
   SamplingRequest sampling;
   int max_new_tokens = 256;
   std::vector<std::string> stop;
@@ -121,6 +125,7 @@ struct GenerateOutcome {
   int completion_tokens = 0;
   double queue_ms = 0, prefill_ms = 0, decode_ms = 0;
   uint64_t seed = 0;
+  SamplingParams sampling;          // what the generation used (request and model defaults merged)
   std::string text;                 // everything released, for callers that want it whole
   // Speculative decoding: draft tokens verified, and of those accepted (a
   // verified pass yields accepted + 1 tokens; some may be dropped after a stop).
