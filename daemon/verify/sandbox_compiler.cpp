@@ -26,9 +26,11 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <sstream>
 
+#include "verify/child_io.h"
 #include "verify/landlock.h"
 
 namespace qwen3::verify {
@@ -410,10 +412,116 @@ bool namespaces_work(const std::string& work_dir) {
 
 }  // namespace
 
+namespace {
+
+// The sandbox to use: the configured one, or for `automatic` the strongest that works here.
+std::optional<SandboxMode> resolve_mode(const SandboxConfig& cfg) {
+  if (cfg.mode != SandboxMode::automatic) return cfg.mode;
+  if (namespaces_work(cfg.work_dir)) return SandboxMode::namespaces;
+  if (landlock_abi() >= 1) return SandboxMode::landlock;
+  return std::nullopt;
+}
+
+// The four channels to the compiler child; whatever is still open is closed on destruction.
+struct ChildChannels {
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, deps[2] = {-1, -1};
+  ~ChildChannels() {
+    for (int* pair : {in, out, err, deps})
+      for (int i : {0, 1})
+        if (pair[i] >= 0) close(pair[i]);
+  }
+  // stdin is a socket so a compiler that stops reading cannot SIGPIPE the daemon.
+  std::string open_all() {
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) return std::string("socketpair: ") + strerror(errno);
+    for (int* pair : {out, err, deps})
+      if (pipe2(pair, O_CLOEXEC) != 0) return std::string("pipe: ") + strerror(errno);
+    return "";
+  }
+  void close_child_ends() {
+    for (int* pair : {in, out, err, deps}) {
+      close(pair[1]);
+      pair[1] = -1;
+    }
+  }
+  // Hands the parent's ends over (they are closed by collect_child from then on).
+  ChildStreams release_parent_ends() {
+    ChildStreams s{in[0], out[0], err[0], deps[0]};
+    in[0] = out[0] = err[0] = deps[0] = -1;
+    return s;
+  }
+};
+
+// Why the compile did not give a usable object, from how the child ended and what it wrote;
+// nullopt: it did.
+std::optional<std::pair<CompileStatus, std::string>> failure_of(const ChildOutput& out, const CompileOutcome& result,
+                                                                 const SandboxConfig& cfg) {
+  using F = std::pair<CompileStatus, std::string>;
+  const std::string& raw_err = out.stderr_text;
+  const std::string limits_text = "(limits: " + std::to_string(cfg.timeout_ms) + " ms, " +
+                                  std::to_string(cfg.memory_bytes >> 20) + " MiB)";
+  if (out.timed_out)
+    return F{CompileStatus::limit_exceeded,
+             "compiler exceeded the time limit of " + std::to_string(cfg.timeout_ms) + " ms and was killed"};
+  if (out.deps_too_big)
+    return F{CompileStatus::forbidden_input,
+             "the compiler's list of files read exceeded " + std::to_string(kMaxDepsBytes) + " bytes"};
+  if (out.object_too_big)
+    return F{CompileStatus::limit_exceeded, "compiler output exceeded " + std::to_string(cfg.max_object_bytes) + " bytes"};
+  if (WIFSIGNALED(out.status)) {
+    int sig = WTERMSIG(out.status);
+    if (sig == SIGXCPU || sig == SIGKILL)
+      return F{CompileStatus::limit_exceeded, "compiler exceeded the CPU time limit " + limits_text};
+    if (contains_any(raw_err, {"out of memory", "Allocation failed", "bad_alloc", "Cannot allocate memory"}))
+      return F{CompileStatus::limit_exceeded, "compiler ran out of memory " + limits_text};
+    return F{CompileStatus::limit_exceeded,
+             std::string("compiler crashed (") + strsignal(sig) + "), likely a resource limit " + limits_text};
+  }
+  int code = WIFEXITED(out.status) ? WEXITSTATUS(out.status) : -1;
+  if (code == kSetupFailed || code == kExecFailed)
+    return F{CompileStatus::infrastructure, "compiler sandbox failed: " + result.diagnostics};
+  if (contains_any(raw_err, {"LLVM ERROR: out of memory", "Allocation failed", "std::bad_alloc",
+                             "failed to map segment", "Cannot allocate memory"}))
+    return F{CompileStatus::limit_exceeded, "compiler ran out of memory " + limits_text};
+  if (raw_err.find("error while loading shared libraries") != std::string::npos)
+    return F{CompileStatus::infrastructure, "the compiler cannot start in the sandbox: " + first_line_of(raw_err)};
+  if (code != 0 || result.object.empty()) {
+    size_t errors = 0;
+    std::string first;
+    for (const auto& d : result.parsed)
+      if (d.text.rfind("error", 0) == 0 || d.text.rfind("fatal", 0) == 0) {
+        if (errors++ == 0) first = d.stage_message;
+      }
+    if (errors == 0)
+      return F{CompileStatus::compile_error,
+               "compilation failed (exit " + std::to_string(code) + "): " + first_line_of(result.diagnostics)};
+    return F{CompileStatus::compile_error,
+             "compilation failed with " + std::to_string(errors) + " error(s)" + (first.empty() ? "" : ": " + first)};
+  }
+  return std::nullopt;
+}
+
+// Decides what was read from what clang itself reports, not from the policy's reading of the
+// source: every file must be the program or lie in the private include tree. Rewrites the names
+// as the user would write them; returns the first file outside, or "".
+std::string file_outside(std::vector<std::string>& files_read, const std::string& main_file, const std::string& tree) {
+  for (std::string& f : files_read) {
+    const std::string normal = fs::path(f).lexically_normal().string();
+    // The tree holds regular files only (no symlinks), so the lexical form is the real one.
+    const bool inside = normal == main_file || normal.rfind(tree + "/", 0) == 0;
+    if (normal == main_file) f = "prog.c";
+    else if (normal.rfind(tree + "/", 0) == 0) f = normal.substr(tree.size() + 1);
+    if (!inside) return f;
+  }
+  return "";
+}
+
+}  // namespace
+
 CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig& cfg) {
   CompileOutcome result;
   const auto start = Clock::now();
   auto finish = [&](CompileStatus status, std::string message) {
+    if (status != CompileStatus::ok) result.object.clear();
     result.status = status;
     result.message = std::move(message);
     result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -424,16 +532,12 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
   if (clang_real.empty()) return finish(CompileStatus::infrastructure, "compiler '" + cfg.clang + "' not found");
   if (cfg.include_dir.empty() || !fs::is_directory(cfg.include_dir))
     return finish(CompileStatus::infrastructure, "include tree '" + cfg.include_dir + "' is missing");
-
-  SandboxMode mode = cfg.mode;
-  if (mode == SandboxMode::automatic) {
-    if (namespaces_work(cfg.work_dir)) mode = SandboxMode::namespaces;
-    else if (landlock_abi() >= 1) mode = SandboxMode::landlock;
-    else
-      return finish(CompileStatus::infrastructure,
-                    "no compiler sandbox is available: mount namespaces are not permitted (needs CAP_SYS_ADMIN, "
-                    "CAP_SYS_CHROOT, CAP_SETUID, CAP_SETGID, mount/unshare) and Landlock is disabled or filtered");
-  }
+  const std::optional<SandboxMode> resolved = resolve_mode(cfg);
+  if (!resolved)
+    return finish(CompileStatus::infrastructure,
+                  "no compiler sandbox is available: mount namespaces are not permitted (needs CAP_SYS_ADMIN, "
+                  "CAP_SYS_CHROOT, CAP_SETUID, CAP_SETGID, mount/unshare) and Landlock is disabled or filtered");
+  const SandboxMode mode = *resolved;
 
   std::string tmpl = cfg.work_dir + "/qwen3-verify-XXXXXX";
   if (!mkdtemp(tmpl.data()))
@@ -472,241 +576,43 @@ CompileOutcome compile_in_sandbox(const std::string& source, const SandboxConfig
   gid_t gid;
   get_nobody(uid, gid);
 
-  // stdin is a socket so a compiler that stops reading cannot SIGPIPE the daemon.
-  int in_pair[2], out_pipe[2], err_pipe[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in_pair) != 0)
-    return finish(CompileStatus::infrastructure, std::string("socketpair: ") + strerror(errno));
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) {
-    close(in_pair[0]);
-    close(in_pair[1]);
-    return finish(CompileStatus::infrastructure, std::string("pipe: ") + strerror(errno));
-  }
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    for (int fd : {in_pair[0], in_pair[1], out_pipe[0], out_pipe[1]}) close(fd);
-    return finish(CompileStatus::infrastructure, std::string("pipe: ") + strerror(errno));
-  }
-  int deps_pipe[2];
-  if (pipe2(deps_pipe, O_CLOEXEC) != 0) {
-    for (int fd : {in_pair[0], in_pair[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
-    return finish(CompileStatus::infrastructure, std::string("pipe: ") + strerror(errno));
-  }
-
+  ChildChannels ch;
+  if (std::string err = ch.open_all(); !err.empty()) return finish(CompileStatus::infrastructure, err);
   pid_t pid = fork();
-  if (pid == 0)
-    run_child(plan, argv.data(), envp.data(), in_pair[1], out_pipe[1], err_pipe[1], deps_pipe[1], uid, gid, cfg);
-  close(in_pair[1]);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  close(deps_pipe[1]);
-  if (pid < 0) {
-    for (int fd : {in_pair[0], out_pipe[0], err_pipe[0], deps_pipe[0]}) close(fd);
-    return finish(CompileStatus::infrastructure, std::string("fork: ") + strerror(errno));
-  }
+  if (pid == 0) run_child(plan, argv.data(), envp.data(), ch.in[1], ch.out[1], ch.err[1], ch.deps[1], uid, gid, cfg);
+  ch.close_child_ends();
+  if (pid < 0) return finish(CompileStatus::infrastructure, std::string("fork: ") + strerror(errno));
 
-  int in_fd = in_pair[0], out_fd = out_pipe[0], err_fd = err_pipe[0], deps_fd = deps_pipe[0];
-  std::string deps_text;
-  bool deps_too_big = false;
-  fcntl(in_fd, F_SETFL, O_NONBLOCK);
   // In namespace mode the child reads the source from stdin into its tmpfs.
-  const std::string& to_send = mode == SandboxMode::landlock ? std::string() : source;
-  size_t written = 0;
-  if (to_send.empty()) shutdown(in_fd, SHUT_WR);
-  std::string raw_err;
-  bool timed_out = false, too_big = false;
-  const auto deadline = start + std::chrono::milliseconds(cfg.timeout_ms);
-  char buf[65536];
-  while (out_fd >= 0 || err_fd >= 0 || deps_fd >= 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    struct pollfd pfd[4];
-    int n = 0;
-    int in_idx = -1, out_idx = -1, err_idx = -1, deps_idx = -1;
-    if (deps_fd >= 0) {
-      pfd[n] = {deps_fd, POLLIN, 0};
-      deps_idx = n++;
-    }
-    if (in_fd >= 0 && written < to_send.size()) {
-      pfd[n] = {in_fd, POLLOUT, 0};
-      in_idx = n++;
-    }
-    if (out_fd >= 0) {
-      pfd[n] = {out_fd, POLLIN, 0};
-      out_idx = n++;
-    }
-    if (err_fd >= 0) {
-      pfd[n] = {err_fd, POLLIN, 0};
-      err_idx = n++;
-    }
-    int rc = poll(pfd, n, static_cast<int>(std::min<long long>(left, 1000)));
-    if (rc < 0 && errno != EINTR) break;
-    if (rc <= 0) continue;
-    if (in_idx >= 0 && pfd[in_idx].revents) {
-      ssize_t w = send(in_fd, to_send.data() + written, to_send.size() - written, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (w > 0) written += static_cast<size_t>(w);
-      if (w < 0 && errno != EAGAIN && errno != EINTR) written = to_send.size();  // reader gone
-      if (written >= to_send.size()) shutdown(in_fd, SHUT_WR);
-    }
-    if (out_idx >= 0 && pfd[out_idx].revents) {
-      ssize_t r = read(out_fd, buf, sizeof buf);
-      if (r > 0) {
-        result.object.append(buf, static_cast<size_t>(r));
-        if (result.object.size() > cfg.max_object_bytes) {
-          too_big = true;
-          break;
-        }
-      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-        close(out_fd);
-        out_fd = -1;
-      }
-    }
-    if (deps_idx >= 0 && pfd[deps_idx].revents) {
-      ssize_t r = read(deps_fd, buf, sizeof buf);
-      if (r > 0) {
-        deps_text.append(buf, static_cast<size_t>(r));
-        if (deps_text.size() > kMaxDepsBytes) {
-          deps_too_big = true;
-          break;
-        }
-      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-        close(deps_fd);
-        deps_fd = -1;
-      }
-    }
-    if (err_idx >= 0 && pfd[err_idx].revents) {
-      ssize_t r = read(err_fd, buf, sizeof buf);
-      if (r > 0) {
-        if (raw_err.size() < cfg.max_diagnostic_bytes)
-          raw_err.append(buf, std::min(static_cast<size_t>(r), cfg.max_diagnostic_bytes - raw_err.size()));
-      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-        close(err_fd);
-        err_fd = -1;
-      }
-    }
-  }
-  int status = 0;
-  if (timed_out || too_big || deps_too_big) {
-    kill(-pid, SIGKILL);
-    kill(pid, SIGKILL);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-  } else {
-    // Outputs closed: the compiler is exiting; still bounded by the deadline.
-    for (;;) {
-      pid_t w = waitpid(pid, &status, WNOHANG);
-      if (w == pid || (w < 0 && errno != EINTR)) break;
-      if (Clock::now() >= deadline) {
-        timed_out = true;
-        kill(pid, SIGKILL);
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-        }
-        break;
-      }
-      usleep(2000);
-    }
-  }
-  for (int fd : {in_fd, out_fd, err_fd, deps_fd})
-    if (fd >= 0) close(fd);
+  const ChildLimits limits{start + std::chrono::milliseconds(cfg.timeout_ms), cfg.max_object_bytes,
+                           cfg.max_diagnostic_bytes, kMaxDepsBytes};
+  ChildOutput out = collect_child(pid, ch.release_parent_ends(), mode == SandboxMode::landlock ? "" : source, limits);
   if (mode == SandboxMode::landlock) {
     std::ifstream in(tmpl + "/tmp/prog.d", std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
-    deps_text = ss.str().substr(0, kMaxDepsBytes + 1);
-    deps_too_big = deps_text.size() > kMaxDepsBytes;
-  }
-
-  // Landlock mode compiles at host paths: show them like the namespace mode does.
-  if (mode == SandboxMode::landlock) {
+    out.deps_text = ss.str().substr(0, kMaxDepsBytes + 1);
+    out.deps_too_big = out.deps_text.size() > kMaxDepsBytes;
+    // Landlock mode compiles at host paths: show them like the namespace mode does.
     for (const auto& [from, to] : {std::pair<std::string, std::string>{tmpl + "/prog.c", "/src/prog.c"},
                                    std::pair<std::string, std::string>{cfg.include_dir + "/", "/inc/"}})
-      for (size_t p; (p = raw_err.find(from)) != std::string::npos;) raw_err.replace(p, from.size(), to);
+      for (size_t p; (p = out.stderr_text.find(from)) != std::string::npos;) out.stderr_text.replace(p, from.size(), to);
   }
-  result.diagnostics = scrub_compiler_output(raw_err);
+  result.object = std::move(out.object);
+  result.diagnostics = scrub_compiler_output(out.stderr_text);
   result.parsed = parse_clang_diagnostics(result.diagnostics);
-  const std::string limits_text = "(limits: " + std::to_string(cfg.timeout_ms) + " ms, " +
-                                  std::to_string(cfg.memory_bytes >> 20) + " MiB)";
-  if (timed_out) {
-    result.object.clear();
-    return finish(CompileStatus::limit_exceeded,
-                  "compiler exceeded the time limit of " + std::to_string(cfg.timeout_ms) + " ms and was killed");
-  }
-  if (deps_too_big) {
-    result.object.clear();
-    return finish(CompileStatus::forbidden_input,
-                  "the compiler's list of files read exceeded " + std::to_string(kMaxDepsBytes) + " bytes");
-  }
-  if (too_big) {
-    result.object.clear();
-    return finish(CompileStatus::limit_exceeded,
-                  "compiler output exceeded " + std::to_string(cfg.max_object_bytes) + " bytes");
-  }
-  if (WIFSIGNALED(status)) {
-    result.object.clear();
-    int sig = WTERMSIG(status);
-    if (sig == SIGXCPU || sig == SIGKILL)
-      return finish(CompileStatus::limit_exceeded, "compiler exceeded the CPU time limit " + limits_text);
-    if (contains_any(raw_err, {"out of memory", "Allocation failed", "bad_alloc", "Cannot allocate memory"}))
-      return finish(CompileStatus::limit_exceeded, "compiler ran out of memory " + limits_text);
-    return finish(CompileStatus::limit_exceeded,
-                  std::string("compiler crashed (") + strsignal(sig) + "), likely a resource limit " + limits_text);
-  }
-  int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (code == kSetupFailed || code == kExecFailed) {
-    result.object.clear();
-    return finish(CompileStatus::infrastructure, "compiler sandbox failed: " + result.diagnostics);
-  }
-  if (contains_any(raw_err, {"LLVM ERROR: out of memory", "Allocation failed", "std::bad_alloc",
-                             "failed to map segment", "Cannot allocate memory"})) {
-    result.object.clear();
-    return finish(CompileStatus::limit_exceeded, "compiler ran out of memory " + limits_text);
-  }
-  if (raw_err.find("error while loading shared libraries") != std::string::npos) {
-    result.object.clear();
-    return finish(CompileStatus::infrastructure, "the compiler cannot start in the sandbox: " + first_line_of(raw_err));
-  }
-  if (code != 0 || result.object.empty()) {
-    result.object.clear();
-    size_t errors = 0;
-    for (const auto& d : result.parsed)
-      if (d.text.rfind("error", 0) == 0 || d.text.rfind("fatal", 0) == 0) ++errors;
-    std::string first;
-    for (const auto& d : result.parsed)
-      if (d.text.rfind("error", 0) == 0 || d.text.rfind("fatal", 0) == 0) {
-        first = d.stage_message;
-        break;
-      }
-    if (errors == 0)
-      return finish(CompileStatus::compile_error,
-                    "compilation failed (exit " + std::to_string(code) + "): " + first_line_of(result.diagnostics));
-    return finish(CompileStatus::compile_error, "compilation failed with " + std::to_string(errors) + " error(s)" +
-                                                    (first.empty() ? "" : ": " + first));
-  }
-  // Decide what was read from what clang itself reports, not from the policy's
-  // reading of the source: every file must be the program or lie in the
-  // private include tree.
+  if (auto failed = failure_of(out, result, cfg)) return finish(failed->first, failed->second);
+
+  result.files_read = parse_dependency_list(out.deps_text);
+  if (result.files_read.empty())
+    return finish(CompileStatus::infrastructure, "the compiler did not report which files it read (-MD)");
   const std::string main_file = mode == SandboxMode::landlock ? tmpl + "/prog.c" : "/src/prog.c";
   const std::string tree = mode == SandboxMode::landlock ? cfg.include_dir : "/inc";
-  result.files_read = parse_dependency_list(deps_text);
-  if (result.files_read.empty()) {
-    result.object.clear();
-    return finish(CompileStatus::infrastructure, "the compiler did not report which files it read (-MD)");
-  }
-  for (std::string& f : result.files_read) {
-    const std::string normal = fs::path(f).lexically_normal().string();
-    // The tree holds regular files only (no symlinks), so the lexical form is the real one.
-    const bool inside = normal == main_file || normal.rfind(tree + "/", 0) == 0;
-    // Shown as the user would write them.
-    if (normal == main_file) f = "prog.c";
-    else if (normal.rfind(tree + "/", 0) == 0) f = normal.substr(tree.size() + 1);
-    if (!inside) {
-      result.object.clear();
-      result.forbidden_file = f;
-      return finish(CompileStatus::forbidden_input,
-                    "clang reports that it read " + f.substr(0, 200) +
-                        ", which is outside the allowed headers (only prog.c and the private include tree may be read)");
-    }
+  if (std::string f = file_outside(result.files_read, main_file, tree); !f.empty()) {
+    result.forbidden_file = f;
+    return finish(CompileStatus::forbidden_input,
+                  "clang reports that it read " + f.substr(0, 200) +
+                      ", which is outside the allowed headers (only prog.c and the private include tree may be read)");
   }
   return finish(CompileStatus::ok, "compiled to " + std::to_string(result.object.size()) + " bytes");
 }
