@@ -12,7 +12,7 @@ model=$(realpath "$3")
 here=$(dirname "$0")
 [[ -f $model/generation_config.json ]] || { echo "FAIL: no model at $model" >&2; exit 1; }
 source "$here/../lib/daemon_scratch.sh"
-source "$here/../../client/tests/test_lib.sh"
+source "$here/../client/test_lib.sh"
 /usr/bin/python3 -c 'import json,sys; g=json.load(open(sys.argv[1])); assert g["repetition_penalty"] == 1.1, g' \
   "$model/generation_config.json" || fail "the shipped generation_config.json no longer sets repetition_penalty 1.1"
 

@@ -9,7 +9,7 @@ model=$(realpath "$5")
 tokenizer=$6
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-source "$(dirname "$0")/../../client/tests/test_lib.sh"
+source "$(dirname "$0")/../client/test_lib.sh"
 
 for prog in "$daemon" "$run" "$bench" "$mkmodel"; do
   name=$(basename "$prog")

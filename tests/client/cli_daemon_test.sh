@@ -10,7 +10,7 @@ cli=$1
 daemon=$2
 model=$(realpath "$3")
 [[ -f $model/config.json ]] || { echo "FAIL: no model at $model" >&2; exit 1; }
-source "$(dirname "$0")/../../tests/lib/daemon_scratch.sh"
+source "$(dirname "$0")/../lib/daemon_scratch.sh"
 source "$(dirname "$0")/test_lib.sh"
 pyjson() { /usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1]); $1" "${@:2}"; }
 
@@ -258,8 +258,8 @@ pass "user nobody: permission denied, exit 4 (socket mode, and the daemon's cred
 
 # ---- verify: pass, compile error with line, verifier class, wrong verdict
 # The same small program and fixtures the systemd container test uses.
-cp "$(dirname "$0")/../../tests/lib/xdp/drop_arp.c" "$tmp/good.c"
-cp "$(dirname "$0")/../../tests/lib/xdp/drop_arp.fixtures.json" "$tmp/fixtures.json"
+cp "$(dirname "$0")/../lib/xdp/drop_arp.c" "$tmp/good.c"
+cp "$(dirname "$0")/../lib/xdp/drop_arp.fixtures.json" "$tmp/fixtures.json"
 sed 's/XDP_DROP/XDP_PASS/; s/"expected_action": "XDP_PASS"}]/"expected_action": "XDP_DROP"}]/' "$tmp/fixtures.json" >"$tmp/wrong.json"
 sed '13s/.*/\t\treturn XDP_PASS +;/' "$tmp/good.c" >"$tmp/compile_error.c"
 sed 's/if ((void \*)(eth + 1) > data_end)/if ((void *)eth > data_end)/' "$tmp/good.c" >"$tmp/bounds.c"

@@ -11,7 +11,7 @@ daemon=$2
 model=$(realpath "$3")
 runs=${4:-100}
 [[ -f $model/config.json ]] || { echo "FAIL: no model at $model" >&2; exit 1; }
-source "$(dirname "$0")/../../tests/lib/daemon_scratch.sh"
+source "$(dirname "$0")/../lib/daemon_scratch.sh"
 source "$(dirname "$0")/test_lib.sh"
 # Job control: background jobs of a non-interactive shell otherwise start with
 # SIGINT ignored, and a signal before the client's own setup would be lost.
