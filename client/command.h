@@ -53,5 +53,6 @@ CommandInfo status_command();
 CommandInfo health_command();
 CommandInfo verify_command();
 CommandInfo xdp_gen_command();
+CommandInfo udp_command();
 
 }  // namespace qwen3::cli

@@ -20,6 +20,7 @@
 #include "app/reload.h"
 #include "common/error.h"
 #include "http/http_api.h"
+#include "kclient/broker.h"
 #include "service/config.h"
 #include "service/config_reload.h"
 #include "service/grpc_service.h"
@@ -62,6 +63,12 @@ int serve(const Flags& flags, DaemonConfig config) {
   RestartNeeded restart_needed;
   Qwen3BpfService service(core, &listener, &restart_needed);
   http::HttpApi http_api(config, core, listener, http_sockets);
+  // Kernel clients (udp_endpoint, kernel_client_pin_dir): off unless configured.
+  std::unique_ptr<kclient::Broker> kclients;
+  if (auto o = kclient::broker_options_from(config)) {
+    kclients = std::make_unique<kclient::Broker>(core, std::move(*o));
+    kclients->start();
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -139,6 +146,7 @@ int serve(const Flags& flags, DaemonConfig config) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
   http_api.stop(std::chrono::seconds(2));
+  if (kclients) kclients->stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
   if (host.progress().state == LoadState::loading) {

@@ -50,6 +50,11 @@ struct DaemonConfig {
   int http_max_unauthenticated = 0;     // TCP connections that have not yet shown the bearer token
   int grpc_max_connections = 0;         // open connections on the gRPC socket
   std::string model_name;           // the model's id in /v1/models ("" : the model directory's name)
+  // Kernel clients (docs/kernel-clients.md).
+  std::string udp_endpoint;         // "IFACE:PORT" of the XDP endpoint; "" : off (no XDP program attached)
+  int kernel_client_uid = 0;        // owner uid of sessions that kernel clients create
+  int udp_rate_limit = 0;           // generate/cancel datagrams per second per source address (0: no limit)
+  std::string kernel_client_pin_dir;  // bpffs directory of the maps other BPF programs submit through ("": none)
   std::string config_file;          // where it was read from ("" = built-in defaults); not a key
 
   // The model directory to serve and whether it is the generated default.

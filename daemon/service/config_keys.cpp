@@ -298,6 +298,44 @@ std::vector<ConfigKey> daemon_keys() {
   };
 }
 
+// "IFACE:PORT": an interface name (1..15 bytes, no '/', ':' or space) and a port 1..65535.
+void check_udp_endpoint(const std::string& v, const std::string& where) {
+  const auto colon = v.rfind(':');
+  const std::string iface = colon == std::string::npos ? "" : v.substr(0, colon);
+  const std::string port = colon == std::string::npos ? "" : v.substr(colon + 1);
+  const bool iface_ok = !iface.empty() && iface.size() <= 15 && iface.find_first_of("/: \t") == std::string::npos;
+  if (!iface_ok || port.empty() || port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 ||
+      std::stoi(port) < 1 || std::stoi(port) > 65535)
+    throw invalid_argument(error_at(where, "udp_endpoint", "must be IFACE:PORT (e.g. lo:7070) or empty (got '" + v + "')"));
+}
+
+std::vector<ConfigKey> kernel_client_keys() {
+  ConfigKey endpoint = text({"udp_endpoint", "", kRestart,
+                             "UDP endpoint of kernel clients, an XDP program on IFACE answering on PORT (e.g. "
+                             "lo:7070; generic mode where the driver has none). Empty: off, no XDP program attached"},
+                            &DaemonConfig::udp_endpoint, "IFACE:PORT or empty");
+  endpoint.parse = [](DaemonConfig& c, const std::string& v, const std::string& where) {
+    if (!v.empty()) check_udp_endpoint(v, where);
+    c.udp_endpoint = v;
+  };
+  endpoint.describe = [](const DaemonConfig& c) { return c.udp_endpoint.empty() ? "(off)" : c.udp_endpoint; };
+  return {
+      std::move(endpoint),
+      integer({"kernel_client_uid", "65534", kRestart,
+               "Owner uid of the sessions kernel clients (UDP datagrams, BPF programs) create and use; they "
+               "count against this uid's quotas like an API user's"},
+              &DaemonConfig::kernel_client_uid, 0, INT_MAX),
+      integer({"udp_rate_limit", "50", kRestart,
+               "Generate and cancel datagrams per second one source address may send (bursts of as many); "
+               "more are dropped in the XDP program and counted. 0: no limit"},
+              &DaemonConfig::udp_rate_limit, 0, 1000000),
+      path({"kernel_client_pin_dir", "", kRestart,
+            "bpffs directory where the submission ring and result maps are pinned for other BPF programs (mode "
+            "0600, root), e.g. /sys/fs/bpf/qwen3-bpfd. Empty: not pinned"},
+           &DaemonConfig::kernel_client_pin_dir, {.empty_ok = true}),
+  };
+}
+
 std::vector<ConfigKey> build_table() {
   std::vector<ConfigKey> all;
   const std::pair<const char*, std::vector<ConfigKey>> sections[] = {
@@ -306,6 +344,7 @@ std::vector<ConfigKey> build_table() {
       {"HTTP API (docs/http-api.md)", http_keys()},
       {"sessions and memory", session_keys()},
       {"daemon", daemon_keys()},
+      {"kernel clients (docs/kernel-clients.md)", kernel_client_keys()},
   };
   for (const auto& [section, keys] : sections) {
     for (ConfigKey k : keys) {

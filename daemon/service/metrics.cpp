@@ -96,6 +96,11 @@ void ServiceMetrics::count_tokens(int prompt_computed, int cached, int completio
   completion_tokens_ += static_cast<uint64_t>(std::max(completion, 0));
 }
 
+void ServiceMetrics::add_section(std::function<std::string()> section) {
+  std::lock_guard lock(mu_);
+  sections_.push_back(std::move(section));
+}
+
 std::string ServiceMetrics::render(const MetricsGauges& g) const {
   std::ostringstream out;
   header(out, "qwen3_bpfd_requests_total", "counter", "Finished requests by API, endpoint and status.");
@@ -150,6 +155,8 @@ std::string ServiceMetrics::render(const MetricsGauges& g) const {
          "Connections refused (peer credentials, connection limit).");
   out << "qwen3_bpfd_rejected_connections_total{api=\"grpc\"} " << g.grpc_rejected_connections << '\n';
   out << "qwen3_bpfd_rejected_connections_total{api=\"http\"} " << g.http_rejected_connections << '\n';
+  std::lock_guard lock(mu_);
+  for (const auto& section : sections_) out << section();
   return out.str();
 }
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -62,6 +63,10 @@ class ServiceMetrics {
   void observe_time_to_first_token(double seconds) { ttft_.observe(seconds); }
   void observe_time_per_output_token(double seconds) { tpot_.observe(seconds); }
 
+  // More exposition text from a part of the daemon above the core (kernel
+  // clients), made at every scrape and appended to render()'s.
+  void add_section(std::function<std::string()> section);
+
   // The whole exposition text.
   std::string render(const MetricsGauges& gauges) const;
 
@@ -71,6 +76,7 @@ class ServiceMetrics {
   std::atomic<uint64_t> prompt_tokens_{0}, cached_tokens_{0}, completion_tokens_{0};
   std::atomic<uint64_t> draft_tokens_{0}, accepted_tokens_{0};
   Histogram ttft_, tpot_;
+  std::vector<std::function<std::string()>> sections_;  // guarded by mu_
 };
 
 // "a\"b" -> a\"b with \\, \" and \n escaped, as label values must be.
