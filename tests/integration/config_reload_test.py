@@ -48,7 +48,7 @@ def table_keys():
 
 def other_value(key, base, allowed, tmp):
     """A valid value other than `base`, chosen from the key's allowed values."""
-    special = {"log_level": "debug", "http_listen": "127.0.0.1:1"}
+    special = {"log_level": "debug", "http_listen": "127.0.0.1:1", "udp_endpoint": "lo:7071"}
     if key in special:
         return special[key]
     m = re.fullmatch(r"(-?\d+)\.\.(\d+)", allowed)
