@@ -66,6 +66,7 @@ std::string other_value(const ConfigKey& k) {
   }
   if (k.allowed.rfind("absolute path", 0) == 0) return "/tmp/qwen3-config-test/" + k.name;
   if (k.allowed.rfind("127.0.0.1:PORT", 0) == 0) return "127.0.0.1:8080";
+  if (k.allowed.rfind("IFACE:PORT", 0) == 0) return "lo:7070";
   return "other-" + k.name;
 }
 
