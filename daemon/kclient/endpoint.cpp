@@ -38,6 +38,8 @@ KernelEndpoint::KernelEndpoint(const EndpointOptions& options) : options_(option
   if (!skel_) throw Error("kernel clients: cannot open the BPF object kclient_xdp: " + errno_text(errno));
   skel_->rodata->QK_PORT = static_cast<__u16>(options.port);
   skel_->rodata->QK_RATE_PER_SEC = options.rate_per_sec;
+  // Without an endpoint only the maps are wanted (pinned for BPF clients): the XDP program is not even loaded.
+  if (options.iface.empty()) bpf_program__set_autoload(skel_->progs.qk_endpoint, false);
   if (int err = kclient_xdp__load(skel_)) {
     kclient_xdp__destroy(skel_);
     skel_ = nullptr;
@@ -104,6 +106,7 @@ void KernelEndpoint::pin_maps() {
 
 void KernelEndpoint::unpin_maps() {
   for (const char* name : kPinnedMaps) bpf_map__unpin(map_named(skel_, name), nullptr);
+  ::rmdir(options_.pin_dir.c_str());  // only when empty: a client's pinned link keeps it
   pinned_ = false;
 }
 

@@ -1,0 +1,89 @@
+// qwen3-bpf-exec-prompt: loads and attaches the example kernel client
+// (exec_prompt.bpf.c) against a running qwen3-bpfd's pinned maps, pins its
+// link and exits: the program then stays attached with no process of ours.
+//
+//   qwen3-bpf-exec-prompt attach DIR COMM SESSION [MAX_TOKENS]
+//   qwen3-bpf-exec-prompt read   DIR SESSION     the session's result slot, as text
+//   qwen3-bpf-exec-prompt detach DIR             unpins the link (detaches)
+//
+// DIR is the daemon's kernel_client_pin_dir. Needs root (the pins are 0600).
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "exec_prompt.skel.h"
+#include "kclient_abi.h"
+
+namespace {
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "qwen3-bpf-exec-prompt: %s\n", what.c_str());
+  return 1;
+}
+
+int attach(const std::string& dir, const std::string& comm, const std::string& session, int max_tokens) {
+  if (comm.empty() || comm.size() > 15) return fail("COMM must be 1..15 bytes (the kernel's task name)");
+  if (session.empty() || session.size() > QK_SESSION_BYTES) return fail("SESSION must be 1..32 bytes");
+  const int ring = bpf_obj_get((dir + "/qk_submit").c_str());
+  if (ring < 0) return fail("cannot open " + dir + "/qk_submit: " + std::strerror(errno) +
+                            " (is qwen3-bpfd running with kernel_client_pin_dir = " + dir + "?)");
+  exec_prompt* skel = exec_prompt__open();
+  if (!skel) return fail("cannot open the BPF object");
+  std::memcpy(const_cast<char*>(skel->rodata->TARGET), comm.data(), comm.size());
+  std::memcpy(const_cast<char*>(skel->rodata->SESSION), session.data(), session.size());
+  skel->rodata->MAX_TOKENS = static_cast<__u16>(max_tokens);
+  skel->rodata->REQUEST_BASE = static_cast<__u32>(time(nullptr)) | 1;
+  if (int err = bpf_map__reuse_fd(skel->maps.qk_submit, ring)) return fail("reuse qk_submit: " + std::string(std::strerror(-err)));
+  if (int err = exec_prompt__load(skel)) return fail("load: " + std::string(std::strerror(-err)));
+  bpf_link* link = bpf_program__attach_raw_tracepoint(skel->progs.on_exec, "sched_process_exec");
+  if (!link) return fail("attach to sched_process_exec: " + std::string(std::strerror(errno)));
+  const std::string pin = dir + "/exec_prompt_link";
+  if (int err = bpf_link__pin(link, pin.c_str())) return fail("pin " + pin + ": " + std::strerror(-err));
+  std::printf("attached: every exec of '%s' asks session %s; link pinned at %s\n", comm.c_str(), session.c_str(),
+              pin.c_str());
+  return 0;  // the pinned link keeps the program attached after we exit
+}
+
+int read_slot(const std::string& dir, const std::string& session) {
+  const int sessions = bpf_obj_get((dir + "/qk_sessions").c_str());
+  const int results = bpf_obj_get((dir + "/qk_results").c_str());
+  if (sessions < 0 || results < 0) return fail("cannot open the pinned maps in " + dir + ": " + std::strerror(errno));
+  char key[QK_SESSION_BYTES] = {};
+  std::memcpy(key, session.data(), std::min(session.size(), sizeof key));
+  __u32 index = 0;
+  if (bpf_map_lookup_elem(sessions, key, &index) != 0) return fail("no result slot for session " + session);
+  static qk_result_slot slot;
+  if (bpf_map_lookup_elem(results, &index, &slot) != 0) return fail("cannot read slot " + std::to_string(index));
+  std::string text;
+  for (__u32 seq = 0; seq < slot.produced && seq < QK_RING; ++seq)
+    text.append(slot.ring[seq].text, std::min<size_t>(slot.ring[seq].text_len, QK_TOK_TEXT_BYTES));
+  std::printf("request %u finish %u error %u tokens %u prompt %u positions %u\n%s\n", slot.request_id, slot.finish,
+              slot.error, slot.tokens, slot.prompt_tokens, slot.positions, text.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  if (cmd == "attach" && (argc == 5 || argc == 6)) return attach(argv[2], argv[3], argv[4], argc == 6 ? std::atoi(argv[5]) : 16);
+  if (cmd == "read" && argc == 4) return read_slot(argv[2], argv[3]);
+  if (cmd == "detach" && argc == 3) {
+    const std::string pin = std::string(argv[2]) + "/exec_prompt_link";
+    if (::unlink(pin.c_str()) != 0) return fail("unlink " + pin + ": " + std::strerror(errno));
+    return 0;
+  }
+  std::fprintf(stderr,
+               "usage: qwen3-bpf-exec-prompt attach DIR COMM SESSION [MAX_TOKENS]\n"
+               "       qwen3-bpf-exec-prompt read DIR SESSION\n"
+               "       qwen3-bpf-exec-prompt detach DIR\n");
+  return 2;
+}
