@@ -113,7 +113,6 @@ enum qk_error {
   QK_E_SESSION_BUSY = 6, /* a request already runs on the session */
   QK_E_INTERNAL = 7,
   QK_E_LOST = 8,         /* poll: the entries asked for are no longer in the ring */
-  QK_E_NO_SLOT = 9,      /* every result slot is in use by a running request */
 };
 
 // Answer status (qk_answer.status).
