@@ -97,7 +97,8 @@ class UdpEndpointTest(unittest.TestCase):
         if not (dt.DAEMON and MODEL and dt.PROTO_DIR and CLI):
             raise RuntimeError("QWEN3_BPFD, QWEN3_CLI, QWEN3_TEST_MODEL and QWEN3_PROTO_DIR must be set")
         w.enter_private_netns()
-        cls.d = Daemon(udp_endpoint=f"lo:{PORT}", kernel_client_uid=str(OWNER), udp_rate_limit=str(RATE))
+        cls.d = Daemon(udp_endpoint=f"lo:{PORT}", kernel_client_uid=str(OWNER), udp_rate_limit=str(RATE),
+                       socket_group="nogroup")  # nogroup: `nobody` may connect (test_e)
 
     @classmethod
     def tearDownClass(cls):
@@ -161,6 +162,28 @@ class UdpEndpointTest(unittest.TestCase):
         for s in ("kc-a", "kc-b", "kc-c", "kc-cli"):
             self.assertEqual(rows[s][1], str(OWNER), r.stdout)
         self.assertEqual(rows["kc-a"][2], str(a["positions"]))
+
+    def test_e_sessions_are_owned_like_api_sessions(self):
+        # A gRPC user other than root and kernel_client_uid neither sees nor deletes them.
+        c = w.Client(PORT, "127.0.0.40")
+        c.run(500, "kc-own", [9707], max_tokens=2, text=False)
+        os.chmod(self.d.tmp, 0o755)
+        os.chmod(self.d.sock, 0o666)
+        stubs = os.path.join(self.d.tmp, "stubs")
+        listing = "print([s.session_id for s in stub.ListSessions(pb.ListSessionsRequest(), timeout=5).sessions])"
+        self.assertEqual(dt.run_client_as(stubs, self.d.sock, "nobody", listing), "[]\nOK")
+        for call in ("stub.GetSession(pb.GetSessionRequest(session_id='kc-own'), timeout=5)",
+                     "stub.DeleteSession(pb.DeleteSessionRequest(session_id='kc-own'), timeout=5)"):
+            out = dt.run_client_as(stubs, self.d.sock, "nobody", call)
+            self.assertTrue(out.startswith("NOT_FOUND"), out)
+        self.assertEqual(self.d.stub.GetSession(dt.pb.GetSessionRequest(session_id="kc-own"), timeout=5)
+                         .session.owner_uid, OWNER)
+        # And a kernel client cannot use root's session: not found, as for any other uid.
+        self.d.stub.CreateSession(dt.pb.CreateSessionRequest(max_context=64, session_id="root-own"), timeout=30)
+        a, entries = c.run(501, "root-own", [9707], max_tokens=2, text=False)
+        self.assertEqual((w.FINISH[a["finish"]], a["error"], entries), ("error", 4, []))
+        self.assertEqual(self.d.stub.GetSession(dt.pb.GetSessionRequest(session_id="root-own"), timeout=5)
+                         .session.positions, 0)
 
     def test_c_cancel_ends_the_generation_within_a_token(self):
         c = w.Client(PORT, "127.0.0.20")
