@@ -81,7 +81,10 @@ void Broker::run(Job& job) {
     st.prompt_tokens = static_cast<uint32_t>(r.prompt_tokens);
     st.cached_tokens = static_cast<uint32_t>(r.cached_tokens);
     st.tokens = static_cast<uint32_t>(r.completion_tokens);
-    st.positions = static_cast<uint32_t>(rt.sessions->get(k.session, options_.owner_uid).positions);
+    try {  // the session may have been deleted or evicted since; the answer stands
+      st.positions = static_cast<uint32_t>(rt.sessions->get(k.session, options_.owner_uid).positions);
+    } catch (const Error&) {
+    }
     ++counters_.served;
     if (r.finish == FinishReason::cancelled) ++counters_.cancelled;
     spdlog::debug("kernel clients: {} session {} request {}: {} tokens, {}", k.source, k.session, k.request_id,

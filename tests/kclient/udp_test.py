@@ -184,6 +184,7 @@ class UdpEndpointTest(unittest.TestCase):
         self.assertEqual((w.FINISH[a["finish"]], a["error"], entries), ("error", 4, []))
         self.assertEqual(self.d.stub.GetSession(dt.pb.GetSessionRequest(session_id="root-own"), timeout=5)
                          .session.positions, 0)
+        c.close()
 
     def test_c_cancel_ends_the_generation_within_a_token(self):
         c = w.Client(PORT, "127.0.0.20")
@@ -210,6 +211,7 @@ class UdpEndpointTest(unittest.TestCase):
         a2, _ = c.run(301, "kc-cancel", [13], max_tokens=2, text=False)
         self.assertEqual(w.FINISH[a2["finish"]], "length")
         self.assertEqual(a2["cached_tokens"], a["positions"])
+        c.close()
 
     def test_d_malformed_and_floods_are_counted_and_the_api_still_answers(self):
         m0 = self.d.metrics()
