@@ -134,8 +134,9 @@ struct qk_token {
   char text[QK_TOK_TEXT_BYTES]; /* UTF-8 released with this token (whole characters over the request) */
 };
 
-// A result slot (array map "qk_results", BPF_F_MMAPABLE): the daemon writes
-// entries, then publishes `produced` (release); readers read `produced` first.
+// A result slot (array map "qk_results", BPF_F_MMAPABLE): the daemon writes an
+// entry, then publishes `produced` (release), and sets `finish` only after the
+// last entry; readers read `finish`, then `produced`, then the entries below it.
 // The daemon never runs QK_RING entries ahead of `acked` (the highest poll
 // from_index, written by the XDP program), so an entry is never rewritten
 // while a client may still ask for it.
