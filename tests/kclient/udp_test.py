@@ -13,6 +13,7 @@ Environment (set by CMake): QWEN3_BPFD, QWEN3_CLI, QWEN3_TEST_MODEL, QWEN3_PROTO
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -212,6 +213,30 @@ class UdpEndpointTest(unittest.TestCase):
         self.assertEqual(w.FINISH[a2["finish"]], "length")
         self.assertEqual(a2["cached_tokens"], a["positions"])
         c.close()
+
+    def test_c2_ctrl_c_in_the_cli_cancels_by_datagram(self):
+        m0 = self.d.metrics()
+        p = subprocess.Popen([CLI, "udp", "--to", f"127.0.0.1:{PORT}", "--session", "kc-int", "-n", "3000",
+                              "--temperature", "0", "Hello"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while True:  # until it streams: the session shows positions
+            self.assertLess(time.monotonic(), deadline, "the CLI never started streaming")
+            try:
+                if self.d.stub.GetSession(dt.pb.GetSessionRequest(session_id="kc-int"), timeout=5).session.busy:
+                    break
+            except dt.grpc.RpcError:
+                pass
+            time.sleep(0.05)
+        time.sleep(0.3)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 130, err)
+        m = self.d.metrics()
+        self.assertEqual(kc(m, "requests", "cancelled") - kc(m0, "requests", "cancelled"), 1)
+        self.assertGreaterEqual(kc(m, "datagrams", "cancel") - kc(m0, "datagrams", "cancel"), 1)
+        s = self.d.stub.GetSession(dt.pb.GetSessionRequest(session_id="kc-int"), timeout=5).session
+        self.assertFalse(s.busy)
+        self.assertLess(s.positions, 3000)
 
     def test_d_malformed_and_floods_are_counted_and_the_api_still_answers(self):
         m0 = self.d.metrics()
