@@ -9,9 +9,12 @@ driven by the official OpenAI SDK (fleet_client.mjs).
   daemon's /metrics (through the gateway's /backend/<name>/metrics) counts
   exactly its sessions and the cached tokens its answers reported.
 - Requests without a session are balanced and all succeed.
-- One daemon is killed: requests without a session keep succeeding; a session
-  of the dead daemon gets a 404 naming it (never another daemon's answer),
-  the other sessions continue on their daemons.
+- The daemon with the fewest sessions is drained through the gateway (out of
+  the gateway with `fleet.sh maint`, then `qwen3-bpf drain --to URL`): each of
+  its sessions moves with its KV to the daemon its id now hashes to.
+- Another daemon is killed: requests without a session keep succeeding; a
+  session of the dead daemon gets a 404 naming it (never another daemon's
+  answer), the other sessions (the drained ones included) continue where they are.
 
 Environment (set by CMake): QWEN3_BPFD, QWEN3_CLI, QWEN3_TEST_MODEL (the shipped
 model, unpacked), QWEN3_OPENAI_DIR, QWEN3_SOURCE_DIR.
@@ -132,16 +135,34 @@ class FleetTest(unittest.TestCase):
             self.assertEqual(metric(after, "qwen3_bpfd_cached_tokens_total") -
                              metric(before[n], "qwen3_bpfd_cached_tokens_total"), cached[n], n)
 
-        # Kill the daemon holding the most sessions.
-        victim = max(names, key=lambda n: len(by_backend[n]))
+        # Drain the daemon holding the fewest sessions through the gateway (docs/deploy.md):
+        # out of the gateway, then each session to the daemon its id now hashes to.
+        drained = min((n for n in names if by_backend[n]), key=lambda n: len(by_backend[n]))
+        subprocess.run([self.fleet, "maint", drained[1:]], env=self.env, check=True, capture_output=True, timeout=30)
+        r = subprocess.run([os.environ["QWEN3_CLI"], "--socket", os.path.join(self.dir, drained, "grpc.sock"), "drain",
+                            "--to", self.url, "--token-file", os.path.join(self.dir, "fleet-token")],
+                           env=self.env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(f"drained: {len(by_backend[drained])} moved, 0 failed", r.stdout)
+        self.assertEqual(r.stdout.count("KV as exported"), len(by_backend[drained]), r.stdout)
+        home = {s["id"]: s["created_on"] for s in out["sessions"]}
+        holders = {n: self.direct_sessions(i) for i, n in enumerate(names, start=1)}
+        self.assertEqual(holders[drained], set())
+        for sid in by_backend[drained]:
+            now = [n for n in names if sid in holders[n]]
+            self.assertEqual(len(now), 1, (sid, holders))
+            home[sid] = now[0]
+        survivors = [n for n in names if n != drained]
+
+        # Kill the (remaining) daemon holding the most sessions.
+        victim = max(survivors, key=lambda n: len(holders[n]))
         with open(os.path.join(self.dir, victim, "pid")) as f:
             pid = int(f.read())
         os.kill(pid, signal.SIGKILL)
         ids = [s["id"] for s in out["sessions"]]
-        home = {s["id"]: s["created_on"] for s in out["sessions"]}
         after = self.client("after", *ids)
         for t in after["sessionless"]:
-            self.assertIn(t["backend"], names, t)
+            self.assertIn(t["backend"], survivors, t)
             self.assertNotEqual(t["backend"], victim, t)
         for s in after["sessions"]:
             if home[s["id"]] == victim:
@@ -152,7 +173,7 @@ class FleetTest(unittest.TestCase):
                 self.assertTrue(s["ok"], s)
                 self.assertEqual(s["backend"], home[s["id"]], s)
         print(f"fleet: up in {self.up_seconds:.1f} s; sessions per daemon "
-              f"{ {n: len(v) for n, v in by_backend.items()} }; killed {victim}")
+              f"{ {n: len(v) for n, v in by_backend.items()} }; drained {drained}, killed {victim}")
 
 
 if __name__ == "__main__":
