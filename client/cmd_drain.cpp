@@ -110,7 +110,7 @@ int run_drain(Command& cmd) {
 
 CommandInfo drain_command() {
   return CommandInfo{"drain",
-                     "--to SOCKET|URL  move every session to another daemon",
+                     "move every session to another daemon (--to SOCKET|URL)",
                      "drain --to SOCKET|http://HOST:PORT [--token-file FILE] [--no-kv] [--recompute] [--all]",
                      "Moves every session this daemon holds (all of them as root, else yours) to another daemon:\n"
                      "export with KV, import there (owner kept), delete here. A session that cannot move stays\n"
