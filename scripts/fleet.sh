@@ -106,6 +106,8 @@ max_sessions = 256
 max_sessions_per_uid = 256
 kv_budget_mib_per_uid = ${QWEN3_FLEET_KV_MIB:-1024}
 kv_budget_mib = ${QWEN3_FLEET_KV_MIB:-1024}
+# Sessions drained through the gateway arrive as one request body each (POST /v1/sessions/import).
+http_max_body_bytes = 268435456
 CONF
   (env -u LISTEN_FDS -u LISTEN_PID -u NOTIFY_SOCKET setsid "$bin" --config "$d/qwen3-bpfd.conf" >"$d/daemon.log" 2>&1 &
    echo $! >"$d/pid")
