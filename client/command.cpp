@@ -13,7 +13,7 @@ const std::vector<CommandInfo>& all_commands() {
   static const std::vector<CommandInfo> commands{
       generate_command(), chat_command(),    tokenize_command(), detokenize_command(), forward_command(),
       sessions_command(), status_command(),  health_command(),   verify_command(),     xdp_gen_command(),
-      udp_command(),
+      udp_command(),        drain_command(),
   };
   return commands;
 }

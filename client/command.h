@@ -49,6 +49,7 @@ CommandInfo tokenize_command();
 CommandInfo detokenize_command();
 CommandInfo forward_command();
 CommandInfo sessions_command();
+CommandInfo drain_command();
 CommandInfo status_command();
 CommandInfo health_command();
 CommandInfo verify_command();

@@ -21,6 +21,7 @@ packages=(
   libclang-rt-19-dev  # libFuzzer and the sanitizer runtimes of clang-19 (tests/fuzz)
   libboost-dev curl prometheus python3-prometheus-client
   dpkg-dev help2man lintian  # scripts/package.sh: dpkg-shlibdeps, man pages, the package check
+  haproxy libssl-dev  # the fleet gateway (deploy/haproxy, scripts/fleet.sh); SHA-256 of session exports
 )
 # Node/npm may come from elsewhere on the image; only ask Debian for them if absent.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)

@@ -65,7 +65,7 @@ int listen_tcp(const std::string& spec) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(a.port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (inet_pton(AF_INET, a.host.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     r = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   }
   if (r != 0 || listen(fd, 128) != 0) {
@@ -98,6 +98,7 @@ int bound_port(int fd) {
 std::string route_label(std::string_view path) {
   for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
     if (path == known) return known;
+  if (path.substr(0, 12) == "/v1/sessions") return "/v1/sessions";
   return "other";
 }
 

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "http/session_api.h"
 
 namespace qwen3::http {
 
@@ -287,8 +288,9 @@ void OpenAiApi::handle(Exchange& ex) {
     else if (path == "/v1/models") only(boost::beast::http::verb::get), models(ex);
     else if (path == "/health") only(boost::beast::http::verb::get), health(ex);
     else if (path == "/metrics") only(boost::beast::http::verb::get), metrics(ex);
+    else if (is_sessions_path(path)) handle_sessions(core_, ex);
     else throw ApiError(404, "no such endpoint: " + printable(path) +
-                             " (there are /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics)",
+                             " (there are /v1/chat/completions, /v1/completions, /v1/models, /v1/sessions, /health, /metrics)",
                         "invalid_request_error", "", "unknown_url");
   } catch (const ApiError& e) {
     if (ex.status() == 0) ex.respond(e.status, "application/json", dump(error_body(e)) + "\n");
@@ -374,7 +376,7 @@ void OpenAiApi::completion(Exchange& ex, bool chat) {
   if (auto v = integer(body, "seed", 0, INT64_MAX)) o.sampling.seed = static_cast<uint64_t>(*v);
   o.stop = stop_of(body);
   if (auto v = boolean(body, "ignore_eos")) o.ignore_eos = *v;
-  if (auto v = string(body, "session_id")) o.session_id = *v;
+  o.session_id = session_id_of(ex, string(body, "session_id"));  // or the X-Session-Id header
   o.cache_prompt = boolean(body, "cache_prompt").value_or(true);
   if (auto v = boolean(body, "speculative")) o.speculative = *v;  // unset: the daemon's config
   int top_logprobs = 0;

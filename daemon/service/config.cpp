@@ -1,5 +1,7 @@
 #include "service/config.h"
 
+#include <arpa/inet.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -83,9 +85,12 @@ LoopbackAddress parse_loopback_address(const std::string& value, const std::stri
   std::string host = colon == std::string::npos ? "" : value.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   const std::string port = colon == std::string::npos ? "" : value.substr(colon + 1);
-  if (host != "127.0.0.1" && host != "::1" && host != "localhost")
-    throw invalid_argument(where + ": http_listen must be a loopback address, 127.0.0.1:PORT or [::1]:PORT (got '" +
-                           value + "'); put a proxy in front of it to serve other hosts");
+  // Any address of 127.0.0.0/8 (a fleet on one host gives each daemon its own: 127.0.0.2, ...).
+  in_addr v4{};
+  const bool loopback_v4 = inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
+  if (!loopback_v4 && host != "::1" && host != "localhost")
+    throw invalid_argument(where + ": http_listen must be a loopback address, 127.x.y.z:PORT (127.0.0.0/8) or "
+                           "[::1]:PORT (got '" + value + "'); put a proxy in front of it to serve other hosts");
   LoopbackAddress a;
   a.host = host == "localhost" ? "127.0.0.1" : host;
   a.port = parse_config_int("http_listen port", port, where, 1, 65535);

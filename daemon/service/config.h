@@ -73,10 +73,10 @@ void set_config_value(DaemonConfig& config, const std::string& key, const std::s
 // Checks the combination (ranges, known names). Throws qwen3::Error.
 void validate_config(const DaemonConfig& config);
 struct LoopbackAddress {
-  std::string host;  // "127.0.0.1" | "::1"
+  std::string host;  // an address of 127.0.0.0/8, or "::1"
   int port = 0;
 };
-// "127.0.0.1:PORT", "[::1]:PORT" or "localhost:PORT"; anything else is an error at `where`.
+// "127.x.y.z:PORT" (127.0.0.0/8), "[::1]:PORT" or "localhost:PORT"; anything else is an error at `where`.
 LoopbackAddress parse_loopback_address(const std::string& value, const std::string& where);
 // The keys and values, for logs and --check.
 std::map<std::string, std::string> describe_config(const DaemonConfig& config);

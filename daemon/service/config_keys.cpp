@@ -193,7 +193,7 @@ std::vector<ConfigKey> http_keys() {
                            "Loopback TCP listener of the HTTP API, off when empty. Clients must send "
                            "`Authorization: Bearer <token>` with the token in http_token_file",
                            "--http-listen"},
-                          &DaemonConfig::http_listen, "127.0.0.1:PORT, [::1]:PORT or empty");
+                          &DaemonConfig::http_listen, "127.0.0.1:PORT (any 127.x.y.z), [::1]:PORT or empty");
   listen.parse = [](DaemonConfig& c, const std::string& v, const std::string& where) {
     if (!v.empty()) parse_loopback_address(v, where);
     c.http_listen = v;

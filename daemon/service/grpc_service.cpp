@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "service/grpc_mapping.h"
+#include "service/session_transfer_grpc.h"
 #include "service/verify_mapping.h"
 #include "verify/pipeline.h"
 
@@ -338,6 +339,17 @@ grpc::Status Qwen3BpfService::GenerateVerified(grpc::ServerContext* ctx, const p
     resp->set_elapsed_ms(std::chrono::duration<double, std::milli>(Steady::now() - t0).count());
     return grpc::Status::OK;
   });
+}
+
+// Moving sessions: session_transfer_grpc.cpp.
+grpc::Status Qwen3BpfService::ExportSession(grpc::ServerContext* ctx, const pb::ExportSessionRequest* req,
+                                            grpc::ServerWriter<pb::SessionChunk>* writer) {
+  return handle("ExportSession", ctx, [&] { return export_session_rpc(core_, caller_uid(ctx), *req, writer); });
+}
+
+grpc::Status Qwen3BpfService::ImportSession(grpc::ServerContext* ctx, grpc::ServerReader<pb::ImportSessionRequest>* reader,
+                                            pb::ImportSessionResponse* resp) {
+  return handle("ImportSession", ctx, [&] { return import_session_rpc(core_, caller_uid(ctx), ctx, reader, resp); });
 }
 
 }  // namespace qwen3

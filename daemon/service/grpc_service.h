@@ -49,6 +49,10 @@ class Qwen3BpfService final : public qwen3bpf::v1::Qwen3Bpf::Service {
                              qwen3bpf::v1::VerifyProgramResponse*) override;
   grpc::Status GenerateVerified(grpc::ServerContext*, const qwen3bpf::v1::GenerateVerifiedRequest*,
                                 qwen3bpf::v1::GenerateVerifiedResponse*) override;
+  grpc::Status ExportSession(grpc::ServerContext*, const qwen3bpf::v1::ExportSessionRequest*,
+                             grpc::ServerWriter<qwen3bpf::v1::SessionChunk>*) override;
+  grpc::Status ImportSession(grpc::ServerContext*, grpc::ServerReader<qwen3bpf::v1::ImportSessionRequest>*,
+                             qwen3bpf::v1::ImportSessionResponse*) override;
 
  private:
   grpc::Status check_admin(grpc::ServerContext* ctx) const;
