@@ -11,7 +11,7 @@
 #include "service/config_reload.h"
 #include "service/counters.h"
 #include "service/inference.h"
-#include "service/listener.h"
+#include "listener/listener.h"
 #include "service/model_host.h"
 #include "service/verify_slots.h"
 

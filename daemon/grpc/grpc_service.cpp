@@ -1,4 +1,4 @@
-#include "service/grpc_service.h"
+#include "grpc/grpc_service.h"
 
 #include <spdlog/spdlog.h>
 
@@ -6,8 +6,8 @@
 #include <chrono>
 
 #include "common/error.h"
-#include "service/grpc_mapping.h"
-#include "service/verify_mapping.h"
+#include "grpc/grpc_mapping.h"
+#include "grpc/verify_mapping.h"
 #include "verify/pipeline.h"
 
 namespace qwen3 {
