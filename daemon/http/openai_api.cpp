@@ -310,7 +310,7 @@ void OpenAiApi::models(Exchange& ex) {
 }
 
 void OpenAiApi::health(Exchange& ex) {
-  const LoadProgress p = core_.host().progress();
+  const LoadProgress p = core_.progress();
   if (p.state == LoadState::ready && !core_.shutting_down()) {
     ex.respond(200, "application/json", dump({{"status", "ok"}}) + "\n");
     return;
@@ -350,8 +350,7 @@ void OpenAiApi::completion(Exchange& ex, bool chat) {
       throw bad(unsupported, std::string(unsupported) + " is not supported (use repetition_penalty)");
   if (field(body, "tools") || field(body, "functions")) throw bad("tools", "tools and function calling are not supported");
 
-  Runtime& rt = core_.runtime_for_work();
-  const Tokenizer& tok = *rt.tokenizer;
+  const Tokenizer& tok = core_.tokenizer();
   GenerateOptions o;
   if (chat) {
     bool thinking = false;
@@ -361,7 +360,7 @@ void OpenAiApi::completion(Exchange& ex, bool chat) {
     }
     o.tokens = encode_chat(tok, messages_of(body), thinking);
   } else {
-    o.tokens = prompt_of(body, tok, rt.backend->config().vocab_size);
+    o.tokens = prompt_of(body, tok, core_.vocab_size());
   }
   auto max_tokens = integer(body, "max_completion_tokens", 1, 1 << 20);
   if (!max_tokens) max_tokens = integer(body, "max_tokens", 1, 1 << 20);

@@ -377,7 +377,12 @@ std::vector<int32_t> encode_chat_continuation(const Tokenizer& tok, std::span<co
 InferenceCore::InferenceCore(ModelHost& host) : host_(host), started_(std::chrono::steady_clock::now()) {
   default_max_new_tokens_ = host.config().default_max_new_tokens;
   set_default_speculative(host.config().speculative);
+  verify::PipelineOptions po;
+  po.data_dir = host.config().state_dir + "/verify";  // vmlinux.h and the header tree are cached there
+  pipeline_ = std::make_unique<verify::Pipeline>(po);
 }
+
+InferenceCore::~InferenceCore() = default;
 
 Runtime& InferenceCore::runtime_for_work() {
   if (shutting_down_) throw unavailable("the daemon is stopping");
