@@ -328,6 +328,20 @@ void OpenAiApi::metrics(Exchange& ex) {
   ex.respond(200, "text/plain; version=0.0.4; charset=utf-8", core_.metrics().render(g));
 }
 
+// What a completion's answer is made of, fixed before the generation runs.
+struct OpenAiApi::Reply {
+  bool chat = false;
+  std::string id;
+  int64_t created = 0;
+  const char* object = "";
+  const char* chunk_object = "";
+  bool want_logprobs = false;
+  int top_logprobs = 0;
+  bool include_usage = false;
+  std::string session_id;
+  const Tokenizer& tok;
+};
+
 void OpenAiApi::completion(Exchange& ex, bool chat) {
   json body;
   try {
@@ -399,54 +413,74 @@ void OpenAiApi::completion(Exchange& ex, bool chat) {
   o.cancelled = [&ex] { return ex.client_gone(); };
   const std::string session_id = o.session_id;
 
-  const std::string id = random_id(chat ? "chatcmpl-" : "cmpl-");
-  const int64_t created = unix_seconds();
-  const char* object = chat ? "chat.completion" : "text_completion";
-  const char* chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+  const Reply rp{chat, random_id(chat ? "chatcmpl-" : "cmpl-"), unix_seconds(), chat ? "chat.completion" : "text_completion",
+                 chat ? "chat.completion.chunk" : "text_completion", want_logprobs, top_logprobs, include_usage, session_id, tok};
+  if (stream)
+    reply_stream(ex, std::move(o), rp);
+  else
+    reply_whole(ex, std::move(o), rp);
+}
 
-  if (!stream) {
-    json chat_lp = json::array();
-    json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
-    size_t offset = 0;
-    const GenerateOutcome r = core_.generate(std::move(o), [&](const GeneratedToken& t) {
-      if (t.has_logprobs) {
-        if (chat) {
-          chat_lp.push_back(chat_logprob(t, tok, top_logprobs));
-        } else {
-          const std::string text = token_text(tok, t.id);
-          tokens.push_back(text);
-          token_lps.push_back(t.logprob);
-          json alts = json::object();
-          for (size_t i = 0; i < t.top.size() && static_cast<int>(i) < top_logprobs; ++i)
-            alts[token_text(tok, t.top[i].id)] = t.top[i].logprob;
-          tops.push_back(alts);
-          offsets.push_back(offset);
-          offset += text.size();
-        }
+// The whole answer in one JSON body once the generation ends.
+void OpenAiApi::reply_whole(Exchange& ex, GenerateOptions o, const Reply& rp) {
+  const bool chat = rp.chat;
+  const std::string& id = rp.id;
+  const int64_t created = rp.created;
+  const Tokenizer& tok = rp.tok;
+  const int top_logprobs = rp.top_logprobs;
+  const char* object = rp.object;
+  const bool want_logprobs = rp.want_logprobs;
+  const std::string& session_id = rp.session_id;
+  json chat_lp = json::array();
+  json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
+  size_t offset = 0;
+  const GenerateOutcome r = core_.generate(std::move(o), [&](const GeneratedToken& t) {
+    if (t.has_logprobs) {
+      if (chat) {
+        chat_lp.push_back(chat_logprob(t, tok, top_logprobs));
+      } else {
+        const std::string text = token_text(tok, t.id);
+        tokens.push_back(text);
+        token_lps.push_back(t.logprob);
+        json alts = json::object();
+        for (size_t i = 0; i < t.top.size() && static_cast<int>(i) < top_logprobs; ++i)
+          alts[token_text(tok, t.top[i].id)] = t.top[i].logprob;
+        tops.push_back(alts);
+        offsets.push_back(offset);
+        offset += text.size();
       }
-      return true;
-    });
-    if (r.finish == FinishReason::cancelled) {
-      if (ex.client_gone()) return;  // nobody to answer
-      throw ApiError(503, "the daemon is stopping; the generation was cancelled", "server_error", "", "unavailable");
     }
-    json choice = {{"index", 0}, {"finish_reason", finish_name(r.finish)}, {"logprobs", nullptr}};
-    if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", r.text}};
-      if (want_logprobs) choice["logprobs"] = {{"content", chat_lp}};
-    } else {
-      choice["text"] = r.text;
-      if (want_logprobs)
-        choice["logprobs"] = {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
-    }
-    json resp = {{"id", id}, {"object", object}, {"created", created}, {"model", model_id_},
-                 {"choices", json::array({choice})}, {"usage", usage_of(r)}};
-    if (!r.matched_stop.empty()) resp["stop_sequence"] = r.matched_stop;
-    if (!session_id.empty()) resp["session_id"] = session_id;
-    ex.respond(200, "application/json", dump(resp) + "\n");
-    return;
+    return true;
+  });
+  if (r.finish == FinishReason::cancelled) {
+    if (ex.client_gone()) return;  // nobody to answer
+    throw ApiError(503, "the daemon is stopping; the generation was cancelled", "server_error", "", "unavailable");
   }
+  json choice = {{"index", 0}, {"finish_reason", finish_name(r.finish)}, {"logprobs", nullptr}};
+  if (chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+    if (want_logprobs) choice["logprobs"] = {{"content", chat_lp}};
+  } else {
+    choice["text"] = r.text;
+    if (want_logprobs)
+      choice["logprobs"] = {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+  }
+  json resp = {{"id", id}, {"object", object}, {"created", created}, {"model", model_id_},
+               {"choices", json::array({choice})}, {"usage", usage_of(r)}};
+  if (!r.matched_stop.empty()) resp["stop_sequence"] = r.matched_stop;
+  if (!session_id.empty()) resp["session_id"] = session_id;
+  ex.respond(200, "application/json", dump(resp) + "\n");
+}
 
+// Server-sent events: a chunk per released text, then the finish, the usage if asked, [DONE].
+void OpenAiApi::reply_stream(Exchange& ex, GenerateOptions o, const Reply& rp) {
+  const bool chat = rp.chat;
+  const std::string& id = rp.id;
+  const int64_t created = rp.created;
+  const Tokenizer& tok = rp.tok;
+  const int top_logprobs = rp.top_logprobs;
+  const char* chunk_object = rp.chunk_object;
+  const bool include_usage = rp.include_usage;
   // Streaming: the head goes out once the core accepted the request (the
   // first token, or the end), so validation errors still get a JSON status.
   bool started = false;

@@ -7,6 +7,19 @@
 
 namespace qwen3::engine::opstest {
 
+// RoPE in double: x rotated by position `pos` (halves paired, as the model does).
+std::vector<double> float_rope(const std::vector<double>& x, uint32_t pos, double theta) {
+  const uint32_t hd = static_cast<uint32_t>(x.size());
+  std::vector<double> r(hd);
+  for (uint32_t d = 0; d < hd / 2; d++) {
+    double co = std::cos(pos * std::pow(theta, -2.0 * d / hd));
+    double si = std::sin(pos * std::pow(theta, -2.0 * d / hd));
+    r[d] = x[d] * co - x[d + hd / 2] * si;
+    r[d + hd / 2] = x[d + hd / 2] * co + x[d] * si;
+  }
+  return r;
+}
+
 TEST_P(OpsTest, AttentionMatchesModelAndFloat) {
   auto slots = std::make_shared<KvSlots>(progs_->kv_outer_fd(), progs_->layout().shape);
   BpfKvCache kv(slots, 16);
@@ -46,13 +59,7 @@ TEST_P(OpsTest, AttentionMatchesModelAndFloat) {
         }
         // float: same normalized+rotated K as doubles, V as given
         auto kn = float_norm(std::vector<int32_t>(kin.begin(), kin.end()), hd, norm_w(no.k, hd));
-        std::vector<double> kr(hd), vf(hd);
-        for (uint32_t d = 0; d < hd / 2; d++) {
-          double co = std::cos(pos * std::pow(c.rope_theta, -2.0 * d / hd));
-          double si = std::sin(pos * std::pow(c.rope_theta, -2.0 * d / hd));
-          kr[d] = kn[d] * co - kn[d + hd / 2] * si;
-          kr[d + hd / 2] = kn[d + hd / 2] * co + kn[d] * si;
-        }
+        std::vector<double> kr = float_rope(kn, pos, c.rope_theta), vf(hd);
         for (uint32_t d = 0; d < hd; d++) vf[d] = q16(vin[d]);
         fk[h].push_back(kr);
         fv[h].push_back(vf);
@@ -66,13 +73,7 @@ TEST_P(OpsTest, AttentionMatchesModelAndFloat) {
         for (uint32_t d = 0; d < hd; d++) ASSERT_EQ(got[d], want[d]) << "pos " << pos << " head " << qh << " d " << d;
         // float attention over the float cache
         auto qn = float_norm(std::vector<int32_t>(qin.begin(), qin.end()), hd, norm_w(no.q, hd));
-        std::vector<double> qr(hd);
-        for (uint32_t d = 0; d < hd / 2; d++) {
-          double co = std::cos(pos * std::pow(c.rope_theta, -2.0 * d / hd));
-          double si = std::sin(pos * std::pow(c.rope_theta, -2.0 * d / hd));
-          qr[d] = qn[d] * co - qn[d + hd / 2] * si;
-          qr[d + hd / 2] = qn[d + hd / 2] * co + qn[d] * si;
-        }
+        std::vector<double> qr = float_rope(qn, pos, c.rope_theta);
         std::vector<double> sc;
         double mx = -1e300;
         for (auto& k : fk[h]) {
