@@ -24,6 +24,7 @@
 #include "engine/weight_format.h"
 #include "common/worker_pool.h"
 #include "fixed_model.h"
+#include "presets.h"
 
 namespace qwen3::engine::opstest {
 
@@ -40,20 +41,8 @@ inline std::string param_name(const testing::TestParamInfo<Param>& i) {
          std::to_string(i.param.kv_bits);
 }
 
-inline ModelConfig small_config() {
-  ModelConfig c;
-  c.hidden_size = 200;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 64;
-  c.intermediate_size = 320;
-  c.vocab_size = 1000;
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 1000000.0;
-  c.tie_word_embeddings = true;
-  return c;
-}
+// Hidden 200: the padding paths run too.
+inline ModelConfig small_config() { return mkmodel::model_shape(200, 2, 4, 2, 64, 320, 1000); }
 
 inline double q16(int32_t v) { return v / 65536.0; }
 

@@ -5,7 +5,6 @@
 //     bounds, including residual channels of +-1500 (outliers).
 // The attention program and the K/V cache are in ops_attention_test.cpp.
 #include "ops_fixture.h"
-#include "presets.h"
 
 namespace qwen3::engine::opstest {
 

@@ -29,6 +29,22 @@ ModelConfig preset_config(const std::string& preset) {
   return c;
 }
 
+ModelConfig model_shape(int hidden_size, int layers, int heads, int kv_heads, int head_dim, int intermediate_size,
+                        int vocab_size) {
+  ModelConfig c;
+  c.hidden_size = hidden_size;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = kv_heads;
+  c.head_dim = head_dim;
+  c.intermediate_size = intermediate_size;
+  c.vocab_size = vocab_size;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1000000.0;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
 ModelConfig qwen3_06b_shape() { return preset_config("0.6b"); }
 
 }  // namespace qwen3::mkmodel

@@ -12,6 +12,11 @@ namespace qwen3::mkmodel {
 // The architecture numbers of a preset; throws qwen3::Error for an unknown name.
 ModelConfig preset_config(const std::string& preset);
 
+// A shape for tests and benches: the architecture numbers given, RMSNorm eps
+// 1e-6, RoPE theta 1e6, tied embeddings (what the presets use too).
+ModelConfig model_shape(int hidden_size, int layers, int heads, int kv_heads, int head_dim, int intermediate_size,
+                        int vocab_size);
+
 // Qwen3-0.6B: 28 layers, hidden 1024, 16 query heads and 8 kv heads of 128,
 // intermediate 3072, vocabulary 151936, tied embeddings (preset "0.6b").
 ModelConfig qwen3_06b_shape();
