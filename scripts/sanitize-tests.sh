@@ -13,7 +13,8 @@
 #   - model directory, safetensors and config parsing, the model generator;
 #   - the tokenizer's unit tests;
 #   - the float reference on the generated models (the reference backend);
-#   - the daemon end to end: daemon_integration against the sanitized daemon
+#   - the daemon end to end: daemon_integration, daemon_access, daemon_crash and
+#     daemon_command_line against the sanitized daemon
 #     (which drives the engine's user-space code, sessions, restore and access).
 # Left out: the BPF operator, engine and accuracy tests (their work is in the
 # kernel), the verify sandbox and corpus tests (clang's work, in a sandbox),
@@ -36,7 +37,7 @@ units+='|MinusculeModel|GeneratedModelReference|GeneratedModels/ReferenceBackend
 # (make_test_models is not named: ctest adds it as the fixture's setup when it must run, and -FS
 # below skips it when the main build's models are reused; named, it ran anyway and needed
 # qwen3-bpf-quant-study, which this build does not make then.)
-regex=${1:-"^(${units})\\.|^daemon_integration\$"}
+regex=${1:-"^(${units})\\.|^daemon_(integration|access|crash|command_line)\$"}
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \

@@ -3,6 +3,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/server_posix.h>
 #include <signal.h>
 #include <unistd.h>
 #include <spdlog/spdlog.h>
@@ -23,8 +24,8 @@
 #include "kclient/broker.h"
 #include "service/config.h"
 #include "service/config_reload.h"
-#include "service/grpc_service.h"
-#include "service/listener.h"
+#include "grpc/grpc_service.h"
+#include "listener/listener.h"
 #include "service/model_host.h"
 #include "service/self_check.h"
 #include "service/session_store.h"
@@ -80,7 +81,7 @@ int serve(const Flags& flags, DaemonConfig config) {
   if (!server) throw Error("gRPC server failed to start");
   auto* health = server->GetHealthCheckService();
   health->SetServingStatus(false);
-  listener.start(server.get());
+  listener.start([srv = server.get()](int conn) { grpc::AddInsecureChannelFromFd(srv, conn); });
   http_api.start();
 
   WatchdogPinger watchdog;

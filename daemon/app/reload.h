@@ -7,7 +7,7 @@
 #include "service/config.h"
 #include "service/config_reload.h"
 #include "service/inference.h"
-#include "service/listener.h"
+#include "listener/listener.h"
 #include "service/model_host.h"
 
 namespace qwen3 {

@@ -11,7 +11,7 @@
 #include "http/socket_activation.h"
 #include "service/config.h"
 #include "service/inference.h"
-#include "service/listener.h"
+#include "listener/listener.h"
 
 namespace qwen3::http {
 

@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "service/listener.h"
+#include "listener/listener.h"
 
 namespace qwen3::http {
 

@@ -249,6 +249,13 @@ json chat_logprob(const GeneratedToken& t, const Tokenizer& tok, int top) {
   return {{"token", text}, {"logprob", t.logprob}, {"bytes", bytes_of(text)}, {"top_logprobs", alts}};
 }
 
+// One token's alternatives, as completions give them: {text: logprob} of the top n.
+json completion_alternatives(const GeneratedToken& t, const Tokenizer& tok, int top) {
+  json alts = json::object();
+  for (size_t i = 0; i < t.top.size() && static_cast<int>(i) < top; ++i) alts[token_text(tok, t.top[i].id)] = t.top[i].logprob;
+  return alts;
+}
+
 json usage_of(const GenerateOutcome& r) {
   return {{"prompt_tokens", r.prompt_tokens},
           {"completion_tokens", r.completion_tokens},
@@ -312,7 +319,7 @@ void OpenAiApi::models(Exchange& ex) {
 }
 
 void OpenAiApi::health(Exchange& ex) {
-  const LoadProgress p = core_.host().progress();
+  const LoadProgress p = core_.progress();
   if (p.state == LoadState::ready && !core_.shutting_down()) {
     ex.respond(200, "application/json", dump({{"status", "ok"}}) + "\n");
     return;
@@ -329,6 +336,20 @@ void OpenAiApi::metrics(Exchange& ex) {
   if (transport_gauges_) transport_gauges_(g);
   ex.respond(200, "text/plain; version=0.0.4; charset=utf-8", core_.metrics().render(g));
 }
+
+// What a completion's answer is made of, fixed before the generation runs.
+struct OpenAiApi::Reply {
+  bool chat = false;
+  std::string id;
+  int64_t created = 0;
+  const char* object = "";
+  const char* chunk_object = "";
+  bool want_logprobs = false;
+  int top_logprobs = 0;
+  bool include_usage = false;
+  std::string session_id;
+  const Tokenizer& tok;
+};
 
 void OpenAiApi::completion(Exchange& ex, bool chat) {
   json body;
@@ -352,8 +373,7 @@ void OpenAiApi::completion(Exchange& ex, bool chat) {
       throw bad(unsupported, std::string(unsupported) + " is not supported (use repetition_penalty)");
   if (field(body, "tools") || field(body, "functions")) throw bad("tools", "tools and function calling are not supported");
 
-  Runtime& rt = core_.runtime_for_work();
-  const Tokenizer& tok = *rt.tokenizer;
+  const Tokenizer& tok = core_.tokenizer();
   GenerateOptions o;
   if (chat) {
     bool thinking = false;
@@ -363,7 +383,7 @@ void OpenAiApi::completion(Exchange& ex, bool chat) {
     }
     o.tokens = encode_chat(tok, messages_of(body), thinking);
   } else {
-    o.tokens = prompt_of(body, tok, rt.backend->config().vocab_size);
+    o.tokens = prompt_of(body, tok, core_.vocab_size());
   }
   auto max_tokens = integer(body, "max_completion_tokens", 1, 1 << 20);
   if (!max_tokens) max_tokens = integer(body, "max_tokens", 1, 1 << 20);
@@ -402,54 +422,56 @@ void OpenAiApi::completion(Exchange& ex, bool chat) {
   o.cancelled = [&ex] { return ex.client_gone(); };
   const std::string session_id = o.session_id;
 
-  const std::string id = random_id(chat ? "chatcmpl-" : "cmpl-");
-  const int64_t created = unix_seconds();
-  const char* object = chat ? "chat.completion" : "text_completion";
-  const char* chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+  const Reply rp{chat, random_id(chat ? "chatcmpl-" : "cmpl-"), unix_seconds(), chat ? "chat.completion" : "text_completion",
+                 chat ? "chat.completion.chunk" : "text_completion", want_logprobs, top_logprobs, include_usage, session_id, tok};
+  if (stream)
+    reply_stream(ex, std::move(o), rp);
+  else
+    reply_whole(ex, std::move(o), rp);
+}
 
-  if (!stream) {
-    json chat_lp = json::array();
-    json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
-    size_t offset = 0;
-    const GenerateOutcome r = core_.generate(std::move(o), [&](const GeneratedToken& t) {
-      if (t.has_logprobs) {
-        if (chat) {
-          chat_lp.push_back(chat_logprob(t, tok, top_logprobs));
-        } else {
-          const std::string text = token_text(tok, t.id);
-          tokens.push_back(text);
-          token_lps.push_back(t.logprob);
-          json alts = json::object();
-          for (size_t i = 0; i < t.top.size() && static_cast<int>(i) < top_logprobs; ++i)
-            alts[token_text(tok, t.top[i].id)] = t.top[i].logprob;
-          tops.push_back(alts);
-          offsets.push_back(offset);
-          offset += text.size();
-        }
+// The whole answer in one JSON body once the generation ends.
+void OpenAiApi::reply_whole(Exchange& ex, GenerateOptions o, const Reply& rp) {
+  json chat_lp = json::array();
+  json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
+  size_t offset = 0;
+  const GenerateOutcome r = core_.generate(std::move(o), [&](const GeneratedToken& t) {
+    if (t.has_logprobs) {
+      if (rp.chat) {
+        chat_lp.push_back(chat_logprob(t, rp.tok, rp.top_logprobs));
+      } else {
+        const std::string text = token_text(rp.tok, t.id);
+        tokens.push_back(text);
+        token_lps.push_back(t.logprob);
+        tops.push_back(completion_alternatives(t, rp.tok, rp.top_logprobs));
+        offsets.push_back(offset);
+        offset += text.size();
       }
-      return true;
-    });
-    if (r.finish == FinishReason::cancelled) {
-      if (ex.client_gone()) return;  // nobody to answer
-      throw ApiError(503, "the daemon is stopping; the generation was cancelled", "server_error", "", "unavailable");
     }
-    json choice = {{"index", 0}, {"finish_reason", finish_name(r.finish)}, {"logprobs", nullptr}};
-    if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", r.text}};
-      if (want_logprobs) choice["logprobs"] = {{"content", chat_lp}};
-    } else {
-      choice["text"] = r.text;
-      if (want_logprobs)
-        choice["logprobs"] = {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
-    }
-    json resp = {{"id", id}, {"object", object}, {"created", created}, {"model", model_id_},
-                 {"choices", json::array({choice})}, {"usage", usage_of(r)}};
-    if (!r.matched_stop.empty()) resp["stop_sequence"] = r.matched_stop;
-    if (!session_id.empty()) resp["session_id"] = session_id;
-    ex.respond(200, "application/json", dump(resp) + "\n");
-    return;
+    return true;
+  });
+  if (r.finish == FinishReason::cancelled) {
+    if (ex.client_gone()) return;  // nobody to answer
+    throw ApiError(503, "the daemon is stopping; the generation was cancelled", "server_error", "", "unavailable");
   }
+  json choice = {{"index", 0}, {"finish_reason", finish_name(r.finish)}, {"logprobs", nullptr}};
+  if (rp.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+    if (rp.want_logprobs) choice["logprobs"] = {{"content", chat_lp}};
+  } else {
+    choice["text"] = r.text;
+    if (rp.want_logprobs)
+      choice["logprobs"] = {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+  }
+  json resp = {{"id", rp.id}, {"object", rp.object}, {"created", rp.created}, {"model", model_id_},
+               {"choices", json::array({choice})}, {"usage", usage_of(r)}};
+  if (!r.matched_stop.empty()) resp["stop_sequence"] = r.matched_stop;
+  if (!rp.session_id.empty()) resp["session_id"] = rp.session_id;
+  ex.respond(200, "application/json", dump(resp) + "\n");
+}
 
+// Server-sent events: a chunk per released text, then the finish, the usage if asked, [DONE].
+void OpenAiApi::reply_stream(Exchange& ex, GenerateOptions o, const Reply& rp) {
   // Streaming: the head goes out once the core accepted the request (the
   // first token, or the end), so validation errors still get a JSON status.
   bool started = false;
@@ -459,11 +481,11 @@ void OpenAiApi::completion(Exchange& ex, bool chat) {
     if (!started) {
       started = true;
       alive = ex.begin_stream(200, "text/event-stream");
-      if (alive && chat) {
-        json first = {{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model_id_},
+      if (alive && rp.chat) {
+        json first = {{"id", rp.id}, {"object", rp.chunk_object}, {"created", rp.created}, {"model", model_id_},
                       {"choices", json::array({{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}},
                                                 {"logprobs", nullptr}, {"finish_reason", nullptr}}})}};
-        if (include_usage) first["usage"] = nullptr;
+        if (rp.include_usage) first["usage"] = nullptr;
         alive = ex.write("data: " + dump(first) + "\n\n");
       }
       if (!alive) return false;
@@ -472,23 +494,21 @@ void OpenAiApi::completion(Exchange& ex, bool chat) {
   };
   auto delta_chunk = [&](const std::string& text, const json& logprobs, const json& finish) {
     json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish}};
-    if (chat) choice["delta"] = text.empty() && !finish.is_null() ? json::object() : json{{"content", text}};
+    if (rp.chat) choice["delta"] = text.empty() && !finish.is_null() ? json::object() : json{{"content", text}};
     else choice["text"] = text;
-    json c = {{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model_id_}, {"choices", json::array({choice})}};
-    if (include_usage) c["usage"] = nullptr;
+    json c = {{"id", rp.id}, {"object", rp.chunk_object}, {"created", rp.created}, {"model", model_id_}, {"choices", json::array({choice})}};
+    if (rp.include_usage) c["usage"] = nullptr;
     return c;
   };
   const GenerateOutcome r = core_.generate(std::move(o), [&](const GeneratedToken& t) {
     if (t.text.empty() && !t.has_logprobs) return !ex.client_gone();
     json lp = nullptr;
     if (t.has_logprobs) {
-      if (chat) {
-        lp = {{"content", json::array({chat_logprob(t, tok, top_logprobs)})}};
+      if (rp.chat) {
+        lp = {{"content", json::array({chat_logprob(t, rp.tok, rp.top_logprobs)})}};
       } else {
-        json alts = json::object();
-        for (size_t i = 0; i < t.top.size() && static_cast<int>(i) < top_logprobs; ++i)
-          alts[token_text(tok, t.top[i].id)] = t.top[i].logprob;
-        lp = {{"tokens", {token_text(tok, t.id)}}, {"token_logprobs", {t.logprob}}, {"top_logprobs", {alts}}};
+        const json alts = completion_alternatives(t, rp.tok, rp.top_logprobs);
+        lp = {{"tokens", {token_text(rp.tok, t.id)}}, {"token_logprobs", {t.logprob}}, {"top_logprobs", {alts}}};
       }
     }
     return send(delta_chunk(t.text, lp, nullptr));
@@ -503,8 +523,8 @@ void OpenAiApi::completion(Exchange& ex, bool chat) {
   }
   if (!r.final_text.empty()) send(delta_chunk(r.final_text, nullptr, nullptr));
   send(delta_chunk("", nullptr, finish_name(r.finish)));
-  if (include_usage)
-    send({{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model_id_}, {"choices", json::array()},
+  if (rp.include_usage)
+    send({{"id", rp.id}, {"object", rp.chunk_object}, {"created", rp.created}, {"model", model_id_}, {"choices", json::array()},
           {"usage", usage_of(r)}});
   if (alive && ex.write("data: [DONE]\n\n")) ex.end_stream();
 }

@@ -23,7 +23,10 @@ class OpenAiApi {
   const std::string& model_id() const { return model_id_; }
 
  private:
+  struct Reply;
   void completion(Exchange& ex, bool chat);
+  void reply_whole(Exchange& ex, GenerateOptions o, const Reply& rp);
+  void reply_stream(Exchange& ex, GenerateOptions o, const Reply& rp);
   void models(Exchange& ex);
   void health(Exchange& ex);
   void metrics(Exchange& ex);

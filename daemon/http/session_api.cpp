@@ -116,7 +116,7 @@ void require(const Exchange& ex, bh::verb v, const std::string& what) {
     throw Refusal{405, what + " takes " + std::string(bh::to_string(v)) + " only"};
 }
 
-void create(Runtime& rt, Exchange& ex) {
+void create(InferenceCore& core, Exchange& ex) {
   json body = json::object();
   if (!ex.request().body().empty()) {
     try {
@@ -143,11 +143,11 @@ void create(Runtime& rt, Exchange& ex) {
       throw invalid_argument("max_context must be an integer in [0, 16777216] (0: the daemon's default_context)");
     max_context = static_cast<int>(it->get<int64_t>());
   }
-  const SessionSnapshot s = rt.sessions->create(max_context, id, ex.caller_uid());
-  send_json(ex, 201, session_json(s, rt.sessions->limits()));
+  const SessionSnapshot s = core.create_session(max_context, id, ex.caller_uid());
+  send_json(ex, 201, session_json(s, core.session_limits()));
 }
 
-void import_file(InferenceCore& core, Runtime& rt, Exchange& ex) {
+void import_file(InferenceCore& core, Exchange& ex) {
   ImportRequest ir;
   ir.caller = ex.caller_uid();
   // The id to import under: ?session_id=, else the X-Session-Id header (what a gateway routes by), else the file's.
@@ -156,8 +156,8 @@ void import_file(InferenceCore& core, Runtime& rt, Exchange& ex) {
   ir.cancelled = core.cancellation([&ex] { return ex.client_gone(); });
   if (ex.request().body().empty()) throw invalid_argument("no data: send the export file as the request body");
   try {
-    const ImportOutcome r = import_session(rt, ex.request().body(), ir);
-    json out = session_json(r.session, rt.sessions->limits());
+    const ImportOutcome r = core.import_session(ex.request().body(), ir);
+    json out = session_json(r.session, core.session_limits());
     out["kv_imported"] = r.kv_imported;
     out["recomputed_positions"] = r.recomputed_positions;
     send_json(ex, 201, out);
@@ -166,18 +166,18 @@ void import_file(InferenceCore& core, Runtime& rt, Exchange& ex) {
   }
 }
 
-void one_session(Runtime& rt, Exchange& ex, const std::string& id, bool export_it) {
+void one_session(InferenceCore& core, Exchange& ex, const std::string& id, bool export_it) {
   const uint32_t caller = ex.caller_uid();
   if (export_it) {
     require(ex, bh::verb::get, "/v1/sessions/{id}/export");
-    const std::string file = export_session(rt, {id, query_flag(ex, "kv", true), caller});
+    const std::string file = core.export_session({id, query_flag(ex, "kv", true), caller});
     ex.respond(200, "application/octet-stream", file);
     return;
   }
   if (ex.request().method() == bh::verb::get) {
-    send_json(ex, 200, session_json(rt.sessions->get(id, caller), rt.sessions->limits()));
+    send_json(ex, 200, session_json(core.session(id, caller), core.session_limits()));
   } else if (ex.request().method() == bh::verb::delete_) {
-    const size_t freed = rt.sessions->remove(id, caller);
+    const uint64_t freed = core.delete_session(id, caller);
     send_json(ex, 200, {{"id", id}, {"object", "session.deleted"}, {"deleted", true}, {"freed_bytes", freed}});
   } else {
     throw Refusal{405, "/v1/sessions/{id} takes GET or DELETE"};
@@ -187,18 +187,16 @@ void one_session(Runtime& rt, Exchange& ex, const std::string& id, bool export_i
 void route(InferenceCore& core, Exchange& ex) {
   const std::string_view path = ex.path();
   if (path == kRoot || path == std::string(kRoot) + "/") {
-    Runtime& rt = core.runtime_for_work();
-    if (ex.request().method() == bh::verb::post) return create(rt, ex);
+    if (ex.request().method() == bh::verb::post) return create(core, ex);
     if (ex.request().method() != bh::verb::get) throw Refusal{405, "/v1/sessions takes GET or POST"};
     json list = json::array();
-    for (const auto& s : rt.sessions->list(ex.caller_uid())) list.push_back(session_json(s, rt.sessions->limits()));
+    for (const auto& s : core.sessions(ex.caller_uid())) list.push_back(session_json(s, core.session_limits()));
     return send_json(ex, 200, {{"object", "list"}, {"data", list}});
   }
   std::string rest(path.substr(kRoot.size() + 1));
-  Runtime& rt = core.runtime_for_work();
   if (rest == "import") {
     require(ex, bh::verb::post, "/v1/sessions/import");
-    return import_file(core, rt, ex);
+    return import_file(core, ex);
   }
   bool export_it = false;
   if (const auto slash = rest.find('/'); slash != std::string::npos) {
@@ -208,7 +206,7 @@ void route(InferenceCore& core, Exchange& ex) {
     export_it = true;
     rest = rest.substr(0, slash);
   }
-  one_session(rt, ex, rest, export_it);
+  one_session(core, ex, rest, export_it);
 }
 
 }  // namespace

@@ -34,15 +34,15 @@ uint32_t finish_code(FinishReason r) {
 // A session named by a kernel client that does not exist is created, owned by
 // `uid`, within the usual budgets. One of another owner stays invisible: the
 // generation's acquire reports not_found.
-void ensure_session(SessionManager& sessions, const std::string& id, uint32_t uid) {
+void ensure_session(InferenceCore& core, const std::string& id, uint32_t uid) {
   try {
-    sessions.get(id, uid);
+    core.session(id, uid);
     return;
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::not_found) throw;
   }
   try {
-    sessions.create(0, id, uid);
+    core.create_session(0, id, uid);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::failed_precondition) throw;  // exists: another owner's, or just created
   }
@@ -63,10 +63,9 @@ void Broker::run(Job& job) {
     return;
   }
   try {
-    Runtime& rt = core_.runtime_for_work();
-    ensure_session(*rt.sessions, k.session, options_.owner_uid);
+    ensure_session(core_, k.session, options_.owner_uid);
     GenerateOptions o;
-    o.tokens = k.text ? encode_text(*rt.tokenizer, k.prompt_text, "prompt") : k.prompt_ids;
+    o.tokens = k.text ? encode_text(core_.tokenizer(), k.prompt_text, "prompt") : k.prompt_ids;
     o.session_id = k.session;
     o.append = k.append;
     o.caller_uid = options_.owner_uid;
@@ -82,7 +81,7 @@ void Broker::run(Job& job) {
     st.cached_tokens = static_cast<uint32_t>(r.cached_tokens);
     st.tokens = static_cast<uint32_t>(r.completion_tokens);
     try {  // the session may have been deleted or evicted since; the answer stands
-      st.positions = static_cast<uint32_t>(rt.sessions->get(k.session, options_.owner_uid).positions);
+      st.positions = static_cast<uint32_t>(core_.session(k.session, options_.owner_uid).positions);
     } catch (const Error&) {
     }
     ++counters_.served;

@@ -92,12 +92,7 @@ void Scheduler::engine_loop() {
   for (;;) {
     work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (stopping_) {
-      for (auto& job : queue_) {
-        job->error = std::make_exception_ptr(unavailable("the daemon is stopping"));
-        job->done = true;
-        job->cv.notify_all();
-      }
-      queue_.clear();
+      fail_all_locked();
       return;
     }
     // Let the sessions of the previous step come back so they share this one.
@@ -106,24 +101,7 @@ void Scheduler::engine_loop() {
       if (stopping_) continue;
     }
 
-    // Drop cancelled jobs before spending work on them (the checks run unlocked:
-    // they call into gRPC).
-    {
-      std::vector<std::shared_ptr<Job>> waiting(queue_.begin(), queue_.end());
-      std::vector<char> cancel(waiting.size(), 0);
-      lock.unlock();
-      for (size_t i = 0; i < waiting.size(); ++i) cancel[i] = waiting[i]->cancelled && waiting[i]->cancelled();
-      lock.lock();
-      for (size_t i = 0; i < waiting.size(); ++i) {
-        if (!cancel[i]) continue;
-        auto& job = waiting[i];
-        job->kv->truncate(job->start_positions);
-        job->error = std::make_exception_ptr(unavailable("cancelled"));
-        job->done = true;
-        job->cv.notify_all();
-        queue_.erase(std::find(queue_.begin(), queue_.end(), job));
-      }
-    }
+    drop_cancelled(lock);
     if (queue_.empty()) continue;
 
     // Decode steps (one token left) first, then prefill chunks in round-robin turns.
@@ -202,16 +180,49 @@ void Scheduler::engine_loop() {
     run_batch(picked);
     last_step_time_ = std::chrono::steady_clock::now() - step_start;
     lock.lock();
+    finish_step_locked(picked);
+  }
+}
 
-    stats_.steps += 1;
-    stats_.items += picked.size();
-    stats_.max_batch = std::max(stats_.max_batch, static_cast<int>(picked.size()));
-    for (auto& [job, n] : picked) {
-      stats_.tokens += n;
-      if (job->done) {
-        queue_.erase(std::find(queue_.begin(), queue_.end(), job));
-        job->cv.notify_all();
-      }
+// Stopping: every waiting job fails with unavailable.
+void Scheduler::fail_all_locked() {
+  for (auto& job : queue_) {
+    job->error = std::make_exception_ptr(unavailable("the daemon is stopping"));
+    job->done = true;
+    job->cv.notify_all();
+  }
+  queue_.clear();
+}
+
+// Drops cancelled jobs before spending work on them (the checks run unlocked:
+// they call into gRPC); their KV is rolled back.
+void Scheduler::drop_cancelled(std::unique_lock<std::mutex>& lock) {
+  std::vector<std::shared_ptr<Job>> waiting(queue_.begin(), queue_.end());
+  std::vector<char> cancel(waiting.size(), 0);
+  lock.unlock();
+  for (size_t i = 0; i < waiting.size(); ++i) cancel[i] = waiting[i]->cancelled && waiting[i]->cancelled();
+  lock.lock();
+  for (size_t i = 0; i < waiting.size(); ++i) {
+    if (!cancel[i]) continue;
+    auto& job = waiting[i];
+    job->kv->truncate(job->start_positions);
+    job->error = std::make_exception_ptr(unavailable("cancelled"));
+    job->done = true;
+    job->cv.notify_all();
+    queue_.erase(std::find(queue_.begin(), queue_.end(), job));
+  }
+}
+
+// After a step: the counters, and the jobs it finished leave the queue and wake their callers.
+void Scheduler::finish_step_locked(const std::vector<std::pair<std::shared_ptr<Job>, int>>& picked) {
+  stats_.steps += 1;
+  stats_.items += picked.size();
+  stats_.max_batch = std::max(stats_.max_batch, static_cast<int>(picked.size()));
+  for (auto& [job, n] : picked) {
+    stats_.tokens += n;
+    if (job->done) {
+      queue_.erase(std::find(queue_.begin(), queue_.end(), job));
+      job->cv.notify_all();
     }
   }
 }

@@ -84,6 +84,9 @@ class Scheduler {
  private:
   struct Job;
   void engine_loop();
+  void fail_all_locked();
+  void drop_cancelled(std::unique_lock<std::mutex>& lock);
+  void finish_step_locked(const std::vector<std::pair<std::shared_ptr<Job>, int>>& picked);
   void run_batch(std::vector<std::pair<std::shared_ptr<Job>, int>>& picked);
 
   Backend& backend_;

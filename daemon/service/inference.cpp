@@ -183,10 +183,12 @@ ForwardOutcome run_forward(Runtime& rt, const ForwardOptions& o) {
   return out;
 }
 
-GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
-                             const std::function<bool(const GeneratedToken&)>& emit) {
-  const auto t0 = Steady::now();
-  const ModelConfig& mc = rt.backend->config();
+namespace {
+
+// The options' own checks (no model state needed beyond the shape) and the
+// sampling parameters they resolve to (request, then the model's defaults; a
+// fresh random seed unless one was given).
+SamplingParams checked_sampling(const GenerateOptions& o, const ModelConfig& mc) {
   if (o.tokens.empty() && !o.append) throw invalid_argument("empty input: give a prompt, token_ids or messages");
   validate_token_ids(o.tokens, mc.vocab_size, "token_ids");
   validate_token_ids(o.stop_token_ids, mc.vocab_size, "stop_token_ids");
@@ -194,10 +196,51 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   if (o.logprobs < 0 || o.logprobs > 20) throw invalid_argument("logprobs must be in [0, 20]");
 
   for (const auto& stop : o.stop) require_utf8(stop, "stop");
-  GenerateOutcome out;
   const ResolvedSampling resolved = resolve_sampling(o.sampling, mc);
   SamplingParams sp = resolved.params;
   if (resolved.random_seed) sp.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
+  return sp;
+}
+
+// The token's logprob and the top n beside it, from its step's scores.
+void add_logprobs(GeneratedToken& tok, Backend& backend, const PositionLogits& scores, int n) {
+  std::optional<float> chosen;
+  tok.top = top_scored(backend, scores, n, tok.id, &chosen);
+  tok.has_logprobs = true;
+  if (chosen) tok.logprob = *chosen;
+}
+
+// Time to first token, or time since the previous one.
+void observe_token(ServiceMetrics* metrics, int index, Steady::time_point t0, Steady::time_point& last_token) {
+  if (!metrics) return;
+  const auto now = Steady::now();
+  if (index == 0) metrics->observe_time_to_first_token(std::chrono::duration<double>(now - t0).count());
+  else metrics->observe_time_per_output_token(std::chrono::duration<double>(now - last_token).count());
+  last_token = now;
+}
+
+// The text held back until the end (the decoder's tail, the stop matcher's
+// pending text), unless a stop string already ended the generation.
+void release_tail(GenerateOutcome& out, StreamDecoder& decoder, StopMatcher& stopper) {
+  const auto tail = stopper.push(decoder.flush());
+  out.final_text = tail.release;
+  if (tail.stopped) {
+    out.finish = FinishReason::stop_sequence;
+    out.matched_stop = tail.matched;
+  } else {
+    out.final_text += stopper.flush();
+  }
+  out.text += out.final_text;
+}
+
+}  // namespace
+
+GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
+                             const std::function<bool(const GeneratedToken&)>& emit) {
+  const auto t0 = Steady::now();
+  const ModelConfig& mc = rt.backend->config();
+  GenerateOutcome out;
+  const SamplingParams sp = checked_sampling(o, mc);
   out.seed = sp.seed;
   out.sampling = sp;
   Sampler sampler(sp, rt.backend.get());  // validates the parameters before any work; probabilities in the backend (BPF)
@@ -256,12 +299,7 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
       GeneratedToken tok;
       tok.id = id;
       tok.index = index;
-      if (o.logprobs > 0 && step_scores) {
-        std::optional<float> chosen;
-        tok.top = top_scored(*rt.backend, *step_scores, o.logprobs, id, &chosen);
-        tok.has_logprobs = true;
-        if (chosen) tok.logprob = *chosen;
-      }
+      if (o.logprobs > 0 && step_scores) add_logprobs(tok, *rt.backend, *step_scores, o.logprobs);
       const bool eos = (!o.ignore_eos && std::find(mc.eos_token_ids.begin(), mc.eos_token_ids.end(), id) != mc.eos_token_ids.end()) ||
                        std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), id) != o.stop_token_ids.end();
       if (eos) {
@@ -282,12 +320,7 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
       // No room to feed it (the cache holds everything before the pending token).
       if (!finish && static_cast<int>(s.history.size()) - 1 >= ctx) finish = FinishReason::length;
       out.text += tok.text;
-      if (o.metrics) {
-        const auto now = Steady::now();
-        if (index == 0) o.metrics->observe_time_to_first_token(std::chrono::duration<double>(now - t0).count());
-        else o.metrics->observe_time_per_output_token(std::chrono::duration<double>(now - last_token).count());
-        last_token = now;
-      }
+      observe_token(o.metrics, index, t0, last_token);
       if (!emit(tok)) finish = FinishReason::cancelled;
       if (!finish && o.cancelled && o.cancelled()) finish = FinishReason::cancelled;
       if (finish) break;  // tokens drafted past it are dropped
@@ -317,17 +350,7 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
     out.accepted_tokens = static_cast<int>(spec->stats().accepted);
   }
   out.finish = *finish;
-  if (!stopped_by_string) {
-    const auto tail = stopper.push(decoder.flush());
-    out.final_text = tail.release;
-    if (tail.stopped) {
-      out.finish = FinishReason::stop_sequence;
-      out.matched_stop = tail.matched;
-    } else {
-      out.final_text += stopper.flush();
-    }
-    out.text += out.final_text;
-  }
+  if (!stopped_by_string) release_tail(out, decoder, stopper);
   out.decode_ms = ms_since(t_decode);
   return out;
 }
@@ -377,7 +400,12 @@ std::vector<int32_t> encode_chat_continuation(const Tokenizer& tok, std::span<co
 InferenceCore::InferenceCore(ModelHost& host) : host_(host), started_(std::chrono::steady_clock::now()) {
   default_max_new_tokens_ = host.config().default_max_new_tokens;
   set_default_speculative(host.config().speculative);
+  verify::PipelineOptions po;
+  po.data_dir = host.config().state_dir + "/verify";  // vmlinux.h and the header tree are cached there
+  pipeline_ = std::make_unique<verify::Pipeline>(po);
 }
+
+InferenceCore::~InferenceCore() = default;
 
 Runtime& InferenceCore::runtime_for_work() {
   if (shutting_down_) throw unavailable("the daemon is stopping");

@@ -17,9 +17,12 @@
 
 #include "sampling/defaults.h"
 #include "sampling/sampler.h"
+#include "service/session_transfer.h"
 #include "service/counters.h"
 #include "service/metrics.h"
 #include "service/model_host.h"
+#include "service/verify_slots.h"
+#include "verify/pipeline.h"
 
 namespace qwen3 {
 
@@ -143,16 +146,53 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& options,
 inline constexpr const char* kPromptCachePrefix = "prompt-cache-";
 inline constexpr int kPromptCacheSlots = 4;  // per caller
 
-// What both adapters call: the rules above plus the daemon-wide state (stop
-// flag, default max tokens, counters, metrics).
+// What the loaded runtime is, for status reports.
+struct RuntimeFacts {
+  ModelConfig model;
+  uint64_t parameter_bytes = 0;
+  BackendInfo backend;
+  int threads = 0;
+  SessionTotals totals;
+  SessionLimits limits;
+};
+
+// An XDP program asked of the model and verified (GenerateVerified).
+struct XdpTaskOptions {
+  std::string task;
+  std::vector<verify::Fixture> fixtures;
+  int attempts = 0;                // 0: 2; at most 5
+  SamplingRequest sampling;
+  int max_new_tokens = 0;          // 0: 1024; capped by the context left after the prompt
+  std::function<bool()> cancelled;
+};
+
+// What a verification returned, and how long it ran once it had its slot.
+struct VerifyOutcome {
+  verify::VerifyResult result;
+  double elapsed_ms = 0;
+};
+struct XdpTaskOutcome {
+  std::vector<verify::Attempt> attempts;
+  double elapsed_ms = 0;
+};
+
+// What both transports call, and all they call: the rules above plus the
+// daemon-wide state (stop flag, default max tokens, counters, metrics, the XDP
+// verify pipeline). The transports only map their wire formats onto it.
 class InferenceCore {
  public:
   explicit InferenceCore(ModelHost& host);
+  ~InferenceCore();
 
-  // Throws unavailable while loading, after a failure, or once stopping.
-  Runtime& runtime_for_work();
-  Runtime& runtime() { return host_.runtime(); }
-  ModelHost& host() { return host_; }
+  LoadProgress progress() const { return host_.progress(); }
+  const DaemonConfig& config() const { return host_.config(); }
+  // The loaded model's tokenizer and vocabulary size (embedding rows, >= the
+  // tokenizer's), for the transports' text mapping. Throw unavailable while
+  // loading, after a failure, or once stopping.
+  const Tokenizer& tokenizer();
+  int vocab_size();
+  // The facts of the loaded runtime; nullopt until it is ready.
+  std::optional<RuntimeFacts> runtime_facts() const;
 
   // SIGTERM: running generations finish with cancelled, new ones are refused.
   void begin_shutdown() { shutting_down_ = true; }
@@ -170,6 +210,29 @@ class InferenceCore {
   ForwardOutcome forward(ForwardOptions options);
   GenerateOutcome generate(GenerateOptions options, const std::function<bool(const GeneratedToken&)>& emit);
 
+  // Text to ids, special tokens parsed unless `split_special` (no BOS/EOS is
+  // added: Qwen3 adds none); with `pieces`, each id's piece too.
+  std::vector<int32_t> tokenize(const std::string& text, bool split_special, std::vector<std::string>* pieces = nullptr);
+  // Ids beyond the tokenizer's vocabulary (embedding padding) have no text.
+  std::string detokenize(std::vector<int32_t> ids, bool skip_special);
+
+  // The session table, as `caller_uid` may see it.
+  SessionSnapshot create_session(int max_context, const std::string& id, uint32_t caller_uid);
+  SessionSnapshot session(const std::string& id, uint32_t caller_uid);
+  std::vector<SessionSnapshot> sessions(uint32_t caller_uid);
+  uint64_t delete_session(const std::string& id, uint32_t caller_uid);  // the bytes freed
+  SessionLimits session_limits();
+  // Sessions that move (session_transfer.h): the export file's bytes, and an
+  // import of such a file; the largest import this daemon accepts.
+  std::string export_session(const ExportRequest& request);
+  ImportOutcome import_session(std::string_view file, const ImportRequest& request);
+  size_t max_import_bytes();
+
+  // XDP verification (daemon/verify/), at most two at once (callers wait up to
+  // a minute for a slot). generate_verified asks the model through generate().
+  VerifyOutcome verify_program(const verify::VerifyRequest& request, const std::function<bool()>& cancelled);
+  XdpTaskOutcome generate_verified(XdpTaskOptions options);
+
   RequestCounters& counters() { return counters_; }
   ServiceMetrics& metrics() { return metrics_; }
   // Gauges of the loaded runtime (zeros while loading) and the counters above.
@@ -177,6 +240,9 @@ class InferenceCore {
   std::chrono::steady_clock::time_point started() const { return started_; }
 
  private:
+  // Throws unavailable while loading, after a failure, or once stopping.
+  Runtime& runtime_for_work();
+
   ModelHost& host_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<int> default_max_new_tokens_{256};
@@ -185,6 +251,8 @@ class InferenceCore {
   RequestCounters counters_;
   ServiceMetrics metrics_;
   std::chrono::steady_clock::time_point started_;
+  std::unique_ptr<verify::Pipeline> pipeline_;
+  VerifySlots verify_slots_{2};
 };
 
 }  // namespace qwen3

@@ -32,6 +32,7 @@
 #include "engine/model_plan.h"
 #include "engine/rope_table.h"
 #include "common/worker_pool.h"
+#include "presets.h"
 
 namespace {
 
@@ -81,17 +82,7 @@ int main(int argc, char** argv) {
   if (contexts.empty() || reps <= 0) return 2;
   const uint32_t max_ctx = *std::max_element(contexts.begin(), contexts.end());
 
-  ModelConfig c;
-  c.hidden_size = 1024;
-  c.num_hidden_layers = 28;
-  c.num_attention_heads = 16;
-  c.num_key_value_heads = 8;
-  c.head_dim = 128;
-  c.intermediate_size = 3072;
-  c.vocab_size = 151936;
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 1000000.0;
-  c.tie_word_embeddings = true;
+  const ModelConfig c = mkmodel::qwen3_06b_shape();
 
   std::vector<Layout> layouts;
   for (uint32_t bits : {16u, 8u}) {

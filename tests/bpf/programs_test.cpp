@@ -24,22 +24,14 @@
 #include "engine/model_plan.h"
 #include "engine/rope_table.h"
 #include "common/worker_pool.h"
+#include "presets.h"
 
 namespace qwen3::engine {
 namespace {
 
 ModelConfig small_config(int head_dim = 64, double theta = 1000000.0) {
-  ModelConfig c;
-  c.hidden_size = 128;
-  c.num_hidden_layers = 1;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 1;
-  c.head_dim = head_dim;
-  c.intermediate_size = 128;
-  c.vocab_size = 1000;
-  c.rms_norm_eps = 1e-6;
+  ModelConfig c = mkmodel::model_shape(128, 1, 2, 1, head_dim, 128, 1000);
   c.rope_theta = theta;
-  c.tie_word_embeddings = true;
   return c;
 }
 

@@ -12,25 +12,13 @@
 #include "engine/bpf_programs.h"
 #include "engine/model_plan.h"
 #include "fixed_sample.h"
+#include "presets.h"
 
 namespace qwen3::engine {
 
 inline constexpr uint32_t kQwenVocab = 151936;
 
-inline ModelConfig config_with_vocab(uint32_t vocab) {
-  ModelConfig c;
-  c.hidden_size = 128;
-  c.num_hidden_layers = 1;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 1;
-  c.head_dim = 64;
-  c.intermediate_size = 128;
-  c.vocab_size = int(vocab);
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 1e6;
-  c.tie_word_embeddings = true;
-  return c;
-}
+inline ModelConfig config_with_vocab(uint32_t vocab) { return mkmodel::model_shape(128, 1, 2, 1, 64, 128, int(vocab)); }
 
 inline BpfPrograms& programs(uint32_t vocab) {
   static std::map<uint32_t, std::unique_ptr<BpfPrograms>> cache;

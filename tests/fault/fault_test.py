@@ -36,7 +36,7 @@ import unittest
 import grpc
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-import daemon_test as it  # noqa: E402  (stubs, BPF map helpers)
+import daemon_harness as it  # noqa: E402  (stubs, BPF map helpers)
 
 DAEMON = os.environ.get("QWEN3_BPFD", "")
 MODEL = os.environ.get("QWEN3_TEST_MODEL", "")
@@ -338,6 +338,58 @@ for m in stub.Generate(pb.GenerateRequest(prompt='killed mid-stream', stopping=p
                     out[sid] |= set(range(v["history"] + v["cancel_prompt"], v["history"] + v["inflight"] + 1))
         return out
 
+    def wait_restored(self, stub, expected, ready_at):
+        """The sessions listed once the saved ones are recreated and none is busy
+        (or 30 s passed), and how long after READY they were first listed."""
+        pb = self.pb
+        deadline = ready_at + 30
+        listed_after = None
+        while True:
+            listing = {s.session_id: s for s in stub.ListSessions(pb.ListSessionsRequest(), timeout=10).sessions}
+            if listed_after is None and (listing or not expected):
+                listed_after = time.monotonic() - ready_at
+            if listed_after is not None and not any(s.busy for s in listing.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        self.assertIsNotNone(listed_after, "the saved sessions were not recreated within 30 s of READY")
+        self.assertLess(listed_after, 2.0, "the saved sessions were recreated only long after READY")
+        return listing, listed_after
+
+    def check_restored(self, expected, listing, killed_at, killed_log):
+        """Every session with a completed request came back with one of the
+        histories it may have; returns their history lengths."""
+        restored = {}
+        for sid, allowed in expected.items():
+            self.assertIn(sid, listing, f"session {sid} (a completed request) was not restored:\n" + self.log())
+            s = listing[sid]
+            self.assertFalse(s.busy, f"{sid} still restoring after 30 s")
+            self.assertIn(s.history_tokens, allowed,
+                          f"{sid} restored with {s.history_tokens} tokens; killed at {killed_at:.3f}; its calls:\n  " +
+                          "\n  ".join(self.trail[sid]) + "\nthe killed daemon's log (tail):\n" +
+                          "\n".join(l for l in killed_log.splitlines()[-60:]))
+            self.assertEqual(s.positions, max(s.history_tokens - 1, 0) if s.history_tokens else 0, sid)
+            restored[sid] = s.history_tokens
+        return restored
+
+    def leftovers(self, before):
+        """The kernel's BPF objects now, those the daemons held still there, and
+        new ones of their names nobody holds (waiting up to 15 s for both to go)."""
+        deadline = time.monotonic() + 15
+        while True:
+            after = bpf_objects()
+            left = {o for o in self.ever_held if o in after}
+            new = set(after) - set(before)
+            unheld = {o for o in new - held_by_anyone() if after[o][0] in self.names}
+            unheld_maps_of_progs = {("map", m) for o in after if o[0] == "prog" and o not in unheld
+                                    for m in after[o][1]}
+            unheld -= unheld_maps_of_progs
+            if not left and not unheld:
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        return after, left, unheld
+
     def test_kill_9_under_load(self):
         pb = self.pb
         before = bpf_objects()
@@ -372,31 +424,13 @@ for m in stub.Generate(pb.GenerateRequest(prompt='killed mid-stream', stopping=p
         at_ready2 = held_by(self.proc.pid)
         self.ever_held |= at_ready2
         # The saved sessions are recreated (busy) a moment after READY, not
-        # before it (a defect outside this test's reach, see daemon_test.py
+        # before it (a defect outside this test's reach, see daemon_crash_test.py
         # test_c_saved_sessions_exist_from_the_first_ready_answer): wait for
         # them to be listed, then for their KV to be recomputed.
-        restored, ready_at, deadline = {}, time.monotonic(), time.monotonic() + 30
-        listed_after = None
-        while True:
-            listing = {s.session_id: s for s in stub.ListSessions(pb.ListSessionsRequest(), timeout=10).sessions}
-            if listed_after is None and (listing or not expected):
-                listed_after = time.monotonic() - ready_at
-            if listed_after is not None and not any(s.busy for s in listing.values()) or time.monotonic() > deadline:
-                break
-            time.sleep(0.02)
-        self.assertIsNotNone(listed_after, "the saved sessions were not recreated within 30 s of READY")
-        self.assertLess(listed_after, 2.0, "the saved sessions were recreated only long after READY")
+        ready_at = time.monotonic()
+        listing, listed_after = self.wait_restored(stub, expected, ready_at)
         restore_s = time.monotonic() - ready_at
-        for sid, allowed in expected.items():
-            self.assertIn(sid, listing, f"session {sid} (a completed request) was not restored:\n" + self.log())
-            s = listing[sid]
-            self.assertFalse(s.busy, f"{sid} still restoring after 30 s")
-            self.assertIn(s.history_tokens, allowed,
-                          f"{sid} restored with {s.history_tokens} tokens; killed at {killed_at:.3f}; its calls:\n  " +
-                          "\n  ".join(self.trail[sid]) + "\nthe killed daemon's log (tail):\n" +
-                          "\n".join(l for l in killed_log.splitlines()[-60:]))
-            self.assertEqual(s.positions, max(s.history_tokens - 1, 0) if s.history_tokens else 0, sid)
-            restored[sid] = s.history_tokens
+        restored = self.check_restored(expected, listing, killed_at, killed_log)
         # Workers go on from what was restored.
         for sessions in per_worker:
             for sid in list(sessions):
@@ -437,20 +471,7 @@ for m in stub.Generate(pb.GenerateRequest(prompt='killed mid-stream', stopping=p
         self.assertEqual(self.proc.wait(30), 0, self.log())
         # Nothing the daemons held, nor anything new of the names theirs had
         # (objects the sampling missed), is left in the kernel.
-        deadline = time.monotonic() + 15
-        while True:
-            after = bpf_objects()
-            left = {o for o in self.ever_held if o in after}
-            new = set(after) - set(before)
-            unheld = {o for o in new - held_by_anyone() if after[o][0] in self.names}
-            unheld_maps_of_progs = {("map", m) for o in after if o[0] == "prog" and o not in unheld
-                                    for m in after[o][1]}
-            unheld -= unheld_maps_of_progs
-            if not left and not unheld:
-                break
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        after, left, unheld = self.leftovers(before)
         elapsed = time.monotonic() - self.t0
         n = self.stats.n
         report = (f"\nfault test report ({elapsed:.0f} s, {WORKERS} client threads, backend {BACKEND}):\n"

@@ -22,7 +22,7 @@ import time
 import grpc
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-import daemon_test as it  # noqa: E402
+import daemon_harness as it  # noqa: E402
 
 SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 600
 WORKERS = int(sys.argv[2]) if len(sys.argv) > 2 else 8

@@ -17,7 +17,7 @@ import sys
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import daemon_test  # noqa: E402  (stub generation)
+import daemon_harness as daemon_test  # noqa: E402  (stub generation)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -25,7 +25,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import daemon_test as dt  # noqa: E402  (stubs and start_daemon)
+import daemon_harness as dt  # noqa: E402  (stubs and start_daemon)
 
 CLI = os.environ.get("QWEN3_CLI", "")
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/model_config.h"
+#include "presets.h"
 
 namespace qwen3::mkmodel {
 
@@ -18,9 +19,6 @@ struct GeneratorOptions {
   std::string tokenizer_dir;    // where tokenizer.json and tokenizer_config.json come from
   int threads = 2;
 };
-
-// The architecture numbers of a preset; throws qwen3::Error for an unknown name.
-ModelConfig preset_config(const std::string& preset);
 
 // Residual channels that --outliers makes large, for a hidden size.
 std::vector<int> outlier_channels(int hidden_size);

@@ -253,6 +253,38 @@ struct SetResult {
   double oerr2 = 0, ow2 = 0;  // the same for the outputs on the calibration inputs (d^T H d)
 };
 
+// Exactly what the q8 conversion stores (weight_format.cpp + q8_quantizer.cpp), read back as float.
+SetResult engine_q8_set(const MatrixSet& set, std::vector<float>& w, int64_t rows, int64_t cols,
+                        const std::vector<float>& col_max, WorkerPool& pool) {
+  SetResult res;
+  const std::vector<uint32_t> ocols = engine::pick_outlier_columns(col_max);
+  double max_abs = 0;
+  for (int64_t c = 0; c < cols; c++)
+    if (std::find(ocols.begin(), ocols.end(), uint32_t(c)) == ocols.end()) max_abs = std::max(max_abs, double(col_max[c]));
+  const int frac = engine::weight_frac_for(max_abs, Precision::q8, set.tensors[0].c_str());
+  const size_t row_bytes = engine::row_bytes_for(uint32_t(cols), Precision::q8);
+  std::vector<SetResult> part(pool.size());
+  std::atomic<int> next_slot{0};
+  pool.parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
+    SetResult& pr = part[next_slot++];
+    std::vector<uint8_t> buf(row_bytes);
+    for (int64_t r = r0; r < r1; r++) {
+      std::span<float> row(&w[r * cols], cols);
+      engine::convert_row(row, Precision::q8, frac, buf.data(), set.tensors[0].c_str(), ocols);
+      for (int64_t c = 0; c < cols; c++) {
+        const double q = engine::dequant(buf.data(), uint32_t(c), Precision::q8, frac, uint32_t(cols), ocols);
+        if (std::find(ocols.begin(), ocols.end(), uint32_t(c)) == ocols.end()) {
+          pr.err2 += (q - row[c]) * (q - row[c]);
+          pr.w2 += double(row[c]) * row[c];
+        }
+        row[c] = static_cast<float>(q);
+      }
+    }
+  });
+  for (auto& p : part) res.err2 += p.err2, res.w2 += p.w2;
+  return res;
+}
+
 // Quantizes (or perturbs) the stacked matrix w (rows x cols) in place.
 SetResult process_set(const Variant& v, const MatrixSet& set, std::vector<float>& w, int64_t rows, int64_t cols,
                       const Calibration* cal, WorkerPool& pool) {
@@ -263,35 +295,7 @@ SetResult process_set(const Variant& v, const MatrixSet& set, std::vector<float>
   for (int64_t r = 0; r < rows; r++)
     for (int64_t c = 0; c < cols; c++) col_max[c] = std::max(col_max[c], std::fabs(w[r * cols + c]));
 
-  if (v.engine) {
-    // Exactly what the q8 conversion stores (weight_format.cpp + q8_quantizer.cpp), read back as float.
-    const std::vector<uint32_t> ocols = engine::pick_outlier_columns(col_max);
-    double max_abs = 0;
-    for (int64_t c = 0; c < cols; c++)
-      if (std::find(ocols.begin(), ocols.end(), uint32_t(c)) == ocols.end()) max_abs = std::max(max_abs, double(col_max[c]));
-    const int frac = engine::weight_frac_for(max_abs, Precision::q8, set.tensors[0].c_str());
-    const size_t row_bytes = engine::row_bytes_for(uint32_t(cols), Precision::q8);
-    std::vector<SetResult> part(pool.size());
-    std::atomic<int> next_slot{0};
-    pool.parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
-      SetResult& pr = part[next_slot++];
-      std::vector<uint8_t> buf(row_bytes);
-      for (int64_t r = r0; r < r1; r++) {
-        std::span<float> row(&w[r * cols], cols);
-        engine::convert_row(row, Precision::q8, frac, buf.data(), set.tensors[0].c_str(), ocols);
-        for (int64_t c = 0; c < cols; c++) {
-          const double q = engine::dequant(buf.data(), uint32_t(c), Precision::q8, frac, uint32_t(cols), ocols);
-          if (std::find(ocols.begin(), ocols.end(), uint32_t(c)) == ocols.end()) {
-            pr.err2 += (q - row[c]) * (q - row[c]);
-            pr.w2 += double(row[c]) * row[c];
-          }
-          row[c] = static_cast<float>(q);
-        }
-      }
-    });
-    for (auto& p : part) res.err2 += p.err2, res.w2 += p.w2;
-    return res;
-  }
+  if (v.engine) return engine_q8_set(set, w, rows, cols, col_max, pool);
   if (!v.nocols) exact = engine::pick_outlier_columns(col_max);
   if (v.actcols && cal && !set.input.empty()) {
     const auto& h = cal->xtx.at(set.input);

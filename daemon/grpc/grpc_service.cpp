@@ -1,4 +1,4 @@
-#include "service/grpc_service.h"
+#include "grpc/grpc_service.h"
 
 #include <spdlog/spdlog.h>
 
@@ -6,10 +6,9 @@
 #include <chrono>
 
 #include "common/error.h"
-#include "service/grpc_mapping.h"
-#include "service/session_transfer_grpc.h"
-#include "service/verify_mapping.h"
-#include "verify/pipeline.h"
+#include "grpc/grpc_mapping.h"
+#include "grpc/session_transfer_grpc.h"
+#include "grpc/verify_mapping.h"
 
 namespace qwen3 {
 
@@ -26,15 +25,8 @@ int64_t unix_ms(Clock::time_point t) {
 }  // namespace
 
 Qwen3BpfService::Qwen3BpfService(InferenceCore& core, const Listener* listener, const RestartNeeded* restart_needed)
-    : core_(core),
-      host_(core.host()),
-      listener_(listener),
-      restart_needed_(restart_needed),
-      counters_(core.counters()) {
+    : core_(core), listener_(listener), restart_needed_(restart_needed), counters_(core.counters()) {
   started_unix_ms_ = unix_ms(Clock::now());
-  verify::PipelineOptions po;
-  po.data_dir = host_.config().state_dir + "/verify";  // vmlinux.h and the header tree are cached there
-  pipeline_ = std::make_unique<verify::Pipeline>(po);
 }
 
 Qwen3BpfService::~Qwen3BpfService() = default;
@@ -92,13 +84,12 @@ grpc::Status Qwen3BpfService::Tokenize(grpc::ServerContext* ctx, const pb::Token
                                        pb::TokenizeResponse* resp) {
   return handle("Tokenize", ctx, [&] {
     ++counters_.tokenize;
-    Runtime& rt = host_.runtime();
     // add_special_tokens adds nothing for Qwen3: like Hugging Face's Qwen2 tokenizer
     // (add_bos_token false), no BOS/EOS is added to plain text.
-    for (int32_t id : encode_text(*rt.tokenizer, req->text(), "text", !req->split_special_tokens())) {
+    std::vector<std::string> pieces;
+    for (int32_t id : core_.tokenize(req->text(), req->split_special_tokens(), req->return_pieces() ? &pieces : nullptr))
       resp->add_ids(id);
-      if (req->return_pieces()) resp->add_pieces(rt.tokenizer->piece(id));
-    }
+    for (auto& p : pieces) resp->add_pieces(std::move(p));
     return grpc::Status::OK;
   });
 }
@@ -107,12 +98,7 @@ grpc::Status Qwen3BpfService::Detokenize(grpc::ServerContext* ctx, const pb::Det
                                          pb::DetokenizeResponse* resp) {
   return handle("Detokenize", ctx, [&] {
     ++counters_.detokenize;
-    Runtime& rt = host_.runtime();
-    std::vector<int32_t> ids(req->ids().begin(), req->ids().end());
-    validate_token_ids(ids, std::max(rt.tokenizer->vocab_size(), rt.backend->config().vocab_size), "ids");
-    // Model ids beyond the tokenizer's vocabulary (embedding padding) have no text.
-    std::erase_if(ids, [&](int32_t id) { return id >= rt.tokenizer->vocab_size(); });
-    resp->set_text(rt.tokenizer->decode(ids, req->skip_special_tokens()));
+    resp->set_text(core_.detokenize({req->ids().begin(), req->ids().end()}, req->skip_special_tokens()));
     return grpc::Status::OK;
   });
 }
@@ -120,11 +106,11 @@ grpc::Status Qwen3BpfService::Detokenize(grpc::ServerContext* ctx, const pb::Det
 grpc::Status Qwen3BpfService::Forward(grpc::ServerContext* ctx, const pb::ForwardRequest* req,
                                       pb::ForwardResponse* resp) {
   return handle("Forward", ctx, [&] {
-    Runtime& rt = core_.runtime_for_work();
-    ForwardOptions o = forward_options_of(*req, *rt.tokenizer);
+    const Tokenizer& tok = core_.tokenizer();
+    ForwardOptions o = forward_options_of(*req, tok);
     o.caller_uid = caller_uid(ctx);
     o.cancelled = [ctx] { return ctx->IsCancelled(); };
-    fill_forward(core_.forward(std::move(o)), *rt.tokenizer, resp);
+    fill_forward(core_.forward(std::move(o)), tok, resp);
     return grpc::Status::OK;
   });
 }
@@ -132,11 +118,10 @@ grpc::Status Qwen3BpfService::Forward(grpc::ServerContext* ctx, const pb::Forwar
 grpc::Status Qwen3BpfService::Generate(grpc::ServerContext* ctx, const pb::GenerateRequest* req,
                                        grpc::ServerWriter<pb::GenerateResponse>* writer) {
   return handle("Generate", ctx, [&] {
-    Runtime& rt = core_.runtime_for_work();
-    GenerateOptions o = generate_options_of(*req, *rt.tokenizer, core_);
+    const Tokenizer& tok = core_.tokenizer();
+    GenerateOptions o = generate_options_of(*req, tok, core_);
     o.caller_uid = caller_uid(ctx);
     o.cancelled = [ctx] { return ctx->IsCancelled(); };
-    const Tokenizer& tok = *rt.tokenizer;
     const GenerateOutcome r =
         core_.generate(std::move(o), [&](const GeneratedToken& t) { return writer->Write(token_message(t, tok)); });
     writer->Write(final_message(r, req->session_id()));  // may fail if the client is gone; nothing left to do then
@@ -148,10 +133,8 @@ grpc::Status Qwen3BpfService::CreateSession(grpc::ServerContext* ctx, const pb::
                                             pb::CreateSessionResponse* resp) {
   return handle("CreateSession", ctx, [&] {
     ++counters_.sessions;
-    Runtime& rt = core_.runtime_for_work();
-    if (req->max_context() < 0) throw invalid_argument("max_context must be >= 0 (0 = default)");
-    const auto snap = rt.sessions->create(req->max_context(), req->session_id(), caller_uid(ctx));
-    fill_session(snap, rt.sessions->limits(), resp->mutable_session());
+    const auto snap = core_.create_session(req->max_context(), req->session_id(), caller_uid(ctx));
+    fill_session(snap, core_.session_limits(), resp->mutable_session());
     return grpc::Status::OK;
   });
 }
@@ -160,8 +143,7 @@ grpc::Status Qwen3BpfService::GetSession(grpc::ServerContext* ctx, const pb::Get
                                          pb::GetSessionResponse* resp) {
   return handle("GetSession", ctx, [&] {
     ++counters_.sessions;
-    Runtime& rt = host_.runtime();
-    fill_session(rt.sessions->get(req->session_id(), caller_uid(ctx)), rt.sessions->limits(), resp->mutable_session());
+    fill_session(core_.session(req->session_id(), caller_uid(ctx)), core_.session_limits(), resp->mutable_session());
     return grpc::Status::OK;
   });
 }
@@ -170,9 +152,8 @@ grpc::Status Qwen3BpfService::ListSessions(grpc::ServerContext* ctx, const pb::L
                                            pb::ListSessionsResponse* resp) {
   return handle("ListSessions", ctx, [&] {
     ++counters_.sessions;
-    Runtime& rt = host_.runtime();
-    const auto limits = rt.sessions->limits();
-    for (const auto& s : rt.sessions->list(caller_uid(ctx))) fill_session(s, limits, resp->add_sessions());
+    const auto limits = core_.session_limits();
+    for (const auto& s : core_.sessions(caller_uid(ctx))) fill_session(s, limits, resp->add_sessions());
     return grpc::Status::OK;
   });
 }
@@ -181,8 +162,7 @@ grpc::Status Qwen3BpfService::DeleteSession(grpc::ServerContext* ctx, const pb::
                                             pb::DeleteSessionResponse* resp) {
   return handle("DeleteSession", ctx, [&] {
     ++counters_.sessions;
-    Runtime& rt = host_.runtime();
-    resp->set_freed_bytes(rt.sessions->remove(req->session_id(), caller_uid(ctx)));
+    resp->set_freed_bytes(core_.delete_session(req->session_id(), caller_uid(ctx)));
     return grpc::Status::OK;
   });
 }
@@ -193,9 +173,9 @@ grpc::Status Qwen3BpfService::GetStatus(grpc::ServerContext* ctx, const pb::GetS
 }
 
 grpc::Status Qwen3BpfService::status(pb::GetStatusResponse* resp) {
-  const DaemonConfig& cfg = host_.config();
+  const DaemonConfig& cfg = core_.config();
   resp->set_version(QWEN3_BPFD_VERSION);
-  const LoadProgress p = host_.progress();
+  const LoadProgress p = core_.progress();
   resp->set_load_state(p.state == LoadState::ready    ? pb::LOAD_STATE_READY
                        : p.state == LoadState::failed ? pb::LOAD_STATE_FAILED
                                                       : pb::LOAD_STATE_LOADING);
@@ -216,8 +196,8 @@ grpc::Status Qwen3BpfService::status(pb::GetStatusResponse* resp) {
   sl->set_ttl_seconds(cfg.session_ttl_seconds);
   sl->set_default_context(cfg.default_context);
   sl->set_max_context(cfg.max_context);
-  if (Runtime* rt = host_.runtime_if_ready()) {
-    const ModelConfig& mc = rt->backend->config();
+  if (const auto rt = core_.runtime_facts()) {
+    const ModelConfig& mc = rt->model;
     model->set_hidden_size(mc.hidden_size);
     model->set_num_hidden_layers(mc.num_hidden_layers);
     model->set_num_attention_heads(mc.num_attention_heads);
@@ -228,8 +208,8 @@ grpc::Status Qwen3BpfService::status(pb::GetStatusResponse* resp) {
     model->set_max_position_embeddings(mc.max_position_embeddings);
     model->set_rope_theta(mc.rope_theta);
     model->set_tie_word_embeddings(mc.tie_word_embeddings);
-    model->set_parameter_bytes(rt->model->tensor_bytes());
-    const BackendInfo info = rt->backend->info();
+    model->set_parameter_bytes(rt->parameter_bytes);
+    const BackendInfo& info = rt->backend;
     backend->set_name(info.name);
     backend->set_weight_path(info.weight_path);
     backend->set_precision(info.precision);
@@ -237,8 +217,8 @@ grpc::Status Qwen3BpfService::status(pb::GetStatusResponse* resp) {
     backend->set_bpf_programs(info.bpf_programs);
     backend->set_bpf_maps(info.bpf_maps);
     mem->set_weight_bytes(info.weight_bytes);
-    const SessionTotals totals = rt->sessions->totals();
-    const SessionLimits limits = rt->sessions->limits();
+    const SessionTotals& totals = rt->totals;
+    const SessionLimits& limits = rt->limits;
     mem->set_kv_bytes(totals.kv_bytes);
     mem->set_kv_budget_bytes(limits.kv_budget_bytes);
     sl->set_sessions(totals.sessions);
@@ -284,13 +264,10 @@ grpc::Status Qwen3BpfService::VerifyProgram(grpc::ServerContext* ctx, const pb::
   return handle("VerifyProgram", ctx, [&] {
     ++counters_.verify;
     if (auto st = check_admin(ctx); !st.ok()) return st;
-    auto slot = verify_slots_.acquire(std::chrono::seconds(60), [ctx] { return ctx->IsCancelled(); });
-    if (req->source().empty()) throw invalid_argument("source is empty: give the C source of one XDP program");
-    const auto t0 = Steady::now();
     verify::VerifyRequest vr{req->source(), fixtures_from_proto(req->fixtures()), map_entries_from_proto(req->initial_maps())};
-    const auto result = pipeline_->verify(vr);
-    verify_result_to_proto(result, resp->mutable_result());
-    resp->set_elapsed_ms(std::chrono::duration<double, std::milli>(Steady::now() - t0).count());
+    const VerifyOutcome r = core_.verify_program(vr, [ctx] { return ctx->IsCancelled(); });
+    verify_result_to_proto(r.result, resp->mutable_result());
+    resp->set_elapsed_ms(r.elapsed_ms);
     return grpc::Status::OK;
   });
 }
@@ -300,30 +277,16 @@ grpc::Status Qwen3BpfService::GenerateVerified(grpc::ServerContext* ctx, const p
   return handle("GenerateVerified", ctx, [&] {
     ++counters_.verify;
     if (auto st = check_admin(ctx); !st.ok()) return st;
-    auto slot = verify_slots_.acquire(std::chrono::seconds(60), [ctx] { return ctx->IsCancelled(); });
-    if (req->task().empty()) throw invalid_argument("task is empty: describe what the XDP program should do");
-    require_utf8(req->task(), "task");
-    const int attempts = req->attempts() == 0 ? 2 : req->attempts();
-    if (attempts < 1 || attempts > 5) throw invalid_argument("attempts must be in [1, 5] (got " + std::to_string(attempts) + ")");
-    Runtime& rt = host_.runtime();
-    const auto t0 = Steady::now();
-    const auto& s = req->sampling();
-    auto generate = [&](const std::vector<ChatMessage>& messages) {
-      GenerateOptions o;
-      o.tokens = rt.tokenizer->encode(rt.tokenizer->apply_chat_template(messages, true, false), true);
-      // Greedy unless told otherwise, as xdp-gen documents (a sampled program is a worse first attempt).
-      o.sampling = sampling_of(true, s);
-      const int cap = rt.sessions->limits().max_context - static_cast<int>(o.tokens.size());
-      if (cap < 1) throw invalid_argument("the task and diagnostics do not fit the context");
-      o.max_new_tokens = std::min(req->max_new_tokens() == 0 ? 1024 : req->max_new_tokens(), cap);
-      o.cancelled = [ctx] { return ctx->IsCancelled(); };
-      // Through the core like any generation: the config's `speculative`, the
-      // counters and the metrics apply to the attempts too.
-      const auto r = core_.generate(std::move(o), [](const GeneratedToken&) { return true; });
-      if (r.finish == FinishReason::cancelled) throw unavailable("cancelled");
-      return r.text;
-    };
-    const auto result = verify::generate_verified(req->task(), fixtures_from_proto(req->fixtures()), attempts, generate, *pipeline_);
+    XdpTaskOptions x;
+    x.task = req->task();
+    x.fixtures = fixtures_from_proto(req->fixtures());
+    x.attempts = req->attempts();
+    // Greedy unless told otherwise, as xdp-gen documents (a sampled program is a worse first attempt).
+    x.sampling = sampling_of(true, req->sampling());
+    x.max_new_tokens = req->max_new_tokens();
+    x.cancelled = [ctx] { return ctx->IsCancelled(); };
+    const XdpTaskOutcome done = core_.generate_verified(std::move(x));
+    const auto& result = done.attempts;
     for (const auto& a : result) {
       auto* o = resp->add_attempts();
       for (const auto& m : a.messages) {
@@ -336,7 +299,7 @@ grpc::Status Qwen3BpfService::GenerateVerified(grpc::ServerContext* ctx, const p
       verify_result_to_proto(a.result, o->mutable_result());
     }
     resp->set_solved(!result.empty() && result.back().result.decision == verify::Decision::pass);
-    resp->set_elapsed_ms(std::chrono::duration<double, std::milli>(Steady::now() - t0).count());
+    resp->set_elapsed_ms(done.elapsed_ms);
     return grpc::Status::OK;
   });
 }

@@ -10,16 +10,10 @@
 #include "qwen3bpf/v1/qwen3bpf.grpc.pb.h"
 #include "service/config_reload.h"
 #include "service/counters.h"
+#include "listener/listener.h"
 #include "service/inference.h"
-#include "service/listener.h"
-#include "service/model_host.h"
-#include "service/verify_slots.h"
 
 namespace qwen3 {
-
-namespace verify {
-class Pipeline;
-}
 
 class Qwen3BpfService final : public qwen3bpf::v1::Qwen3Bpf::Service {
  public:
@@ -64,13 +58,10 @@ class Qwen3BpfService final : public qwen3bpf::v1::Qwen3Bpf::Service {
   grpc::Status status(qwen3bpf::v1::GetStatusResponse* resp);
 
   InferenceCore& core_;
-  ModelHost& host_;
   const Listener* listener_;
   const RestartNeeded* restart_needed_;
   RequestCounters& counters_;
   int64_t started_unix_ms_ = 0;
-  std::unique_ptr<verify::Pipeline> pipeline_;
-  VerifySlots verify_slots_{2};
 };
 
 }  // namespace qwen3

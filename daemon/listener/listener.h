@@ -1,7 +1,9 @@
-// The Unix socket and its accept loop. gRPC 1.51 cannot take a listening fd,
-// so the daemon accepts connections itself: each peer is checked with
-// SO_PEERCRED (root, or a member of the socket group including supplementary
-// groups) and only then handed to gRPC with AddInsecureChannelFromFd. Refused
+// The Unix socket and its accept loop, shared by the transports. gRPC 1.51
+// cannot take a listening fd, so the daemon accepts connections itself: each
+// peer is checked with SO_PEERCRED (root, or a member of the socket group
+// including supplementary groups) and only then handed to the transport (the
+// composition root passes gRPC's AddInsecureChannelFromFd). The HTTP listeners
+// apply the same admission rules (admits, peer_identity_of, listen_unix_socket). Refused
 // peers are logged and their connection closed, as are connections beyond
 // max_connections open at once (this socket's own limit: the HTTP listeners
 // have theirs). A SIGHUP that narrows the socket group shuts down the open
@@ -18,10 +20,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-namespace grpc {
-class Server;
-}
 
 namespace qwen3 {
 
@@ -46,8 +44,8 @@ class Listener {
   explicit Listener(ListenerOptions options);
   ~Listener();
 
-  // Starts accepting and handing connections to `server`.
-  void start(grpc::Server* server);
+  // Starts accepting; every admitted connection's fd goes to `serve`, which owns it then.
+  void start(std::function<void(int conn)> serve);
   // Stops accepting (the listening socket stays open until destruction).
   void stop();
 
@@ -83,7 +81,7 @@ class Listener {
   bool activated_ = false;
   bool created_path_ = false;
   std::string path_;
-  grpc::Server* server_ = nullptr;
+  std::function<void(int)> serve_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> rejected_{0}, accepted_{0};

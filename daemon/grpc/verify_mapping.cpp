@@ -1,4 +1,4 @@
-#include "service/verify_mapping.h"
+#include "grpc/verify_mapping.h"
 
 namespace qwen3 {
 

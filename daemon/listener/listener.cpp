@@ -1,4 +1,4 @@
-#include "service/listener.h"
+#include "listener/listener.h"
 
 #include <grp.h>
 #include <poll.h>
@@ -15,8 +15,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <grpcpp/server.h>
-#include <grpcpp/server_posix.h>
 #include <vector>
 
 #include "common/error.h"
@@ -143,8 +141,8 @@ void Listener::prune_closed_locked() {
   }
 }
 
-void Listener::start(grpc::Server* server) {
-  server_ = server;
+void Listener::start(std::function<void(int conn)> serve) {
+  serve_ = std::move(serve);
   thread_ = std::thread([this] { accept_loop(); });
 }
 
@@ -244,8 +242,8 @@ void Listener::accept_loop() {
     }
     spdlog::debug("connection from pid {} uid {} ({}) accepted", who->pid, who->uid, user_name(who->uid));
     ++accepted_;
-    // gRPC owns the fd from here on (and closes it); its endpoints expect non-blocking fds.
-    grpc::AddInsecureChannelFromFd(server_, conn);
+    // The transport owns the fd from here on (gRPC closes it; its endpoints expect non-blocking fds).
+    serve_(conn);
   }
 }
 

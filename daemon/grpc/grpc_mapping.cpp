@@ -1,4 +1,4 @@
-#include "service/grpc_mapping.h"
+#include "grpc/grpc_mapping.h"
 
 #include "common/error.h"
 
