@@ -183,6 +183,119 @@ ForwardOutcome run_forward(Runtime& rt, const ForwardOptions& o) {
   return out;
 }
 
+namespace {
+
+// What happens to each chosen token, on either driver: the history, the
+// text (stop strings), the finish reasons judged in user space, the
+// metrics and the stream.
+class TokenSink {
+ public:
+  TokenSink(Runtime& rt, const GenerateOptions& o, Session& s, GenerateOutcome& out, Steady::time_point t0,
+            const std::function<bool(const GeneratedToken&)>& emit)
+      : rt_(rt), o_(o), s_(s), out_(out), t0_(t0), last_token_(Steady::now()), emit_(emit),
+        decoder_(rt.tokenizer, /*skip_special=*/true), stopper_(o.stop) {}
+
+  // Takes token `id` (index `index`); the finish it causes, if any.
+  std::optional<FinishReason> take(int32_t id, int index, const PositionLogits* step_scores) {
+    const ModelConfig& mc = rt_.backend->config();
+    s_.history.push_back(id);
+    ++out_.completion_tokens;
+    std::optional<FinishReason> finish;
+    GeneratedToken tok;
+    tok.id = id;
+    tok.index = index;
+    if (o_.logprobs > 0 && step_scores) {
+      std::optional<float> chosen;
+      tok.top = top_scored(*rt_.backend, *step_scores, o_.logprobs, id, &chosen);
+      tok.has_logprobs = true;
+      if (chosen) tok.logprob = *chosen;
+    }
+    const bool eos = (!o_.ignore_eos && std::find(mc.eos_token_ids.begin(), mc.eos_token_ids.end(), id) != mc.eos_token_ids.end()) ||
+                     std::find(o_.stop_token_ids.begin(), o_.stop_token_ids.end(), id) != o_.stop_token_ids.end();
+    if (eos) {
+      finish = FinishReason::eos;
+    } else {
+      // Ids between the tokenizer's and the model's vocabulary size (padding rows
+      // of the embedding) have no text.
+      const bool has_text = id < rt_.tokenizer->vocab_size();
+      const auto stepped = stopper_.push(has_text ? decoder_.push(id) : std::string());
+      tok.text = stepped.release;
+      if (stepped.stopped) {
+        finish = FinishReason::stop_sequence;
+        out_.matched_stop = stepped.matched;
+        stopped_by_string_ = true;
+      }
+    }
+    if (!finish && out_.completion_tokens >= o_.max_new_tokens) finish = FinishReason::length;
+    // No room to feed it (the cache holds everything before the pending token).
+    if (!finish && static_cast<int>(s_.history.size()) - 1 >= s_.kv->max_context()) finish = FinishReason::length;
+    out_.text += tok.text;
+    if (o_.metrics) {
+      const auto now = Steady::now();
+      if (index == 0) o_.metrics->observe_time_to_first_token(std::chrono::duration<double>(now - t0_).count());
+      else o_.metrics->observe_time_per_output_token(std::chrono::duration<double>(now - last_token_).count());
+      last_token_ = now;
+    }
+    if (!emit_(tok)) finish = FinishReason::cancelled;
+    if (!finish && o_.cancelled && o_.cancelled()) finish = FinishReason::cancelled;
+    return finish;
+  }
+
+  // The text held back until the end, unless a stop string ended it.
+  void flush(FinishReason finish) {
+    out_.finish = finish;
+    if (stopped_by_string_) return;
+    const auto tail = stopper_.push(decoder_.flush());
+    out_.final_text = tail.release;
+    if (tail.stopped) {
+      out_.finish = FinishReason::stop_sequence;
+      out_.matched_stop = tail.matched;
+    } else {
+      out_.final_text += stopper_.flush();
+    }
+    out_.text += out_.final_text;
+  }
+
+ private:
+  Runtime& rt_;
+  const GenerateOptions& o_;
+  Session& s_;
+  GenerateOutcome& out_;
+  Steady::time_point t0_, last_token_;
+  const std::function<bool(const GeneratedToken&)>& emit_;
+  StreamDecoder decoder_;
+  StopMatcher stopper_;
+  bool stopped_by_string_ = false;
+};
+
+// The kernel driver (docs/kernel-driver.md): the feed and every token in one
+// submission; the stream and stop strings as on the user driver. nullopt:
+// the backend declined (the caller decodes in user space).
+std::optional<FinishReason> decode_in_kernel(Runtime& rt, const GenerateOptions& o, Session& s, std::span<const int32_t> feed,
+                                             const SamplingParams& sp, const ForwardWants& wants, TokenSink& sink) {
+  const ModelConfig& mc = rt.backend->config();
+  KernelGenerateRequest req;
+  req.feed = feed;
+  req.params = sp;
+  req.wants = wants;
+  req.max_tokens = o.max_new_tokens;  // the kernel stops at the context's end itself
+  if (!o.ignore_eos) req.stop_ids = mc.eos_token_ids;
+  req.stop_ids.insert(req.stop_ids.end(), o.stop_token_ids.begin(), o.stop_token_ids.end());
+  const std::vector<int32_t> history = s.history;  // the sink grows s.history meanwhile
+  req.history = history;
+  std::optional<FinishReason> finish;
+  auto r = rt.backend->generate_in_kernel(*s.kv, req, [&](int32_t id, int index) {
+    if (finish) return false;
+    finish = sink.take(id, index, nullptr);
+    return !finish;
+  });
+  if (!r) return std::nullopt;
+  if (!finish) finish = r->finish == KernelFinish::cancelled ? FinishReason::cancelled : FinishReason::length;
+  return finish;
+}
+
+}  // namespace
+
 GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
                              const std::function<bool(const GeneratedToken&)>& emit) {
   const auto t0 = Steady::now();
@@ -214,11 +327,28 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   out.prompt_tokens = static_cast<int>(p.sequence.size());
   out.cached_tokens = p.keep;
   out.queue_ms = ms_since(t0);
+  // Logprobs come from the plain step's scores; those requests decode plainly.
+  const bool speculate = o.speculative.value_or(speculation_pays(rt.backend->info())) && o.logprobs == 0;
+  std::span<const int32_t> feed(p.sequence.data() + p.keep, p.sequence.size() - p.keep);
+
+  // The kernel driver: prefill and decode in one submission (requests it
+  // cannot serve decode in user space below).
+  if (o.driver == Driver::kernel && !speculate && o.logprobs == 0) {
+    s.history = p.sequence;
+    TokenSink sink(rt, o, s, out, t0, emit);
+    const auto t_decode = Steady::now();
+    if (auto finish = decode_in_kernel(rt, o, s, feed, sp, wants, sink)) {
+      out.kernel_driven = true;
+      out.decode_ms = ms_since(t_decode);
+      sink.flush(*finish);
+      return out;
+    }
+    s.history.assign(p.sequence.begin(), p.sequence.begin() + p.keep);
+  }
 
   const auto t_prefill = Steady::now();
   ForwardResult r;
   try {
-    std::span<const int32_t> feed(p.sequence.data() + p.keep, p.sequence.size() - p.keep);
     r = rt.scheduler->run(*s.kv, feed, wants, o.cancelled);
   } catch (const Error& e) {
     if (!is_cancel(e)) throw;
@@ -230,15 +360,10 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   out.prefill_ms = ms_since(t_prefill);
 
   const auto t_decode = Steady::now();
-  StreamDecoder decoder(rt.tokenizer, /*skip_special=*/true);
-  StopMatcher stopper(o.stop);
-  const int ctx = s.kv->max_context();
-  bool stopped_by_string = false;
+  TokenSink sink(rt, o, s, out, t0, emit);
   std::optional<FinishReason> finish;
-  Steady::time_point last_token = t_decode;
-  // Logprobs come from the plain step's scores; those requests decode plainly.
   std::optional<SpeculativeDecoder> spec;
-  if (o.speculative.value_or(speculation_pays(rt.backend->info())) && o.logprobs == 0) spec.emplace();
+  if (speculate) spec.emplace();
   auto forward = [&](KvCache& kv, std::span<const int32_t> tokens, const ForwardWants& w) {
     return rt.scheduler->run(kv, tokens, w, o.cancelled);
   };
@@ -249,47 +374,7 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   const PositionLogits* step_scores = &r.positions.back();  // plain steps only (logprobs)
   for (int index = 0; !finish;) {
     for (size_t j = 0; j < step.size(); ++j, ++index) {
-      const int32_t id = step[j];
-      s.history.push_back(id);
-      ++out.completion_tokens;
-
-      GeneratedToken tok;
-      tok.id = id;
-      tok.index = index;
-      if (o.logprobs > 0 && step_scores) {
-        std::optional<float> chosen;
-        tok.top = top_scored(*rt.backend, *step_scores, o.logprobs, id, &chosen);
-        tok.has_logprobs = true;
-        if (chosen) tok.logprob = *chosen;
-      }
-      const bool eos = (!o.ignore_eos && std::find(mc.eos_token_ids.begin(), mc.eos_token_ids.end(), id) != mc.eos_token_ids.end()) ||
-                       std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), id) != o.stop_token_ids.end();
-      if (eos) {
-        finish = FinishReason::eos;
-      } else {
-        // Ids between the tokenizer's and the model's vocabulary size (padding rows
-        // of the embedding) have no text.
-        const bool has_text = id < rt.tokenizer->vocab_size();
-        const auto stepped = stopper.push(has_text ? decoder.push(id) : std::string());
-        tok.text = stepped.release;
-        if (stepped.stopped) {
-          finish = FinishReason::stop_sequence;
-          out.matched_stop = stepped.matched;
-          stopped_by_string = true;
-        }
-      }
-      if (!finish && out.completion_tokens >= o.max_new_tokens) finish = FinishReason::length;
-      // No room to feed it (the cache holds everything before the pending token).
-      if (!finish && static_cast<int>(s.history.size()) - 1 >= ctx) finish = FinishReason::length;
-      out.text += tok.text;
-      if (o.metrics) {
-        const auto now = Steady::now();
-        if (index == 0) o.metrics->observe_time_to_first_token(std::chrono::duration<double>(now - t0).count());
-        else o.metrics->observe_time_per_output_token(std::chrono::duration<double>(now - last_token).count());
-        last_token = now;
-      }
-      if (!emit(tok)) finish = FinishReason::cancelled;
-      if (!finish && o.cancelled && o.cancelled()) finish = FinishReason::cancelled;
+      finish = sink.take(step[j], index, step_scores);
       if (finish) break;  // tokens drafted past it are dropped
     }
     // The cache holds every token but the pending last one: drafts past a
@@ -316,18 +401,7 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
     out.draft_tokens = static_cast<int>(spec->stats().drafted);
     out.accepted_tokens = static_cast<int>(spec->stats().accepted);
   }
-  out.finish = *finish;
-  if (!stopped_by_string) {
-    const auto tail = stopper.push(decoder.flush());
-    out.final_text = tail.release;
-    if (tail.stopped) {
-      out.finish = FinishReason::stop_sequence;
-      out.matched_stop = tail.matched;
-    } else {
-      out.final_text += stopper.flush();
-    }
-    out.text += out.final_text;
-  }
+  sink.flush(*finish);
   out.decode_ms = ms_since(t_decode);
   return out;
 }
@@ -377,6 +451,7 @@ std::vector<int32_t> encode_chat_continuation(const Tokenizer& tok, std::span<co
 InferenceCore::InferenceCore(ModelHost& host) : host_(host), started_(std::chrono::steady_clock::now()) {
   default_max_new_tokens_ = host.config().default_max_new_tokens;
   set_default_speculative(host.config().speculative);
+  set_default_driver(host.config().driver == "kernel" ? Driver::kernel : Driver::user);
 }
 
 Runtime& InferenceCore::runtime_for_work() {
@@ -418,8 +493,10 @@ GenerateOutcome InferenceCore::generate(GenerateOptions o, const std::function<b
     const int d = default_speculative_.load();
     o.speculative = d == kAuto ? speculation_pays(rt.backend->info()) : d == kOn;
   }
+  if (!o.driver) o.driver = default_kernel_driver_.load() ? Driver::kernel : Driver::user;
   GenerateOutcome r = run_generate(rt, o, emit);
   metrics_.count_speculative(r.draft_tokens, r.accepted_tokens);
+  if (r.kernel_driven) metrics_.count_kernel_driven(r.completion_tokens);
   counters_.prompt_tokens += r.prompt_tokens - r.cached_tokens;
   counters_.cached_tokens += r.cached_tokens;
   counters_.completion_tokens += r.completion_tokens;
