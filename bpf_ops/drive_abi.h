@@ -101,6 +101,7 @@ struct qn_drive_state {
   qn_u64 links_run; /* links since the start */
   qn_u64 t_start_ns, t_end_ns;
   qn_u64 max_link_ns; /* the longest link (bounded runs) */
+  qn_u64 busy_ns;     /* the links' run time, summed (the chain's CPU time in BPF) */
 };
 
 /* One ring buffer record (drive_out) per chosen token, and one for a cancel

@@ -172,6 +172,7 @@ static __always_inline struct qn_args *drv_begin(int fam, struct qn_drive_state 
 static __always_inline void drv_note_time(struct qn_drive_state *s, u64 t0) {
   u64 d = bpf_ktime_get_ns() - t0;
   if (d > s->max_link_ns) s->max_link_ns = d;
+  s->busy_ns += d;
 }
 
 /* ---- the matmul families ---- */
@@ -425,6 +426,7 @@ int qn_drive_start(struct qn_drive_submit *sub) {
   s->lost = 0;
   s->links_run = 0;
   s->max_link_ns = 0;
+  s->busy_ns = 0;
   s->t_start_ns = bpf_ktime_get_ns();
   s->t_end_ns = 0;
   drv_go(s, 0);

@@ -198,6 +198,7 @@ KernelGenerateResult KernelDriver::generate(BpfKvCache& kv, const KernelGenerate
   res.links = st->links_run;
   res.max_link_ms = double(st->max_link_ns) / 1e6;
   res.kernel_ms = double(st->t_end_ns - st->t_start_ns) / 1e6;
+  res.busy_ms = double(st->busy_ns) / 1e6;
   // Every fed token's K/V is complete up to the last chosen token's (which is
   // not fed); cancelled before any token: as before.
   const int g = static_cast<int>(res.tokens.size());
