@@ -8,7 +8,9 @@
  * into the drive_prompt map first) and runs qn_drive_start with it as ctx
  * (one bpf() call from user space). The program copies it into drive_state
  * and starts the chain of bpf_wq links: each link runs one operator share of
- * the plan (drive_plan[link]) and starts the next link's wq; the sample link
+ * the plan (drive_plan[link]) and queues its chain's next link; a second
+ * chain on another CPU (qn_drive_join) claims shares of the same operators
+ * (compare-and-swap on drive_state.claim); the sample link
  * picks the token, appends a record and either ends the chain (a stop id,
  * max_tokens, the context's end) or starts the next pass. Every link first
  * checks drive_state.cancel: a client sets it (user space through the
@@ -58,6 +60,7 @@ struct qn_drive_link {
   struct qn_args a;
   qn_u32 family; /* QN_FAM_* */
   qn_u32 kind;   /* QN_LINK_* */
+  qn_u32 group_first, group_end; /* the links of this operator's shares: [first, end) */
 };
 
 /* A submission (ctx of qn_drive_start). */
@@ -101,7 +104,14 @@ struct qn_drive_state {
   qn_u64 links_run; /* links since the start */
   qn_u64 t_start_ns, t_end_ns;
   qn_u64 max_link_ns; /* the longest link (bounded runs) */
-  qn_u64 busy_ns;     /* the links' run time, summed (the chain's CPU time in BPF) */
+  qn_u64 busy_ns;     /* the links' run time, summed (the chains' CPU time in BPF) */
+  qn_u64 claim;       /* the current operator's shares: group end << 32 | next unclaimed link */
+  qn_u64 waits;       /* links that found every share claimed and re-queued */
+  qn_u32 done;        /* shares of the current operator done */
+  qn_u32 joined;      /* chains that joined (qn_drive_join) */
+  qn_u32 active;      /* links running now (user space waits for 0 after the end) */
+  qn_u32 pad1;
+  qn_u64 slot_links[QN_DRIVE_CPUS]; /* operator shares each CPU slot's chain ran */
 };
 
 /* One ring buffer record (drive_out) per chosen token, and one for a cancel

@@ -96,7 +96,8 @@ struct KernelGenerateResult {
   uint64_t links = 0;         // links the chain ran
   double max_link_ms = 0;     // the longest uninterrupted link
   double kernel_ms = 0;       // start to last record, kernel clock
-  double busy_ms = 0;         // the links' run time summed: the chain's CPU time (kworkers, not this process's)
+  double busy_ms = 0;         // the links' run time summed: the chains' CPU time (kworkers, not this process's)
+  std::vector<uint64_t> chain_links;  // operator shares each CPU's chain ran (the submitter's first)
 };
 
 class Backend {

@@ -140,7 +140,7 @@ void configure(Skel* s, const ProgramLayout& l) {
   s->rodata->DRIVE_LINKS = links;
   s->rodata->DRIVE_VOCAB = qn_drive_vocab_link(sh.n_layers, sh.threads);
   set(s->maps.drive_plan, sizeof(qn_drive_link), l.drive ? links : 1, "drive_plan");
-  for (bpf_program* p : {s->progs.qn_drive_start, s->progs.qn_drive_arm_ctl, s->progs.qn_drive_arm_mm,
+  for (bpf_program* p : {s->progs.qn_drive_start, s->progs.qn_drive_join, s->progs.qn_drive_arm_ctl, s->progs.qn_drive_arm_mm,
                          s->progs.qn_drive_arm_proj, s->progs.qn_drive_arm_att})
     bpf_program__set_autoload(p, l.drive);
 }
@@ -297,6 +297,7 @@ void BpfPrograms::load(const ProgramLayout& layout, std::string& log) {
   prog_sample_ = bpf_program__fd(s->progs.qn_sample);
   if (layout.drive) {
     prog_drive_start_ = bpf_program__fd(s->progs.qn_drive_start);
+    prog_drive_join_ = bpf_program__fd(s->progs.qn_drive_join);
     prog_drive_arm_[QN_FAM_CTL] = bpf_program__fd(s->progs.qn_drive_arm_ctl);
     prog_drive_arm_[QN_FAM_MM] = bpf_program__fd(s->progs.qn_drive_arm_mm);
     prog_drive_arm_[QN_FAM_PROJ] = bpf_program__fd(s->progs.qn_drive_arm_proj);
@@ -357,6 +358,7 @@ std::vector<ProgramStat> BpfPrograms::stats() const {
                           std::pair{prog_embed_, "qn_embed"}, std::pair{prog_rope_, "qn_rope_table"},
                           std::pair{prog_topk_merge_, "qn_topk_merge"}, std::pair{prog_sample_, "qn_sample"},
                           std::pair{prog_drive_start_, "qn_drive_start"},
+                          std::pair{prog_drive_join_, "qn_drive_join"},
                           std::pair{prog_drive_arm_[QN_FAM_CTL], "qn_drive_arm_ctl"},
                           std::pair{prog_drive_arm_[QN_FAM_MM], "qn_drive_arm_mm"},
                           std::pair{prog_drive_arm_[QN_FAM_PROJ], "qn_drive_arm_proj"},
@@ -403,6 +405,15 @@ void BpfPrograms::drive_start(qn_drive_submit& sub) {
   if (!drive()) throw Error("the kernel driver's programs are not loaded (engine option kernel_driver)");
   sub.status = 0;
   run_ctx(prog_drive_start_, "qn_drive_start", &sub, sizeof sub);
+}
+
+bool BpfPrograms::drive_join(uint32_t slot) {
+  qn_args a{};
+  a.thread = slot;
+  LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = &a, .ctx_size_in = sizeof a);
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  if (bpf_prog_test_run_opts(prog_drive_join_, &opts) != 0) return false;
+  return a.status == 0;
 }
 
 int BpfPrograms::drive_out_fd() const { return drive_out_ ? bpf_map__fd(drive_out_) : -1; }

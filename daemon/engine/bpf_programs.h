@@ -66,6 +66,9 @@ class BpfPrograms {
   bool drive() const { return prog_drive_start_ >= 0; }
   void drive_arm();
   void drive_start(qn_drive_submit& sub);
+  // A second chain joins the running generation on the calling thread's CPU
+  // (CPU slot `slot`); false when none was running.
+  bool drive_join(uint32_t slot);
   qn_drive_link* drive_plan() const { return drive_plan_; }
   qn_drive_state* drive_state() const { return drive_state_; }
   int32_t* drive_prompt() const { return drive_prompt_; }
@@ -129,7 +132,7 @@ class BpfPrograms {
   int prog_matmul_pre_ = -1, prog_matmul_proj_pre_ = -1;
   int prog_matmul_ = -1, prog_matmul_proj_ = -1, prog_attention_ = -1, prog_embed_ = -1;
   int prog_rope_ = -1, prog_topk_merge_ = -1, prog_sample_ = -1;
-  int prog_drive_start_ = -1, prog_drive_arm_[QN_FAM_COUNT] = {-1, -1, -1, -1};
+  int prog_drive_start_ = -1, prog_drive_join_ = -1, prog_drive_arm_[QN_FAM_COUNT] = {-1, -1, -1, -1};
   qn_drive_link* drive_plan_ = nullptr;
   qn_drive_state* drive_state_ = nullptr;
   int32_t* drive_prompt_ = nullptr;

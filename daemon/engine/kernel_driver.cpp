@@ -1,6 +1,8 @@
 #include "engine/kernel_driver.h"
 
 #include <bpf/libbpf.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -54,10 +56,12 @@ void KernelDriver::fill_plan(const ModelPlan& plan, const std::function<qn_args(
   const uint32_t T = sh.threads, L = sh.n_layers;
   qn_drive_link* out = progs_.drive_plan();
   uint32_t n = 0;
-  auto put = [&](const qn_args& a, uint32_t family, uint32_t kind) {
+  auto put = [&](const qn_args& a, uint32_t family, uint32_t kind, uint32_t shares = 1, uint32_t share = 0) {
     out[n].a = a;
     out[n].family = family;
     out[n].kind = kind;
+    out[n].group_first = n - share;
+    out[n].group_end = n - share + shares;
     n++;
   };
   auto mm = [&](uint32_t op, const MatrixPlan& mp, uint32_t norm_off) {
@@ -71,7 +75,7 @@ void KernelDriver::fill_plan(const ModelPlan& plan, const std::function<qn_args(
       const RowRange rr = worker_rows(rows, pairs, mp.precision, t, T);
       a.row_begin = rr.begin;
       a.row_end = rr.end;
-      put(a, op == QN_OP_O || op == QN_OP_DOWN ? QN_FAM_PROJ : QN_FAM_MM, QN_LINK_MM);
+      put(a, op == QN_OP_O || op == QN_OP_DOWN ? QN_FAM_PROJ : QN_FAM_MM, QN_LINK_MM, T, t);
     }
   };
   put(mat_args(plan.embed()), QN_FAM_CTL, QN_LINK_EMBED);
@@ -86,7 +90,7 @@ void KernelDriver::fill_plan(const ModelPlan& plan, const std::function<qn_args(
       a.norm2_off = nrm.k;
       a.head_begin = uint32_t(uint64_t(sh.n_kv_heads) * t / T);
       a.head_end = uint32_t(uint64_t(sh.n_kv_heads) * (t + 1) / T);
-      put(a, QN_FAM_ATT, QN_LINK_ATT);
+      put(a, QN_FAM_ATT, QN_LINK_ATT, T, t);
     }
     mm(QN_OP_O, plan.layer_matrix(int(l), MatrixKind::o), 0);
     mm(QN_OP_GATEUP, plan.layer_matrix(int(l), MatrixKind::gate_up), nrm.post);
@@ -155,6 +159,24 @@ KernelGenerateResult KernelDriver::generate(BpfKvCache& kv, const KernelGenerate
   if (sub.status != 0)
     throw Error("kernel driver: qn_drive_start refused the submission (check at bpf_ops line " +
                 std::to_string(sub.status) + ")");
+  // A second chain on another CPU claims shares as it gets that CPU (one
+  // more bpf() call, from a thread pinned there).
+  std::thread joiner;
+  const int here = sched_getcpu();
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (progs_.layout().shape.threads > 1 && cpus > 1 && here >= 0)
+    joiner = std::thread([this, other = int((here + 1) % cpus)] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(other, &set);
+      if (sched_setaffinity(0, sizeof set, &set) == 0) progs_.drive_join(1);
+    });
+  struct Join {
+    std::thread& t;
+    ~Join() {
+      if (t.joinable()) t.join();
+    }
+  } join{joiner};
   volatile qn_drive_state* st = progs_.drive_state();
   KernelGenerateResult res;
   std::optional<uint32_t> finish;
@@ -194,11 +216,14 @@ KernelGenerateResult KernelDriver::generate(BpfKvCache& kv, const KernelGenerate
       }
     }
   }
-  for (int spin = 0; st->running && spin < 1000000; spin++) std::this_thread::yield();  // the last link is returning
+  // Every chain's last link returns before the maps are used again.
+  for (int spin = 0; (st->running || st->active) && spin < 10000000; spin++) std::this_thread::yield();
+  if (st->running || st->active) throw Error("kernel driver: a chain did not come to rest");
   res.links = st->links_run;
   res.max_link_ms = double(st->max_link_ns) / 1e6;
   res.kernel_ms = double(st->t_end_ns - st->t_start_ns) / 1e6;
   res.busy_ms = double(st->busy_ns) / 1e6;
+  for (uint64_t n : st->slot_links) res.chain_links.push_back(n);
   // Every fed token's K/V is complete up to the last chosen token's (which is
   // not fed); cancelled before any token: as before.
   const int g = static_cast<int>(res.tokens.size());

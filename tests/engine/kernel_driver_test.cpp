@@ -150,6 +150,11 @@ TEST(KernelDriver, AtMostOneBpfCallPerDecodedToken) {
   // One link per operator share: the chain ran every one of them, and none for long.
   EXPECT_GT(k.res.links, 64u * 10);
   EXPECT_LT(k.res.max_link_ms, 1000.0);
+  // Every share was run by exactly one of the chains (the second CPU's takes what it gets to).
+  uint64_t shares = 0;
+  for (uint64_t n : k.res.chain_links) shares += n;
+  EXPECT_EQ(shares, k.res.links);
+  EXPECT_LE(k.calls, 2u);  // the submission, and the second chain's join
 }
 
 TEST(KernelDriver, StopsAtAStopIdInTheKernel) {

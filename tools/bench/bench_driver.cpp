@@ -29,6 +29,7 @@ double process_cpu_seconds() {
 
 struct Sample {
   double ms = 0, cpu_ms = 0, calls = 0, max_link_ms = 0;
+  double second_share = 0;  // kernel: the shares the second CPU's chain ran
   std::vector<int32_t> ids;
 };
 
@@ -87,6 +88,9 @@ Sample run_kernel(Backend& b, BpfBackendApi& api, const std::vector<int32_t>& pr
   s.cpu_ms = ((process_cpu_seconds() - cpu_first) * 1000.0 + res->busy_ms) / steps;
   s.calls = double(api.stats().bpf_calls - c0) / n;
   s.max_link_ms = res->max_link_ms;
+  uint64_t all = 0;
+  for (uint64_t c : res->chain_links) all += c;
+  s.second_share = all && res->chain_links.size() > 1 ? double(all - res->chain_links[0]) / double(all) : 0;
   s.ids = res->tokens;
   return s;
 }
@@ -112,6 +116,7 @@ void time_drivers(Backend& b, const Options& o, const std::vector<int32_t>& prom
       figs[d].cpu_ms.push_back(s.cpu_ms);
       figs[d].calls_per_token = s.calls;
       figs[d].max_link_ms = std::max(figs[d].max_link_ms, s.max_link_ms);
+      figs[d].second_chain_share.push_back(s.second_share);
       if (figs[d].generated.empty()) figs[d].generated = s.ids;
       else if (figs[d].generated != s.ids) figs[d].stable = false;
     }

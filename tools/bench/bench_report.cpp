@@ -133,6 +133,7 @@ void print_json(const Report& report) {
                       {"round_cpu_ms_per_token", d.cpu_ms},
                       {"bpf_calls_per_decoded_token", d.calls_per_token},
                       {"max_link_ms", d.max_link_ms},
+                      {"round_second_chain_share", d.second_chain_share},
                       {"generated_ids", d.generated}});
       x["drivers"] = ds;
       x["drivers_identical_ids"] = r.drivers_identical;

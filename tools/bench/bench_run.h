@@ -67,6 +67,7 @@ struct Run {
     double best_ms = 0, median_ms = 0, median_cpu_ms = 0;
     double calls_per_token = 0;         // bpf() calls per decoded token (kernel: the whole generation's)
     double max_link_ms = 0;             // kernel: the longest uninterrupted link
+    std::vector<double> second_chain_share;  // kernel, per round: shares the second CPU's chain ran
     std::vector<int32_t> generated;
     bool stable = true;                 // every round chose the same ids
   };
