@@ -6,5 +6,6 @@
 #include "ops_rope.h"
 #include "ops_topk.h"
 #include "ops_sample.h"
+#include "ops_drive.h" /* the kernel driver: autoloaded only when the engine enables it */
 
 char LICENSE[] SEC("license") = "GPL";

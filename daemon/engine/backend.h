@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -75,6 +76,30 @@ struct BackendInfo {
   int bpf_maps = 0;
 };
 
+// A whole generation run by the kernel on its own (docs/kernel-driver.md):
+// the tokens to feed, then token after token chosen in BPF as a Sampler with
+// these params and wants would choose them, until a stop id, max_tokens or
+// the context's end.
+struct KernelGenerateRequest {
+  std::span<const int32_t> feed;     // after the cache's positions (>= 1 token)
+  std::span<const int32_t> history;  // every id before the first chosen one (the repetition penalty's)
+  SamplingParams params;
+  ForwardWants wants;                // Sampler::wants(): which candidates sampling takes
+  uint64_t draw0 = 0;                // the first token's draw index
+  int max_tokens = 1;
+  std::vector<int32_t> stop_ids;     // EOS included; the chosen stop id is reported
+};
+enum class KernelFinish { stop, length, cancelled };
+struct KernelGenerateResult {
+  std::vector<int32_t> tokens;
+  KernelFinish finish = KernelFinish::length;
+  uint64_t links = 0;         // links the chain ran
+  double max_link_ms = 0;     // the longest uninterrupted link
+  double kernel_ms = 0;       // start to last record, kernel clock
+  double busy_ms = 0;         // the links' run time summed: the chains' CPU time (kworkers, not this process's)
+  std::vector<uint64_t> chain_links;  // operator shares each CPU's chain ran (the submitter's first)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -131,6 +156,19 @@ class Backend {
   // while forward() runs.
   virtual std::optional<int64_t> log_normalizer_q16(const PositionLogits& scores) {
     (void)scores;
+    return std::nullopt;
+  }
+
+  // Runs a whole generation in the kernel (the BPF backend with its kernel
+  // driver loaded): on_token(id, index) for each chosen token, as it comes;
+  // returning false ends the generation within one token (cancelled). The
+  // cache then holds every fed token but the last chosen one (or, cancelled
+  // before the first token, what it held before). nullopt: this backend or
+  // this request cannot (the default; the caller decodes in user space).
+  // Throws qwen3::Error as forward() does.
+  virtual std::optional<KernelGenerateResult> generate_in_kernel(
+      KvCache& kv, const KernelGenerateRequest& req, const std::function<bool(int32_t, int)>& on_token) {
+    (void)kv, (void)req, (void)on_token;
     return std::nullopt;
   }
 };

@@ -14,6 +14,7 @@
 #include "engine/attention_args.h"
 #include "engine/bpf_kv_cache.h"
 #include "engine/bpf_programs.h"
+#include "engine/kernel_driver.h"
 #include "engine/model_plan.h"
 #include "engine/pass_builder.h"
 #include "engine/rope_table.h"
@@ -80,6 +81,8 @@ class BpfBackend final : public BpfBackendApi {
     std::lock_guard lock(sample_mu_);
     return kernel_log_normalizer(*progs_, scores);
   }
+  std::optional<KernelGenerateResult> generate_in_kernel(KvCache& kv, const KernelGenerateRequest& req,
+                                                         const std::function<bool(int32_t, int)>& on_token) override;
 
  private:
   void trace(const char* stage, int layer, uint32_t pos0, uint32_t npos, const int32_t* buf, uint32_t stride,
@@ -115,6 +118,7 @@ class BpfBackend final : public BpfBackendApi {
   ModelPlan plan_;
   std::unique_ptr<BpfPrograms> progs_;
   std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<KernelDriver> kdriver_;  // opts.kernel_driver
   std::shared_ptr<KvSlots> slots_;
   std::mutex mu_;         // one forward pass at a time: the activation maps are shared
   std::mutex sample_mu_;  // one qn_sample at a time: sample_buf is shared
@@ -139,6 +143,7 @@ BpfBackend::BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOpt
     const TensorView& t = model_->tensor(name);
     release_pages(t.data, t.nbytes);
   }
+  plan_.layout.drive = opts.kernel_driver;
   progress(0.0, "loading BPF programs");
   progs_ = std::make_unique<BpfPrograms>(plan_.layout);
   if (opts.verbose)
@@ -150,6 +155,8 @@ BpfBackend::BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOpt
   convert_norms();
   fill_rope_table(*progs_, *pool_);
   convert_weights();
+  if (opts.kernel_driver)
+    kdriver_ = std::make_unique<KernelDriver>(*progs_, plan_, [this](const MatrixPlan& mp) { return mat_args(mp); });
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   progress(1.0, "weights resident");
 }
@@ -473,6 +480,25 @@ void BpfBackend::forward_batch(std::span<BatchItem> items) {
     throw;
   }
   for (Sequence& s : seqs) s.kv->set_positions(static_cast<int>(s.start + s.item->tokens.size()));
+}
+
+// The feed's head beyond one submission goes through a user-driven forward
+// first; the rest, and every chosen token, through the kernel's chain under
+// both locks (it uses the activation maps and sample_buf).
+std::optional<KernelGenerateResult> BpfBackend::generate_in_kernel(KvCache& kv, const KernelGenerateRequest& req,
+                                                                   const std::function<bool(int32_t, int)>& on_token) {
+  if (!kdriver_ || !KernelDriver::fits(req)) return std::nullopt;
+  BpfKvCache& cache = checked_cache(&kv, req.feed);
+  for (int32_t t : req.stop_ids)
+    if (t < 0 || t >= cfg_.vocab_size) throw invalid_argument("stop id " + std::to_string(t) + " is outside the vocabulary");
+  KernelGenerateRequest rest = req;
+  if (req.feed.size() > QN_DRIVE_PROMPT_MAX) {
+    const size_t head = req.feed.size() - QN_DRIVE_PROMPT_MAX;
+    forward(kv, req.feed.first(head), ForwardWants{});
+    rest.feed = req.feed.subspan(head);
+  }
+  std::scoped_lock lock(mu_, sample_mu_);
+  return kdriver_->generate(cache, rest, on_token);
 }
 
 std::unique_ptr<KvCache> BpfBackend::create_kv(int max_context) {

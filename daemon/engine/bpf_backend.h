@@ -30,6 +30,7 @@ struct BpfEngineOptions {
   int threads = 2;
   bool verbose = false;        // report each program's verified instruction count on stderr
   int max_context = 0;         // longest session; 0: config max_position_embeddings (capped at 40960)
+  bool kernel_driver = false;  // load the kernel driver (Backend::generate_in_kernel; docs/kernel-driver.md)
   int kv_bits = 8;             // K/V cache element width: 8 (compact, 56 KiB/position at 0.6B) or 16 (docs/kv-cache.md)
   // Load progress: fraction in [0, 1] and what is happening.
   std::function<void(double, const std::string&)> progress;
@@ -42,7 +43,7 @@ struct BpfProgramInfo {
 
 // Figures the benchmark and the daemon's status report read.
 struct BpfBackendStats {
-  uint64_t bpf_calls = 0;        // BPF_PROG_TEST_RUN calls since load
+  uint64_t bpf_calls = 0;        // BPF_PROG_TEST_RUN calls since load (every bpf() call that runs a program)
   size_t weight_bytes = 0;       // resident converted weights
   size_t buffer_bytes = 0;       // activation/scratch maps
   double load_seconds = 0;

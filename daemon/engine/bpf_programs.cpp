@@ -134,6 +134,15 @@ void configure(Skel* s, const ProgramLayout& l) {
   const bool q8 = sh.precision == QN_PREC_Q8;
   bpf_program__set_autoload(s->progs.qn_matmul_pre, q8);
   bpf_program__set_autoload(s->progs.qn_matmul_proj_pre, q8);
+  // The kernel driver's programs only when asked for: they verify the
+  // operators a second time (as wq callbacks), about as long again.
+  const uint32_t links = qn_drive_plan_links(sh.n_layers, sh.threads);
+  s->rodata->DRIVE_LINKS = links;
+  s->rodata->DRIVE_VOCAB = qn_drive_vocab_link(sh.n_layers, sh.threads);
+  set(s->maps.drive_plan, sizeof(qn_drive_link), l.drive ? links : 1, "drive_plan");
+  for (bpf_program* p : {s->progs.qn_drive_start, s->progs.qn_drive_join, s->progs.qn_drive_arm_ctl, s->progs.qn_drive_arm_mm,
+                         s->progs.qn_drive_arm_proj, s->progs.qn_drive_arm_att})
+    bpf_program__set_autoload(p, l.drive);
 }
 
 // The outer KV map's template: libbpf takes an existing map as the inner map
@@ -241,6 +250,14 @@ BpfPrograms::BpfPrograms(const ProgramLayout& layout)
   topk_ = reinterpret_cast<uint8_t*>(map32("topk_buf", qn_topk_entries(threads)));
   topk_stride_ = qn_round8(sizeof(qn_topk_slot));
   sample_ = reinterpret_cast<uint8_t*>(map32("sample_buf", 1));
+  if (layout.drive) {
+    bpf_map* plan = find("drive_plan");
+    drive_plan_ = static_cast<qn_drive_link*>(map_buffer(plan, sizeof(qn_drive_link), bpf_map__max_entries(plan)));
+    drive_state_ = static_cast<qn_drive_state*>(map_buffer(find("drive_state"), sizeof(qn_drive_state), 1));
+    drive_prompt_ = map32("drive_prompt", 1);
+    drive_out_ = find("drive_out");
+    drive_arm();
+  }
 }
 
 // Opens, sizes, verifies and loads one of the two objects; the skeleton is
@@ -278,6 +295,14 @@ void BpfPrograms::load(const ProgramLayout& layout, std::string& log) {
   prog_rope_ = bpf_program__fd(s->progs.qn_rope_table);
   prog_topk_merge_ = bpf_program__fd(s->progs.qn_topk_merge);
   prog_sample_ = bpf_program__fd(s->progs.qn_sample);
+  if (layout.drive) {
+    prog_drive_start_ = bpf_program__fd(s->progs.qn_drive_start);
+    prog_drive_join_ = bpf_program__fd(s->progs.qn_drive_join);
+    prog_drive_arm_[QN_FAM_CTL] = bpf_program__fd(s->progs.qn_drive_arm_ctl);
+    prog_drive_arm_[QN_FAM_MM] = bpf_program__fd(s->progs.qn_drive_arm_mm);
+    prog_drive_arm_[QN_FAM_PROJ] = bpf_program__fd(s->progs.qn_drive_arm_proj);
+    prog_drive_arm_[QN_FAM_ATT] = bpf_program__fd(s->progs.qn_drive_arm_att);
+  }
   bpf_map* weights = T::weights(s);
   if constexpr (T::arena) {
     size_t sz = 0;  // libbpf maps the arena at load; the skeleton owns that mapping
@@ -331,7 +356,13 @@ std::vector<ProgramStat> BpfPrograms::stats() const {
                           std::pair{prog_matmul_proj_pre_, "qn_matmul_proj_pre"},
                           std::pair{prog_attention_, "qn_attention"},
                           std::pair{prog_embed_, "qn_embed"}, std::pair{prog_rope_, "qn_rope_table"},
-                          std::pair{prog_topk_merge_, "qn_topk_merge"}, std::pair{prog_sample_, "qn_sample"}}) {
+                          std::pair{prog_topk_merge_, "qn_topk_merge"}, std::pair{prog_sample_, "qn_sample"},
+                          std::pair{prog_drive_start_, "qn_drive_start"},
+                          std::pair{prog_drive_join_, "qn_drive_join"},
+                          std::pair{prog_drive_arm_[QN_FAM_CTL], "qn_drive_arm_ctl"},
+                          std::pair{prog_drive_arm_[QN_FAM_MM], "qn_drive_arm_mm"},
+                          std::pair{prog_drive_arm_[QN_FAM_PROJ], "qn_drive_arm_proj"},
+                          std::pair{prog_drive_arm_[QN_FAM_ATT], "qn_drive_arm_att"}}) {
     if (fd < 0) continue;  // not loaded (q24: no packed prefill programs)
     bpf_prog_info info{};
     uint32_t len = sizeof info;
@@ -359,6 +390,39 @@ void BpfPrograms::sample() {
   qn_args a{};
   a.op = QN_OP_SAMPLE;
   run(prog_sample_, "qn_sample", a);
+}
+
+void BpfPrograms::drive_arm() {
+  static const char* const names[QN_FAM_COUNT] = {"qn_drive_arm_ctl", "qn_drive_arm_mm", "qn_drive_arm_proj",
+                                                   "qn_drive_arm_att"};
+  for (int f = 0; f < QN_FAM_COUNT; f++) {
+    qn_args a{};
+    run(prog_drive_arm_[f], names[f], a);
+  }
+}
+
+void BpfPrograms::drive_start(qn_drive_submit& sub) {
+  if (!drive()) throw Error("the kernel driver's programs are not loaded (engine option kernel_driver)");
+  sub.status = 0;
+  run_ctx(prog_drive_start_, "qn_drive_start", &sub, sizeof sub);
+}
+
+bool BpfPrograms::drive_join(uint32_t slot) {
+  qn_args a{};
+  a.thread = slot;
+  LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = &a, .ctx_size_in = sizeof a);
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  if (bpf_prog_test_run_opts(prog_drive_join_, &opts) != 0) return false;
+  return a.status == 0;
+}
+
+int BpfPrograms::drive_out_fd() const { return drive_out_ ? bpf_map__fd(drive_out_) : -1; }
+
+void BpfPrograms::run_ctx(int prog_fd, const char* name, void* ctx, uint32_t size) {
+  LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = ctx, .ctx_size_in = size);  // a syscall program's ctx is copied back
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  int err = bpf_prog_test_run_opts(prog_fd, &opts);
+  if (err) throw Error(std::string("running BPF program ") + name + " failed: " + strerror(-err));
 }
 
 void BpfPrograms::run(int prog_fd, const char* name, qn_args& args) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "drive_abi.h"
 #include "op_args.h"
 
 struct bpf_object;
@@ -29,6 +30,7 @@ struct ProgramLayout {
   bool arena = false;
   uint64_t weight_bytes = 0;    // arena: bytes to map; map: entries * QN_WENTRY_BYTES
   uint32_t weight_entries = 1;  // map path
+  bool drive = false;           // load the kernel driver's programs (bpf_ops/ops_drive.h)
 };
 
 struct ProgramStat {
@@ -57,6 +59,20 @@ class BpfPrograms {
   // The sampling probabilities of the candidates in sample_buf (bpf_ops/ops_sample.h);
   // the caller serialises its use of the buffer.
   void sample();
+
+  // The kernel driver (bpf_ops/ops_drive.h; loaded when layout().drive): the
+  // wqs' callbacks set (once, after load), a generation started (one bpf()
+  // call; sub.status says why not), its plan, state, feed and ring buffer.
+  bool drive() const { return prog_drive_start_ >= 0; }
+  void drive_arm();
+  void drive_start(qn_drive_submit& sub);
+  // A second chain joins the running generation on the calling thread's CPU
+  // (CPU slot `slot`); false when none was running.
+  bool drive_join(uint32_t slot);
+  qn_drive_link* drive_plan() const { return drive_plan_; }
+  qn_drive_state* drive_state() const { return drive_state_; }
+  int32_t* drive_prompt() const { return drive_prompt_; }
+  int drive_out_fd() const;
 
   uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
   const ProgramLayout& layout() const { return layout_; }
@@ -103,6 +119,7 @@ class BpfPrograms {
   template <typename Skel>
   void load(const ProgramLayout& layout, std::string& log);
   void run(int prog_fd, const char* name, qn_args& args);
+  void run_ctx(int prog_fd, const char* name, void* ctx, uint32_t size);
   void* map_buffer(bpf_map* map, size_t value_size, uint32_t entries);
 
   ProgramLayout layout_;
@@ -115,6 +132,11 @@ class BpfPrograms {
   int prog_matmul_pre_ = -1, prog_matmul_proj_pre_ = -1;
   int prog_matmul_ = -1, prog_matmul_proj_ = -1, prog_attention_ = -1, prog_embed_ = -1;
   int prog_rope_ = -1, prog_topk_merge_ = -1, prog_sample_ = -1;
+  int prog_drive_start_ = -1, prog_drive_join_ = -1, prog_drive_arm_[QN_FAM_COUNT] = {-1, -1, -1, -1};
+  qn_drive_link* drive_plan_ = nullptr;
+  qn_drive_state* drive_state_ = nullptr;
+  int32_t* drive_prompt_ = nullptr;
+  bpf_map* drive_out_ = nullptr;
   std::vector<Mapping> mappings_;
   int32_t *resid_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *mlp_ = nullptr;
   int32_t *xq_ = nullptr, *logits_ = nullptr, *norms_ = nullptr, *rope_ = nullptr;

@@ -158,6 +158,13 @@ GenerateOptions generate_options_of(const pb::GenerateRequest& req, const Tokeni
     default: throw invalid_argument("speculative must be SPECULATIVE_DEFAULT, SPECULATIVE_ON or SPECULATIVE_OFF (got " +
                                     std::to_string(static_cast<int>(req.speculative())) + ")");
   }
+  switch (req.driver()) {
+    case pb::DRIVER_USER: o.driver = Driver::user; break;
+    case pb::DRIVER_KERNEL: o.driver = Driver::kernel; break;
+    case pb::DRIVER_DEFAULT: break;
+    default: throw invalid_argument("driver must be DRIVER_DEFAULT, DRIVER_USER or DRIVER_KERNEL (got " +
+                                    std::to_string(static_cast<int>(req.driver())) + ")");
+  }
   return o;
 }
 

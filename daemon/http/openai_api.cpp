@@ -399,6 +399,11 @@ void OpenAiApi::completion(Exchange& ex, bool chat) {
   o.session_id = session_id_of(ex, string(body, "session_id"));  // or the X-Session-Id header
   o.cache_prompt = boolean(body, "cache_prompt").value_or(true);
   if (auto v = boolean(body, "speculative")) o.speculative = *v;  // unset: the daemon's config
+  if (auto v = string(body, "driver")) {  // unset: the daemon's config (docs/kernel-driver.md)
+    if (*v == "kernel") o.driver = Driver::kernel;
+    else if (*v == "user") o.driver = Driver::user;
+    else throw bad("driver", "driver must be \"kernel\" or \"user\" (got \"" + *v + "\")");
+  }
   int top_logprobs = 0;
   bool want_logprobs = false;
   if (chat) {

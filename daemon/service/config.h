@@ -21,6 +21,7 @@ struct DaemonConfig {
   std::string precision;            // "q24" | "q8"
   int kv_bits = 0;                  // KV cache element width: 8 | 16 (docs/numerics.md)
   int threads = 0;                  // 0: one per online CPU
+  std::string driver;               // "auto" | "kernel" | "user" (docs/kernel-driver.md)
   std::string socket_path;
   std::string socket_group;
   std::string admin_group;          // VerifyProgram/GenerateVerified: root or members of this group

@@ -166,6 +166,14 @@ std::vector<ConfigKey> model_keys() {
              &DaemonConfig::kv_bits, {"8", "16"}),
       integer({"threads", "0", kRestart, "Worker threads that run BPF programs (0: one per online CPU)", "--threads"},
               &DaemonConfig::threads, 0, 1024),
+      choice({"driver", "auto", kRestart,
+              "Who steers decoding for requests that do not choose (gRPC and HTTP `driver`): user (a bpf() call "
+              "per operator share from the engine's threads) or kernel (one submission, then a chain of bpf_wq "
+              "links computes, samples and stops in the kernel; docs/kernel-driver.md). auto: user, the faster "
+              "here by measurement (docs/performance.md), with the kernel driver loaded for requests that ask. "
+              "user does not load the kernel driver's programs. Speculative decoding and logprobs always decode "
+              "in user space"},
+             &DaemonConfig::driver, {"auto", "kernel", "user"}),
   };
 }
 

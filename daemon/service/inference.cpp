@@ -185,52 +185,113 @@ ForwardOutcome run_forward(Runtime& rt, const ForwardOptions& o) {
 
 namespace {
 
-// The options' own checks (no model state needed beyond the shape) and the
-// sampling parameters they resolve to (request, then the model's defaults; a
-// fresh random seed unless one was given).
-SamplingParams checked_sampling(const GenerateOptions& o, const ModelConfig& mc) {
-  if (o.tokens.empty() && !o.append) throw invalid_argument("empty input: give a prompt, token_ids or messages");
-  validate_token_ids(o.tokens, mc.vocab_size, "token_ids");
-  validate_token_ids(o.stop_token_ids, mc.vocab_size, "stop_token_ids");
-  if (o.max_new_tokens < 1) throw invalid_argument("max_new_tokens must be >= 1");
-  if (o.logprobs < 0 || o.logprobs > 20) throw invalid_argument("logprobs must be in [0, 20]");
+// What happens to each chosen token, on either driver: the history, the
+// text (stop strings), the finish reasons judged in user space, the
+// metrics and the stream.
+class TokenSink {
+ public:
+  TokenSink(Runtime& rt, const GenerateOptions& o, Session& s, GenerateOutcome& out, Steady::time_point t0,
+            const std::function<bool(const GeneratedToken&)>& emit)
+      : rt_(rt), o_(o), s_(s), out_(out), t0_(t0), last_token_(Steady::now()), emit_(emit),
+        decoder_(rt.tokenizer, /*skip_special=*/true), stopper_(o.stop) {}
 
-  for (const auto& stop : o.stop) require_utf8(stop, "stop");
-  const ResolvedSampling resolved = resolve_sampling(o.sampling, mc);
-  SamplingParams sp = resolved.params;
-  if (resolved.random_seed) sp.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
-  return sp;
-}
-
-// The token's logprob and the top n beside it, from its step's scores.
-void add_logprobs(GeneratedToken& tok, Backend& backend, const PositionLogits& scores, int n) {
-  std::optional<float> chosen;
-  tok.top = top_scored(backend, scores, n, tok.id, &chosen);
-  tok.has_logprobs = true;
-  if (chosen) tok.logprob = *chosen;
-}
-
-// Time to first token, or time since the previous one.
-void observe_token(ServiceMetrics* metrics, int index, Steady::time_point t0, Steady::time_point& last_token) {
-  if (!metrics) return;
-  const auto now = Steady::now();
-  if (index == 0) metrics->observe_time_to_first_token(std::chrono::duration<double>(now - t0).count());
-  else metrics->observe_time_per_output_token(std::chrono::duration<double>(now - last_token).count());
-  last_token = now;
-}
-
-// The text held back until the end (the decoder's tail, the stop matcher's
-// pending text), unless a stop string already ended the generation.
-void release_tail(GenerateOutcome& out, StreamDecoder& decoder, StopMatcher& stopper) {
-  const auto tail = stopper.push(decoder.flush());
-  out.final_text = tail.release;
-  if (tail.stopped) {
-    out.finish = FinishReason::stop_sequence;
-    out.matched_stop = tail.matched;
-  } else {
-    out.final_text += stopper.flush();
+  // Takes token `id` (index `index`); the finish it causes, if any.
+  std::optional<FinishReason> take(int32_t id, int index, const PositionLogits* step_scores) {
+    const ModelConfig& mc = rt_.backend->config();
+    s_.history.push_back(id);
+    ++out_.completion_tokens;
+    std::optional<FinishReason> finish;
+    GeneratedToken tok;
+    tok.id = id;
+    tok.index = index;
+    if (o_.logprobs > 0 && step_scores) {
+      std::optional<float> chosen;
+      tok.top = top_scored(*rt_.backend, *step_scores, o_.logprobs, id, &chosen);
+      tok.has_logprobs = true;
+      if (chosen) tok.logprob = *chosen;
+    }
+    const bool eos = (!o_.ignore_eos && std::find(mc.eos_token_ids.begin(), mc.eos_token_ids.end(), id) != mc.eos_token_ids.end()) ||
+                     std::find(o_.stop_token_ids.begin(), o_.stop_token_ids.end(), id) != o_.stop_token_ids.end();
+    if (eos) {
+      finish = FinishReason::eos;
+    } else {
+      // Ids between the tokenizer's and the model's vocabulary size (padding rows
+      // of the embedding) have no text.
+      const bool has_text = id < rt_.tokenizer->vocab_size();
+      const auto stepped = stopper_.push(has_text ? decoder_.push(id) : std::string());
+      tok.text = stepped.release;
+      if (stepped.stopped) {
+        finish = FinishReason::stop_sequence;
+        out_.matched_stop = stepped.matched;
+        stopped_by_string_ = true;
+      }
+    }
+    if (!finish && out_.completion_tokens >= o_.max_new_tokens) finish = FinishReason::length;
+    // No room to feed it (the cache holds everything before the pending token).
+    if (!finish && static_cast<int>(s_.history.size()) - 1 >= s_.kv->max_context()) finish = FinishReason::length;
+    out_.text += tok.text;
+    if (o_.metrics) {
+      const auto now = Steady::now();
+      if (index == 0) o_.metrics->observe_time_to_first_token(std::chrono::duration<double>(now - t0_).count());
+      else o_.metrics->observe_time_per_output_token(std::chrono::duration<double>(now - last_token_).count());
+      last_token_ = now;
+    }
+    if (!emit_(tok)) finish = FinishReason::cancelled;
+    if (!finish && o_.cancelled && o_.cancelled()) finish = FinishReason::cancelled;
+    return finish;
   }
-  out.text += out.final_text;
+
+  // The text held back until the end, unless a stop string ended it.
+  void flush(FinishReason finish) {
+    out_.finish = finish;
+    if (stopped_by_string_) return;
+    const auto tail = stopper_.push(decoder_.flush());
+    out_.final_text = tail.release;
+    if (tail.stopped) {
+      out_.finish = FinishReason::stop_sequence;
+      out_.matched_stop = tail.matched;
+    } else {
+      out_.final_text += stopper_.flush();
+    }
+    out_.text += out_.final_text;
+  }
+
+ private:
+  Runtime& rt_;
+  const GenerateOptions& o_;
+  Session& s_;
+  GenerateOutcome& out_;
+  Steady::time_point t0_, last_token_;
+  const std::function<bool(const GeneratedToken&)>& emit_;
+  StreamDecoder decoder_;
+  StopMatcher stopper_;
+  bool stopped_by_string_ = false;
+};
+
+// The kernel driver (docs/kernel-driver.md): the feed and every token in one
+// submission; the stream and stop strings as on the user driver. nullopt:
+// the backend declined (the caller decodes in user space).
+std::optional<FinishReason> decode_in_kernel(Runtime& rt, const GenerateOptions& o, Session& s, std::span<const int32_t> feed,
+                                             const SamplingParams& sp, const ForwardWants& wants, TokenSink& sink) {
+  const ModelConfig& mc = rt.backend->config();
+  KernelGenerateRequest req;
+  req.feed = feed;
+  req.params = sp;
+  req.wants = wants;
+  req.max_tokens = o.max_new_tokens;  // the kernel stops at the context's end itself
+  if (!o.ignore_eos) req.stop_ids = mc.eos_token_ids;
+  req.stop_ids.insert(req.stop_ids.end(), o.stop_token_ids.begin(), o.stop_token_ids.end());
+  const std::vector<int32_t> history = s.history;  // the sink grows s.history meanwhile
+  req.history = history;
+  std::optional<FinishReason> finish;
+  auto r = rt.backend->generate_in_kernel(*s.kv, req, [&](int32_t id, int index) {
+    if (finish) return false;
+    finish = sink.take(id, index, nullptr);
+    return !finish;
+  });
+  if (!r) return std::nullopt;
+  if (!finish) finish = r->finish == KernelFinish::cancelled ? FinishReason::cancelled : FinishReason::length;
+  return finish;
 }
 
 }  // namespace
@@ -239,8 +300,17 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
                              const std::function<bool(const GeneratedToken&)>& emit) {
   const auto t0 = Steady::now();
   const ModelConfig& mc = rt.backend->config();
+  if (o.tokens.empty() && !o.append) throw invalid_argument("empty input: give a prompt, token_ids or messages");
+  validate_token_ids(o.tokens, mc.vocab_size, "token_ids");
+  validate_token_ids(o.stop_token_ids, mc.vocab_size, "stop_token_ids");
+  if (o.max_new_tokens < 1) throw invalid_argument("max_new_tokens must be >= 1");
+  if (o.logprobs < 0 || o.logprobs > 20) throw invalid_argument("logprobs must be in [0, 20]");
+
+  for (const auto& stop : o.stop) require_utf8(stop, "stop");
   GenerateOutcome out;
-  const SamplingParams sp = checked_sampling(o, mc);
+  const ResolvedSampling resolved = resolve_sampling(o.sampling, mc);
+  SamplingParams sp = resolved.params;
+  if (resolved.random_seed) sp.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
   out.seed = sp.seed;
   out.sampling = sp;
   Sampler sampler(sp, rt.backend.get());  // validates the parameters before any work; probabilities in the backend (BPF)
@@ -257,11 +327,28 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   out.prompt_tokens = static_cast<int>(p.sequence.size());
   out.cached_tokens = p.keep;
   out.queue_ms = ms_since(t0);
+  // Logprobs come from the plain step's scores; those requests decode plainly.
+  const bool speculate = o.speculative.value_or(speculation_pays(rt.backend->info())) && o.logprobs == 0;
+  std::span<const int32_t> feed(p.sequence.data() + p.keep, p.sequence.size() - p.keep);
+
+  // The kernel driver: prefill and decode in one submission (requests it
+  // cannot serve decode in user space below).
+  if (o.driver == Driver::kernel && !speculate && o.logprobs == 0) {
+    s.history = p.sequence;
+    TokenSink sink(rt, o, s, out, t0, emit);
+    const auto t_decode = Steady::now();
+    if (auto finish = decode_in_kernel(rt, o, s, feed, sp, wants, sink)) {
+      out.kernel_driven = true;
+      out.decode_ms = ms_since(t_decode);
+      sink.flush(*finish);
+      return out;
+    }
+    s.history.assign(p.sequence.begin(), p.sequence.begin() + p.keep);
+  }
 
   const auto t_prefill = Steady::now();
   ForwardResult r;
   try {
-    std::span<const int32_t> feed(p.sequence.data() + p.keep, p.sequence.size() - p.keep);
     r = rt.scheduler->run(*s.kv, feed, wants, o.cancelled);
   } catch (const Error& e) {
     if (!is_cancel(e)) throw;
@@ -273,15 +360,10 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   out.prefill_ms = ms_since(t_prefill);
 
   const auto t_decode = Steady::now();
-  StreamDecoder decoder(rt.tokenizer, /*skip_special=*/true);
-  StopMatcher stopper(o.stop);
-  const int ctx = s.kv->max_context();
-  bool stopped_by_string = false;
+  TokenSink sink(rt, o, s, out, t0, emit);
   std::optional<FinishReason> finish;
-  Steady::time_point last_token = t_decode;
-  // Logprobs come from the plain step's scores; those requests decode plainly.
   std::optional<SpeculativeDecoder> spec;
-  if (o.speculative.value_or(speculation_pays(rt.backend->info())) && o.logprobs == 0) spec.emplace();
+  if (speculate) spec.emplace();
   auto forward = [&](KvCache& kv, std::span<const int32_t> tokens, const ForwardWants& w) {
     return rt.scheduler->run(kv, tokens, w, o.cancelled);
   };
@@ -292,37 +374,7 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   const PositionLogits* step_scores = &r.positions.back();  // plain steps only (logprobs)
   for (int index = 0; !finish;) {
     for (size_t j = 0; j < step.size(); ++j, ++index) {
-      const int32_t id = step[j];
-      s.history.push_back(id);
-      ++out.completion_tokens;
-
-      GeneratedToken tok;
-      tok.id = id;
-      tok.index = index;
-      if (o.logprobs > 0 && step_scores) add_logprobs(tok, *rt.backend, *step_scores, o.logprobs);
-      const bool eos = (!o.ignore_eos && std::find(mc.eos_token_ids.begin(), mc.eos_token_ids.end(), id) != mc.eos_token_ids.end()) ||
-                       std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), id) != o.stop_token_ids.end();
-      if (eos) {
-        finish = FinishReason::eos;
-      } else {
-        // Ids between the tokenizer's and the model's vocabulary size (padding rows
-        // of the embedding) have no text.
-        const bool has_text = id < rt.tokenizer->vocab_size();
-        const auto stepped = stopper.push(has_text ? decoder.push(id) : std::string());
-        tok.text = stepped.release;
-        if (stepped.stopped) {
-          finish = FinishReason::stop_sequence;
-          out.matched_stop = stepped.matched;
-          stopped_by_string = true;
-        }
-      }
-      if (!finish && out.completion_tokens >= o.max_new_tokens) finish = FinishReason::length;
-      // No room to feed it (the cache holds everything before the pending token).
-      if (!finish && static_cast<int>(s.history.size()) - 1 >= ctx) finish = FinishReason::length;
-      out.text += tok.text;
-      observe_token(o.metrics, index, t0, last_token);
-      if (!emit(tok)) finish = FinishReason::cancelled;
-      if (!finish && o.cancelled && o.cancelled()) finish = FinishReason::cancelled;
+      finish = sink.take(step[j], index, step_scores);
       if (finish) break;  // tokens drafted past it are dropped
     }
     // The cache holds every token but the pending last one: drafts past a
@@ -349,8 +401,7 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
     out.draft_tokens = static_cast<int>(spec->stats().drafted);
     out.accepted_tokens = static_cast<int>(spec->stats().accepted);
   }
-  out.finish = *finish;
-  if (!stopped_by_string) release_tail(out, decoder, stopper);
+  sink.flush(*finish);
   out.decode_ms = ms_since(t_decode);
   return out;
 }
@@ -400,6 +451,7 @@ std::vector<int32_t> encode_chat_continuation(const Tokenizer& tok, std::span<co
 InferenceCore::InferenceCore(ModelHost& host) : host_(host), started_(std::chrono::steady_clock::now()) {
   default_max_new_tokens_ = host.config().default_max_new_tokens;
   set_default_speculative(host.config().speculative);
+  set_default_driver(host.config().driver == "kernel" ? Driver::kernel : Driver::user);
   verify::PipelineOptions po;
   po.data_dir = host.config().state_dir + "/verify";  // vmlinux.h and the header tree are cached there
   pipeline_ = std::make_unique<verify::Pipeline>(po);
@@ -446,8 +498,10 @@ GenerateOutcome InferenceCore::generate(GenerateOptions o, const std::function<b
     const int d = default_speculative_.load();
     o.speculative = d == kAuto ? speculation_pays(rt.backend->info()) : d == kOn;
   }
+  if (!o.driver) o.driver = default_kernel_driver_.load() ? Driver::kernel : Driver::user;
   GenerateOutcome r = run_generate(rt, o, emit);
   metrics_.count_speculative(r.draft_tokens, r.accepted_tokens);
+  if (r.kernel_driven) metrics_.count_kernel_driven(r.completion_tokens);
   counters_.prompt_tokens += r.prompt_tokens - r.cached_tokens;
   counters_.cached_tokens += r.cached_tokens;
   counters_.completion_tokens += r.completion_tokens;

@@ -81,6 +81,9 @@ struct ForwardOutcome {
 
 ForwardOutcome run_forward(Runtime& rt, const ForwardOptions& options);
 
+// Who steers decoding: the engine's threads (user) or the kernel on its own.
+enum class Driver { user, kernel };
+
 struct GenerateOptions {
   std::vector<int32_t> tokens;
   std::string session_id;
@@ -103,6 +106,10 @@ struct GenerateOptions {
   // weights when the output copies its context. Unset: on. Requests with
   // logprobs decode plainly.
   std::optional<bool> speculative;
+  // Who steers decoding (docs/kernel-driver.md); unset: the daemon's config.
+  // The kernel driver serves requests without speculation and logprobs; the
+  // others, and every request when the backend declines, decode in user space.
+  std::optional<Driver> driver;
   std::function<bool()> cancelled;
   ServiceMetrics* metrics = nullptr;  // time to first token, time per output token
 };
@@ -134,6 +141,7 @@ struct GenerateOutcome {
   // verified pass yields accepted + 1 tokens; some may be dropped after a stop).
   int draft_tokens = 0;
   int accepted_tokens = 0;
+  bool kernel_driven = false;       // decoded by the kernel driver (docs/kernel-driver.md)
 };
 
 // `emit` is called for every token as it is produced; returning false means the
@@ -201,6 +209,9 @@ class InferenceCore {
   // Whether requests that do not say use speculative decoding (config
   // `speculative`: on, off, or nullopt = auto, on where speculation_pays()).
   void set_default_speculative(std::optional<bool> on) { default_speculative_ = !on ? kAuto : *on ? kOn : kOff; }
+  // The driver of requests that do not say (config `driver`: kernel, or
+  // user for user and auto; docs/kernel-driver.md).
+  void set_default_driver(Driver d) { default_kernel_driver_ = d == Driver::kernel; }
   // 0 (or absent): the configured default; must be >= 0.
   int max_new_tokens(int requested) const;
 
@@ -248,6 +259,7 @@ class InferenceCore {
   std::atomic<int> default_max_new_tokens_{256};
   static constexpr int kAuto = 0, kOn = 1, kOff = 2;
   std::atomic<int> default_speculative_{kAuto};
+  std::atomic<bool> default_kernel_driver_{false};
   RequestCounters counters_;
   ServiceMetrics metrics_;
   std::chrono::steady_clock::time_point started_;

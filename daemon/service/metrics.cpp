@@ -85,6 +85,11 @@ void ServiceMetrics::count_request(const std::string& api, const std::string& en
   ++requests_[{api, endpoint, status}];
 }
 
+void ServiceMetrics::count_kernel_driven(int tokens) {
+  ++kernel_generations_;
+  kernel_tokens_ += static_cast<uint64_t>(std::max(tokens, 0));
+}
+
 void ServiceMetrics::count_speculative(int drafted, int accepted) {
   draft_tokens_ += static_cast<uint64_t>(std::max(drafted, 0));
   accepted_tokens_ += static_cast<uint64_t>(std::max(accepted, 0));
@@ -122,6 +127,11 @@ std::string ServiceMetrics::render(const MetricsGauges& g) const {
   header(out, "qwen3_bpfd_speculative_accepted_tokens_total", "counter",
          "Draft tokens the model accepted (each saves a decode step).");
   sample(out, "qwen3_bpfd_speculative_accepted_tokens_total", static_cast<double>(accepted_tokens_.load()));
+  header(out, "qwen3_bpfd_kernel_driven_generations_total", "counter",
+         "Generations the kernel decoded on its own (driver = kernel; docs/kernel-driver.md).");
+  sample(out, "qwen3_bpfd_kernel_driven_generations_total", static_cast<double>(kernel_generations_.load()));
+  header(out, "qwen3_bpfd_kernel_driven_tokens_total", "counter", "Tokens the kernel driver chose.");
+  sample(out, "qwen3_bpfd_kernel_driven_tokens_total", static_cast<double>(kernel_tokens_.load()));
   histogram(out, "qwen3_bpfd_time_to_first_token_seconds",
             "From a generation's start (queueing included) to its first token.", ttft_.snapshot());
   histogram(out, "qwen3_bpfd_time_per_output_token_seconds", "Time between consecutive generated tokens.",

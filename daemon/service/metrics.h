@@ -60,6 +60,7 @@ class ServiceMetrics {
   void count_tokens(int prompt_computed, int cached, int completion);
   // Speculative decoding: draft tokens verified and, of those, accepted.
   void count_speculative(int drafted, int accepted);
+  void count_kernel_driven(int tokens);  // a generation the kernel driver decoded (docs/kernel-driver.md)
   void observe_time_to_first_token(double seconds) { ttft_.observe(seconds); }
   void observe_time_per_output_token(double seconds) { tpot_.observe(seconds); }
 
@@ -75,6 +76,7 @@ class ServiceMetrics {
   std::map<std::array<std::string, 3>, uint64_t> requests_;
   std::atomic<uint64_t> prompt_tokens_{0}, cached_tokens_{0}, completion_tokens_{0};
   std::atomic<uint64_t> draft_tokens_{0}, accepted_tokens_{0};
+  std::atomic<uint64_t> kernel_generations_{0}, kernel_tokens_{0};
   Histogram ttft_, tpot_;
   std::vector<std::function<std::string()>> sections_;  // guarded by mu_
 };

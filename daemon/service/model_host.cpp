@@ -157,6 +157,7 @@ void ModelHost::load_impl() {
     opts.precision = parse_precision(config_.precision);
     opts.kv_bits = config_.kv_bits;
     opts.threads = rt->threads;
+    opts.kernel_driver = config_.driver != "user";  // auto loads it for requests that ask (docs/kernel-driver.md)
     opts.max_context = session_limits_from(config_, rt->model->config()).max_context;
     opts.progress = [this](double fraction, const std::string& what) {
       set_progress(LoadState::loading, 0.1f + 0.88f * static_cast<float>(fraction), what);

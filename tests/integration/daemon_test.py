@@ -231,6 +231,66 @@ class DaemonTest(DaemonFixture):
         self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.generate, token_ids=ids, speculative=7,
                          contains="speculative")
 
+    def test_kernel_driver_gives_the_user_drivers_tokens(self):
+        # driver = auto (the default) loads the kernel driver for requests that ask for it.
+        ids = self.tokenize("the kernel runs the model on its own")
+        stopping = pb.StoppingCriteria(max_new_tokens=24, ignore_eos=True)
+        seeded = pb.SamplingParams(temperature=0.9, top_p=0.9, seed=5,
+                                   set_fields=["temperature", "top_p", "seed"])
+        gens0 = self.metrics_sample("qwen3_bpfd_kernel_driven_generations_total")
+        toks0 = self.metrics_sample("qwen3_bpfd_kernel_driven_tokens_total")
+        for sampling in (pb.SamplingParams(temperature=0, set_fields=["temperature"]), seeded):
+            user = self.generate(token_ids=ids, stopping=stopping, sampling=sampling, driver=pb.DRIVER_USER)
+            kern = self.generate(token_ids=ids, stopping=stopping, sampling=sampling, driver=pb.DRIVER_KERNEL)
+            self.assertEqual([m.token_id for m in kern], [m.token_id for m in user])
+            self.assertEqual("".join(m.text for m in kern), "".join(m.text for m in user))
+            self.assertEqual(kern[-1].usage.completion_tokens, 24)
+            self.assertEqual(kern[-1].finish_reason, pb.FINISH_REASON_LENGTH)
+        self.assertEqual(self.metrics_sample("qwen3_bpfd_kernel_driven_generations_total") - gens0, 2)
+        self.assertEqual(self.metrics_sample("qwen3_bpfd_kernel_driven_tokens_total") - toks0, 48)
+        # A session continued on the kernel driver stays in step with one on the user driver.
+        continued = {}
+        for driver in (pb.DRIVER_USER, pb.DRIVER_KERNEL):
+            sid = self.stub.CreateSession(pb.CreateSessionRequest(max_context=128), timeout=30).session.session_id
+            first = self.generate(token_ids=ids, session_id=sid, stopping=stopping, driver=driver)
+            info = self.stub.GetSession(pb.GetSessionRequest(session_id=sid), timeout=5).session
+            self.assertEqual(info.positions, len(ids) + 23)  # the last token is known but not yet fed
+            more = self.generate(token_ids=[], session_id=sid, history_mode=pb.HISTORY_MODE_APPEND,
+                                 stopping=stopping, driver=driver)
+            continued[driver] = [m.token_id for m in first[:-1] + more[:-1]]
+        self.assertEqual(continued[pb.DRIVER_KERNEL], continued[pb.DRIVER_USER])
+        # A stop string ends the kernel's chain as it ends the user driver's loop.
+        text = "".join(m.text for m in user)
+        stop = text[len(text) // 2:len(text) // 2 + 3]
+        with_stop = {}
+        for driver in (pb.DRIVER_USER, pb.DRIVER_KERNEL):
+            msgs = self.generate(token_ids=ids, sampling=seeded, driver=driver,
+                                 stopping=pb.StoppingCriteria(max_new_tokens=24, ignore_eos=True, stop=[stop]))
+            with_stop[driver] = ("".join(m.text for m in msgs), msgs[-1].finish_reason)
+        self.assertEqual(with_stop[pb.DRIVER_KERNEL], with_stop[pb.DRIVER_USER])
+        self.assertEqual(with_stop[pb.DRIVER_KERNEL][1], pb.FINISH_REASON_STOP_SEQUENCE)
+        # Logprobs decode in user space (the kernel driver does not serve them): the same tokens.
+        gens1 = self.metrics_sample("qwen3_bpfd_kernel_driven_generations_total")
+        lp = self.generate(token_ids=ids, stopping=stopping, sampling=seeded, logprobs=2, driver=pb.DRIVER_KERNEL)
+        lp_user = self.generate(token_ids=ids, stopping=stopping, sampling=seeded, logprobs=2, driver=pb.DRIVER_USER)
+        self.assertEqual([m.token_id for m in lp], [m.token_id for m in lp_user])
+        self.assertTrue(lp[0].HasField("logprobs"))
+        self.assertEqual(self.metrics_sample("qwen3_bpfd_kernel_driven_generations_total"), gens1)
+        # HTTP: the body's "driver"; a stop string ends the kernel's chain.
+        answers = {}
+        for driver in ("user", "kernel"):
+            status, text = self.http("POST", "/v1/completions", {
+                "prompt": "the kernel runs", "max_tokens": 20, "temperature": 0, "ignore_eos": True,
+                "cache_prompt": False, "driver": driver})
+            self.assertEqual(status, 200, text)
+            answers[driver] = json.loads(text)["choices"][0]["text"]
+        self.assertEqual(answers["kernel"], answers["user"])
+        status, text = self.http("POST", "/v1/completions", {"prompt": "x", "driver": "both"})
+        self.assertEqual(status, 400, text)
+        self.assertIn("driver", text)
+        self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.generate, token_ids=ids, driver=7,
+                         contains="driver")
+
     def test_speculative_default_follows_a_reload(self):
         ids = self.tokenize("a b c d a b c d a b c d a b c d a b")
         stopping = pb.StoppingCriteria(max_new_tokens=24, ignore_eos=True)

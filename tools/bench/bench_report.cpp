@@ -122,6 +122,22 @@ void print_json(const Report& report) {
         x["speculative"]["median_round_cpu_speedup"] = median_ratio(off.round_cpu_ms, on.round_cpu_ms);
       }
     }
+    if (!r.drivers.empty()) {
+      nlohmann::json ds = nlohmann::json::array();
+      for (auto& d : r.drivers)
+        ds.push_back({{"driver", d.name},
+                      {"ms_per_token_best", d.best_ms},
+                      {"ms_per_token_median", d.median_ms},
+                      {"cpu_ms_per_token_median", d.median_cpu_ms},
+                      {"round_ms_per_token", d.ms},
+                      {"round_cpu_ms_per_token", d.cpu_ms},
+                      {"bpf_calls_per_decoded_token", d.calls_per_token},
+                      {"max_link_ms", d.max_link_ms},
+                      {"round_second_chain_share", d.second_chain_share},
+                      {"generated_ids", d.generated}});
+      x["drivers"] = ds;
+      x["drivers_identical_ids"] = r.drivers_identical;
+    }
     if (o.reference && r.name == "bpf") {
       x["decode_ratio_vs_reference"] = r.decode_ms / ref.decode_ms;
       x["prefill_ratio_vs_reference"] = ref.prefill_tok_s / r.prefill_tok_s;
@@ -216,6 +232,18 @@ void print_tables(const Report& report) {
                     r.weights.c_str(), r.precision.c_str(), median_ratio(on.round_tps, off.round_tps),
                     median_ratio(off.round_cpu_ms, on.round_cpu_ms), off.generated == on.generated ? "yes" : "NO");
       }
+  }
+  if (!o.drivers.empty()) {
+    std::printf("drivers (%d rounds, alternated; greedy, %d tokens):\n", o.rounds, o.decode);
+    std::printf("%-6s %-5s %-7s %12s %14s %14s %12s %12s\n", "path", "prec", "driver", "best ms/t", "median ms/t",
+                "median cpu/t", "bpf()/t", "max link ms");
+    for (auto& r : runs) {
+      for (auto& d : r.drivers)
+        std::printf("%-6s %-5s %-7s %12.2f %14.2f %14.2f %12.3f %12.2f\n", r.weights.c_str(), r.precision.c_str(),
+                    d.name.c_str(), d.best_ms, d.median_ms, d.median_cpu_ms, d.calls_per_token, d.max_link_ms);
+      std::printf("%s %s: identical ids on every driver and round: %s\n", r.weights.c_str(), r.precision.c_str(),
+                  r.drivers_identical ? "yes" : "NO");
+    }
   }
   std::printf("peak resident memory of this process: %.0f MiB (1-minute load average %.1f)\n",
               rss_bytes("VmHWM:") / 1048576.0, load_average());

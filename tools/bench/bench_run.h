@@ -32,6 +32,7 @@ struct Options {
   std::string prompt_chat;     // chat messages (JSON), through the model's chat template
   std::vector<bool> speculative;  // modes of the speculative figure: {} none, {false}, {true}, {false, true}
   float temperature = 0;          // of the speculative figure (0: greedy)
+  std::vector<std::string> drivers;  // --driver: "user", "kernel" or both (docs/kernel-driver.md)
   SpeculativeOptions spec;
 };
 
@@ -60,6 +61,18 @@ struct Run {
     std::vector<double> round_tps, round_cpu_ms;  // per round: decode tokens/s, CPU ms per token
   };
   std::vector<Speculative> speculative;  // per mode of --speculative
+  struct Driver {
+    std::string name;                   // "user" | "kernel"
+    std::vector<double> ms, cpu_ms;     // per round: decode ms per token, CPU ms per token
+    double best_ms = 0, median_ms = 0, median_cpu_ms = 0;
+    double calls_per_token = 0;         // bpf() calls per decoded token (kernel: the whole generation's)
+    double max_link_ms = 0;             // kernel: the longest uninterrupted link
+    std::vector<double> second_chain_share;  // kernel, per round: shares the second CPU's chain ran
+    std::vector<int32_t> generated;
+    bool stable = true;                 // every round chose the same ids
+  };
+  std::vector<Driver> drivers;          // per --driver, rounds alternated
+  bool drivers_identical = true;
 };
 
 // What a report needs: the options, the prompt, the reference run (meaningful when o.reference)
@@ -74,6 +87,10 @@ struct Report {
 
 void print_json(const Report& report);
 void print_tables(const Report& report);
+
+// --driver: greedy generations of o.decode tokens from `prompt` on each
+// driver, alternated over o.rounds (bench_driver.cpp).
+void time_drivers(Backend& b, const Options& o, const std::vector<int32_t>& prompt, Run& r);
 
 // Resident memory of this process (kB -> bytes), from /proc/self/status.
 size_t rss_bytes(const char* key = "VmRSS:");

@@ -118,7 +118,14 @@ Options parse(int argc, char** argv) {
       ->delimiter(',')
       ->expected(2)
       ->check(CLI::Range(1, 16));
+  std::string driver;
+  app.add_option("--driver", driver,
+                 "greedy decoding steered by the engine's threads (user), by the kernel on its own (kernel), or "
+                 "both alternated over --rounds: ms/token, CPU, bpf() calls per token (docs/kernel-driver.md)")
+      ->check(CLI::IsMember({"user", "kernel", "both"}));
   if (int rc = qwen3::cli_parse::parse(app, argc, argv); rc >= 0) std::exit(rc);
+  if (driver == "both") o.drivers = {"user", "kernel"};
+  else if (!driver.empty()) o.drivers = {driver};
   if (speculative == "on") o.speculative = {true};
   else if (speculative == "off") o.speculative = {false};
   else if (speculative == "both") o.speculative = {false, true};
@@ -419,6 +426,7 @@ Run run_bpf(std::shared_ptr<const qwen3::ModelDir> model, const Options& o, qwen
   eo.precision = prec;
   eo.threads = o.threads;
   eo.kv_bits = o.kv_bits;
+  eo.kernel_driver = !o.drivers.empty();
   eo.max_context = std::max({4096, o.prompt_tokens + o.rounds * o.decode + 1, o.context + o.rounds * o.decode + 1,
                              o.prefill + 1});
   auto t0 = Clock::now();
@@ -435,6 +443,7 @@ Run run_bpf(std::shared_ptr<const qwen3::ModelDir> model, const Options& o, qwen
   if (o.prefill) r.prefill_n_tok_s = time_prefill(*b, prefill_prompt);
   if (!o.sessions.empty()) time_sessions(*b, o, prompt, vocab, r);
   if (o.context) time_context(*b, o, prompt, vocab, r);
+  if (!o.drivers.empty()) time_drivers(*b, o, prompt, r);
   for (bool on : o.speculative) {
     r.speculative.emplace_back();
     r.speculative.back().on = on;
