@@ -40,6 +40,50 @@ std::string percent(float f) {
   return buf;
 }
 
+// The main thread's loop: SIGHUP reloads, SIGTERM/SIGINT or a failed load end
+// it (the exit code), and idle sessions expire every 5 s.
+int run_until_stopped(const sigset_t& signals, const Flags& flags, DaemonConfig& config, ModelHost& host,
+                      Listener& listener, InferenceCore& core, RestartNeeded& restart_needed) {
+  int exit_code = 0;
+  auto last_sweep = std::chrono::steady_clock::now();
+  for (;;) {
+    timespec timeout{0, 200 * 1000 * 1000};
+    const int sig = sigtimedwait(&signals, nullptr, &timeout);
+    if (sig == SIGHUP) {
+      spdlog::info("SIGHUP: re-reading {}", flags.config_file);
+      reload(flags, config, host, listener, core, restart_needed);
+      continue;
+    }
+    if (sig == SIGTERM || sig == SIGINT) {
+      spdlog::info("{}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      break;
+    }
+    if (host.progress().state == LoadState::failed) {
+      spdlog::critical("cannot serve: {}", host.progress().text);
+      exit_code = 1;
+      break;
+    }
+    if (std::chrono::steady_clock::now() - last_sweep > std::chrono::seconds(5)) {
+      last_sweep = std::chrono::steady_clock::now();
+      if (Runtime* rt = host.runtime_if_ready()) rt->sessions->expire_idle();
+    }
+  }
+  return exit_code;
+}
+
+// Running streams end with finish_reason CANCELLED within one engine step; give
+// the clients a moment to read their final message before the connections close.
+void finish_running_streams(InferenceCore& core) {
+  const int streams = core.counters().active_streams;
+  if (streams > 0) {
+    spdlog::info("finishing {} running stream(s) with finish_reason CANCELLED", streams);
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (core.counters().active_streams > 0 && std::chrono::steady_clock::now() < limit)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+}
+
 int serve(const Flags& flags, DaemonConfig config) {
   // Signals are taken synchronously by the main thread; every other thread has them blocked.
   sigset_t signals;
@@ -107,45 +151,13 @@ int serve(const Flags& flags, DaemonConfig config) {
     }
   });
 
-  int exit_code = 0;
-  auto last_sweep = std::chrono::steady_clock::now();
-  for (;;) {
-    timespec timeout{0, 200 * 1000 * 1000};
-    const int sig = sigtimedwait(&signals, nullptr, &timeout);
-    if (sig == SIGHUP) {
-      spdlog::info("SIGHUP: re-reading {}", flags.config_file);
-      reload(flags, config, host, listener, core, restart_needed);
-      continue;
-    }
-    if (sig == SIGTERM || sig == SIGINT) {
-      spdlog::info("{}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-      break;
-    }
-    if (host.progress().state == LoadState::failed) {
-      spdlog::critical("cannot serve: {}", host.progress().text);
-      exit_code = 1;
-      break;
-    }
-    if (std::chrono::steady_clock::now() - last_sweep > std::chrono::seconds(5)) {
-      last_sweep = std::chrono::steady_clock::now();
-      if (Runtime* rt = host.runtime_if_ready()) rt->sessions->expire_idle();
-    }
-  }
+  const int exit_code = run_until_stopped(signals, flags, config, host, listener, core, restart_needed);
 
   notify_stopping();
   health->SetServingStatus(false);
   core.begin_shutdown();
   listener.stop();
-  const int streams = core.counters().active_streams;
-  if (streams > 0) {
-    spdlog::info("finishing {} running stream(s) with finish_reason CANCELLED", streams);
-    // Each stream ends within one engine step; give the clients a moment to read
-    // their final message before the connections close under them.
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (core.counters().active_streams > 0 && std::chrono::steady_clock::now() < limit)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  }
+  finish_running_streams(core);
   http_api.stop(std::chrono::seconds(2));
   if (kclients) kclients->stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
