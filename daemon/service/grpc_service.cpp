@@ -9,6 +9,8 @@
 #include "service/grpc_mapping.h"
 #include "service/verify_mapping.h"
 #include "verify/pipeline.h"
+#include "verify/generate.h"
+#include "verify/repair.h"
 
 namespace qwen3 {
 
@@ -289,6 +291,7 @@ grpc::Status Qwen3BpfService::VerifyProgram(grpc::ServerContext* ctx, const pb::
     verify::VerifyRequest vr{req->source(), fixtures_from_proto(req->fixtures()), map_entries_from_proto(req->initial_maps())};
     const auto result = pipeline_->verify(vr);
     verify_result_to_proto(result, resp->mutable_result());
+    if (req->fix()) repair_to_proto(verify::repair_program(*pipeline_, vr, result), resp->mutable_repair());
     resp->set_elapsed_ms(std::chrono::duration<double, std::milli>(Steady::now() - t0).count());
     return grpc::Status::OK;
   });
@@ -312,6 +315,8 @@ grpc::Status Qwen3BpfService::GenerateVerified(grpc::ServerContext* ctx, const p
       o.tokens = rt.tokenizer->encode(rt.tokenizer->apply_chat_template(messages, true, false), true);
       // Greedy unless told otherwise, as xdp-gen documents (a sampled program is a worse first attempt).
       o.sampling = sampling_of(true, s);
+      // Code repeats itself less under a mild penalty (xdp-gen's default too, docs/xdp-verify.md).
+      if (!o.sampling.repetition_penalty) o.sampling.repetition_penalty = verify::kCodeRepetitionPenalty;
       const int cap = rt.sessions->limits().max_context - static_cast<int>(o.tokens.size());
       if (cap < 1) throw invalid_argument("the task and diagnostics do not fit the context");
       o.max_new_tokens = std::min(req->max_new_tokens() == 0 ? 1024 : req->max_new_tokens(), cap);
@@ -323,18 +328,8 @@ grpc::Status Qwen3BpfService::GenerateVerified(grpc::ServerContext* ctx, const p
       return r.text;
     };
     const auto result = verify::generate_verified(req->task(), fixtures_from_proto(req->fixtures()), attempts, generate, *pipeline_);
-    for (const auto& a : result) {
-      auto* o = resp->add_attempts();
-      for (const auto& m : a.messages) {
-        auto* pm = o->add_messages();
-        pm->set_role(m.role);
-        pm->set_content(m.content);
-      }
-      o->set_completion(a.completion);
-      o->set_source(a.source);
-      verify_result_to_proto(a.result, o->mutable_result());
-    }
-    resp->set_solved(!result.empty() && result.back().result.decision == verify::Decision::pass);
+    for (const auto& a : result) attempt_to_proto(a, resp->add_attempts());
+    resp->set_solved(!result.empty() && !result.back().fixed_by.empty());
     resp->set_elapsed_ms(std::chrono::duration<double, std::milli>(Steady::now() - t0).count());
     return grpc::Status::OK;
   });

@@ -1,0 +1,194 @@
+#include "verify/repair_candidates.h"
+
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "verify/repair_mutations.h"
+#include "verify/repair_text.h"
+
+namespace qwen3::verify {
+namespace {
+
+// The header that declares a name clang did not know.
+std::string header_for(const std::string& name) {
+  static const std::map<std::string, std::string> exact = {
+      {"bpf_htons", "bpf/bpf_endian.h"}, {"bpf_ntohs", "bpf/bpf_endian.h"}, {"bpf_htonl", "bpf/bpf_endian.h"},
+      {"bpf_ntohl", "bpf/bpf_endian.h"}, {"SEC", "bpf/bpf_helpers.h"},      {"__uint", "bpf/bpf_helpers.h"},
+      {"__type", "bpf/bpf_helpers.h"},   {"ethhdr", "linux/if_ether.h"},    {"iphdr", "linux/ip.h"},
+      {"ipv6hdr", "linux/ipv6.h"},       {"tcphdr", "linux/tcp.h"},         {"udphdr", "linux/udp.h"},
+      {"icmphdr", "linux/icmp.h"},       {"icmp6hdr", "linux/icmpv6.h"},    {"arphdr", "linux/if_arp.h"},
+      {"xdp_md", "linux/bpf.h"},         {"bool", "stdbool.h"},             {"true", "stdbool.h"},
+      {"false", "stdbool.h"},            {"uint8_t", "stdint.h"},           {"uint16_t", "stdint.h"},
+      {"uint32_t", "stdint.h"},          {"uint64_t", "stdint.h"},          {"__u8", "linux/types.h"},
+      {"__u16", "linux/types.h"},        {"__u32", "linux/types.h"},        {"__u64", "linux/types.h"},
+      {"__be16", "linux/types.h"},       {"__be32", "linux/types.h"},       {"NULL", "stddef.h"},
+  };
+  if (auto it = exact.find(name); it != exact.end()) return it->second;
+  static const std::vector<std::pair<std::string, std::string>> prefixes = {
+      {"ETH_P_", "linux/if_ether.h"}, {"ETH_", "linux/if_ether.h"}, {"IPPROTO_", "linux/in.h"},
+      {"ICMPV6_", "linux/icmpv6.h"},  {"ICMP_", "linux/icmp.h"},   {"ARPOP_", "linux/if_arp.h"},
+      {"XDP_", "linux/bpf.h"},        {"BPF_", "linux/bpf.h"},      {"bpf_", "bpf/bpf_helpers.h"},
+      {"TC_ACT_", "linux/pkt_cls.h"},
+  };
+  for (const auto& [p, h] : prefixes)
+    if (name.rfind(p, 0) == 0) return h;
+  return "";
+}
+
+// Names a misspelt member may have meant: dest_port -> dest, port; saddrs -> saddr.
+std::vector<std::string> member_guesses(const std::string& name) {
+  std::vector<std::string> out;
+  const size_t first = name.find('_'), last = name.rfind('_');
+  if (first != std::string::npos && first > 0) out.push_back(name.substr(0, first));
+  if (last != std::string::npos && last + 1 < name.size() && last != first) out.push_back(name.substr(last + 1));
+  else if (last != std::string::npos && last + 1 < name.size() && first > 0) out.push_back(name.substr(last + 1));
+  if (name.size() > 2 && name.back() == 's') out.push_back(name.substr(0, name.size() - 1));
+  return out;
+}
+
+void compile_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  static const std::regex mean(R"('(\w+)'.*did you mean '(\w+)')");
+  static const std::regex unknown(
+      R"((?:call to undeclared (?:library )?function|implicit declaration of function|undeclared identifier|unknown type name|incomplete (?:definition of )?type|has incomplete type) '(?:struct |union )?(\w+)')");
+  std::set<std::string> headers;
+  int seen = 0;
+  for (const auto& d : r.compiler_diagnostics) {
+    if (d.text.rfind("error", 0) != 0 || ++seen > 6) continue;
+    const std::string first = d.text.substr(0, d.text.find('\n'));
+    std::smatch m;
+    if (d.line > 0 && std::regex_search(first, m, mean))
+      if (auto c = src.replace_word(d.line, d.column, m[1], m[2]))
+        out.push_back({"compiler_fixit", "clang's suggestion: '" + m[1].str() + "' -> '" + m[2].str() + "'", d.line, *c});
+    if (d.line > 0 && first.find("expected ';'") != std::string::npos)
+      if (auto c = src.insert_text(d.line, d.column, ";"))
+        out.push_back({"compiler_fixit", "clang's suggestion: insert ';'", d.line, *c});
+    static const std::regex member(R"(no member named '(\w+)' in '(?:struct|union) \w+')");
+    if (d.line > 0 && first.find("did you mean") == std::string::npos && std::regex_search(first, m, member))
+      for (const std::string& guess : member_guesses(m[1]))
+        if (auto c = src.replace_word(d.line, d.column, m[1], guess))
+          out.push_back({"compiler_fixit", "member '" + m[1].str() + "' -> '" + guess + "'", d.line, *c});
+    // "8" compared with a number: the digits without the quotes.
+    if (d.line > 0 && first.find("comparison between pointer and integer") != std::string::npos) {
+      static const std::regex quoted(R"re("(\d+)")re");
+      std::smatch q;
+      const std::string l = src.line(d.line);
+      if (std::regex_search(l, q, quoted))
+        out.push_back({"compiler_fixit", "the string \"" + q[1].str() + "\" -> the number " + q[1].str(), d.line,
+                       src.replace_line(d.line, std::string(l).replace(q.position(0), q.length(0), q[1].str()))});
+    }
+    if (std::regex_search(first, m, unknown)) {
+      const std::string h = header_for(m[1]);
+      if (!h.empty() && headers.insert(h).second && !src.includes(h))
+        out.push_back({"include", "#include <" + h + "> declares " + m[1].str(), src.include_line(), src.add_include(h)});
+    }
+  }
+}
+
+std::vector<std::string> action_order(const Source& src, int proof_line) {
+  std::vector<std::string> acts;
+  if (std::string a = src.action_near(proof_line); !a.empty()) acts.push_back(a);
+  for (const char* a : {"XDP_PASS", "XDP_DROP"})
+    if (std::find(acts.begin(), acts.end(), a) == acts.end()) acts.push_back(a);
+  return acts;
+}
+
+void bounds_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  const int line = r.verifier_line;
+  if (line <= 0) return;
+  const std::string end = src.data_end_expr(line);
+  std::vector<std::string> checks;
+  static const std::regex arrow(R"((\w+)\s*->)");
+  const std::string text = src.line(line);
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), arrow); it != std::sregex_iterator(); ++it) {
+    const std::string base = (*it)[1];
+    if (base == src.ctx_name()) continue;
+    checks.push_back("(void *)(" + base + " + 1) > " + end);
+  }
+  static const std::regex need(R"(data \+ (\d+) <= data_end)");
+  std::smatch m;
+  const std::string data = src.data_var(line);
+  if (!data.empty() && std::regex_search(r.required_proof, m, need))
+    checks.push_back("(void *)" + data + " + " + m[1].str() + " > " + end);
+  std::set<std::string> seen;
+  for (const auto& act : action_order(src, r.proof_line))
+    for (const auto& cond : checks) {
+      if (!seen.insert(cond + act).second) continue;
+      const std::string stmt = "if (" + cond + ")\n" + "\treturn " + act + ";";
+      out.push_back({"packet_bounds_check", "bounds check before line " + std::to_string(line) + ": if (" + cond +
+                                                ") return " + act + ";",
+                     line, src.insert_before(line, stmt)});
+    }
+}
+
+void null_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  const int line = r.verifier_line;
+  if (line <= 0) return;
+  std::vector<std::pair<int, std::string>> lookups = src.lookups_before(line);
+  for (const auto& act : action_order(src, 0))
+    for (const auto& [at, var] : lookups) {
+      if (!src.mentions(line, var)) continue;
+      const int stmt_end = src.statement_end(at);
+      out.push_back({"null_check", "NULL check after the lookup at line " + std::to_string(at) + ": if (!" + var +
+                                       ") return " + act + ";",
+                     stmt_end, src.insert_after(stmt_end, "if (!" + var + ")\n\treturn " + act + ";")});
+    }
+}
+
+void uninit_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  const int line = r.verifier_line;
+  if (line <= 0) return;
+  for (const auto& name : src.identifiers(line)) {
+    const Declaration d = src.declaration_of(name, line);
+    if (d.line <= 0 || d.initialised) continue;
+    const std::string init = d.aggregate ? " = {}" : " = 0";
+    if (auto c = src.initialise(d, init))
+      out.push_back({"zero_init", "initialise " + name + " (line " + std::to_string(d.line) + ")" + init, d.line, *c});
+    if (d.aggregate)
+      out.push_back({"zero_init", "__builtin_memset(&" + name + ", 0, sizeof(" + name + ")) after line " +
+                                      std::to_string(d.line),
+                     d.line, src.insert_after(d.line, "__builtin_memset(&" + name + ", 0, sizeof(" + name + "));")});
+  }
+}
+
+void index_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  const int line = r.verifier_line;
+  if (line <= 0) return;
+  static const std::regex indexed(R"((\w+)\s*\[\s*([A-Za-z_]\w*)\s*\])");
+  const std::string text = src.line(line);
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), indexed); it != std::sregex_iterator(); ++it) {
+    const std::string array = (*it)[1], index = (*it)[2];
+    const std::string size = src.array_size(array, line);
+    if (size.empty()) continue;
+    for (const auto& act : action_order(src, 0))
+      out.push_back({"index_clamp", "bound " + index + " by " + size + " before line " + std::to_string(line),
+                     line, src.insert_before(line, "if (" + index + " >= " + size + ")\n\treturn " + act + ";")});
+  }
+}
+
+}  // namespace
+
+std::vector<Candidate> repair_candidates(const std::string& source, const VerifyResult& r) {
+  std::vector<Candidate> out;
+  const Source src(source);
+  switch (r.first_failed_stage) {
+    case Stage::compile: compile_candidates(src, r, out); break;
+    case Stage::verify:
+      switch (r.verifier_class) {
+        case VerifierClass::packet_bounds: bounds_candidates(src, r, out); break;
+        case VerifierClass::null_check_missing: null_candidates(src, r, out); break;
+        case VerifierClass::uninitialized:
+        case VerifierClass::invalid_helper_argument: uninit_candidates(src, r, out); break;
+        default: break;
+      }
+      if (out.empty()) index_candidates(src, r, out);
+      break;
+    case Stage::behaviour: mutation_candidates(src, r, out); break;
+    default: break;
+  }
+  return out;
+}
+
+}  // namespace qwen3::verify
