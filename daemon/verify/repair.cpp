@@ -49,8 +49,9 @@ bool progresses(const VerifyResult& before, const VerifyResult& after) {
   switch (after.first_failed_stage) {
     case Stage::compile: return errors_of(after) < errors_of(before);
     case Stage::verify:
-      // The rejection moved on to a later instruction: the edit made the proof it was asked for.
-      return after.verifier_insn > before.verifier_insn && after.verifier_line != before.verifier_line;
+      // The rejection moved on, not back: another statement, no earlier in the source (an
+      // inserted check shifts the lines after it down, never up).
+      return after.verifier_source_line != before.verifier_source_line && after.verifier_line >= before.verifier_line;
     case Stage::behaviour:
       return !loses_a_fixture(before, after) && passed_fixtures(after) > passed_fixtures(before);
     default: return false;

@@ -168,6 +168,26 @@ void index_candidates(const Source& src, const VerifyResult& r, std::vector<Cand
   }
 }
 
+// The unprivileged verifier refuses a packet pointer moved by a variable
+// ("pointer arithmetic with it prohibited for !root"): (void *)ip + ip->ihl * 4.
+// An IPv4 header without options has a constant length: the program keeps
+// parsing those (ihl == 5, sizeof(*ip)) and returns early for the others.
+void variable_offset_candidates(const Source& src, std::vector<Candidate>& out) {
+  static const std::regex ihl(R"((?:\(\s*\w+\s*\)\s*)?\(?\s*(\w+)\s*->\s*ihl\s*\*\s*4\s*\)?)");
+  for (int n = 1; n <= src.size(); ++n) {
+    const std::string l = src.line(n);
+    std::smatch m;
+    if (!std::regex_search(l, m, ihl)) continue;
+    const std::string ip = m[1];
+    const Source fixed(src.replace_line(n, std::string(l).replace(m.position(0), m.length(0), "sizeof(*" + ip + ")")));
+    for (const auto& act : action_order(src, 0))
+      out.push_back({"variable_offset", "line " + std::to_string(n) + ": " + m.str(0) + " -> sizeof(*" + ip +
+                                            "), for headers without options (if (" + ip + "->ihl != 5) return " + act + ";)",
+                     n, fixed.insert_before(n, "if (" + ip + "->ihl != 5)\n\treturn " + act + ";")});
+    return;
+  }
+}
+
 }  // namespace
 
 std::vector<Candidate> repair_candidates(const std::string& source, const VerifyResult& r) {
@@ -181,7 +201,9 @@ std::vector<Candidate> repair_candidates(const std::string& source, const Verify
         case VerifierClass::null_check_missing: null_candidates(src, r, out); break;
         case VerifierClass::uninitialized:
         case VerifierClass::invalid_helper_argument: uninit_candidates(src, r, out); break;
-        default: break;
+        default:
+          if (r.verifier_message.find("prohibited for !root") != std::string::npos) variable_offset_candidates(src, out);
+          break;
       }
       if (out.empty()) index_candidates(src, r, out);
       break;

@@ -75,8 +75,8 @@ void byte_order(const Source& src, int n, std::vector<Candidate>& out) {
   // A mask over a network-order field: ip->frag_off & (0x2000 | 0x1FFF) -> & bpf_htons((...)).
   static const std::regex mask(R"(&\s*(\([^()]*\)|0x[0-9a-fA-F]+|\d+))");
   for (auto it = std::sregex_iterator(l.begin(), l.end(), mask); it != std::sregex_iterator(); ++it) {
-    const size_t at = static_cast<size_t>(it->position(1));
-    if (at >= 2 && l[at - 2] == '&') continue;  // &&
+    const size_t amp = static_cast<size_t>(it->position(0)), at = static_cast<size_t>(it->position(1));
+    if ((amp > 0 && l[amp - 1] == '&') || (amp + 1 < l.size() && l[amp + 1] == '&')) continue;  // &&
     add(out, src, n, at, (*it)[1].length(), std::string(wide ? "bpf_htonl(" : "bpf_htons(") + (*it)[1].str() + ")",
         "byte_order");
   }
@@ -88,17 +88,31 @@ void byte_order(const Source& src, int n, std::vector<Candidate>& out) {
   }
 }
 
-void constants(const Source& src, int n, std::vector<Candidate>& out) {
+void constants(const Source& src, int n, std::vector<Candidate>& out, bool decision) {
   const std::string l = src.line(n);
   static const std::vector<std::vector<std::string>> families = {
       {"IPPROTO_TCP", "IPPROTO_UDP", "IPPROTO_ICMP", "IPPROTO_ICMPV6"},
       {"ETH_P_IP", "ETH_P_IPV6", "ETH_P_ARP", "ETH_P_8021Q"},
   };
   for (const auto& family : families)
-    for (const auto& name : family)
+    for (const auto& name : decision ? family : std::vector<std::string>{})
       for (size_t at = find_word(l, name); at != std::string::npos; at = find_word(l, name, at + 1))
         for (const auto& other : family)
           if (other != name) add(out, src, n, at, name.size(), other, "constant");
+  // A number written as a string ("8" compares a pointer): the number.
+  static const std::regex quoted(R"re("(\d+)")re");
+  for (auto it = std::sregex_iterator(l.begin(), l.end(), quoted); it != std::sregex_iterator(); ++it)
+    add(out, src, n, static_cast<size_t>(it->position()), it->length(), (*it)[1].str(), "constant");
+  // A prefix mask one byte longer or shorter: 0xFF000000 <-> 0xFFFF0000.
+  static const std::regex mask(R"(\b0x(F*)(0*)\b)", std::regex::icase);
+  for (auto it = std::sregex_iterator(l.begin(), l.end(), mask); it != std::sregex_iterator(); ++it) {
+    const std::string ones = (*it)[1], zeros = (*it)[2];
+    if ((ones.size() + zeros.size()) % 2 || ones.empty() || zeros.empty()) continue;
+    const size_t at = static_cast<size_t>(it->position());
+    add(out, src, n, at, it->length(), "0x" + ones + "FF" + zeros.substr(2), "constant");
+    if (ones.size() > 2) add(out, src, n, at, it->length(), "0x" + ones.substr(2) + "00" + zeros, "constant");
+  }
+  if (!decision) return;
   static const std::regex number(R"((?:[<>=!]=?|[<>])\s*(\d+)\b)");
   for (auto it = std::sregex_iterator(l.begin(), l.end(), number); it != std::sregex_iterator(); ++it) {
     const long v = std::stol((*it)[1]);
@@ -120,7 +134,7 @@ void mutation_candidates(const Source& src, const VerifyResult& r, std::vector<C
       if (family == 0) actions(src, n, r, out);
       if (family == 1 && decision_line(l)) comparisons(src, n, out);
       if (family == 2) byte_order(src, n, out);
-      if (family == 3 && decision_line(l)) constants(src, n, out);
+      if (family == 3) constants(src, n, out, decision_line(l));
     }
 }
 
