@@ -49,6 +49,16 @@ std::vector<std::string> member_guesses(const std::string& name) {
   return out;
 }
 
+// "8" compared with a number: the digits without the quotes.
+void quoted_number_candidates(const Source& src, int line, std::vector<Candidate>& out) {
+  static const std::regex quoted(R"re("(\d+)")re");
+  std::smatch q;
+  const std::string l = src.line(line);
+  if (line > 0 && std::regex_search(l, q, quoted))
+    out.push_back({"compiler_fixit", "the string \"" + q[1].str() + "\" -> the number " + q[1].str(), line,
+                   src.replace_line(line, std::string(l).replace(q.position(0), q.length(0), q[1].str()))});
+}
+
 void compile_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
   static const std::regex mean(R"('(\w+)'.*did you mean '(\w+)')");
   static const std::regex unknown(
@@ -70,15 +80,8 @@ void compile_candidates(const Source& src, const VerifyResult& r, std::vector<Ca
       for (const std::string& guess : member_guesses(m[1]))
         if (auto c = src.replace_word(d.line, d.column, m[1], guess))
           out.push_back({"compiler_fixit", "member '" + m[1].str() + "' -> '" + guess + "'", d.line, *c});
-    // "8" compared with a number: the digits without the quotes.
-    if (d.line > 0 && first.find("comparison between pointer and integer") != std::string::npos) {
-      static const std::regex quoted(R"re("(\d+)")re");
-      std::smatch q;
-      const std::string l = src.line(d.line);
-      if (std::regex_search(l, q, quoted))
-        out.push_back({"compiler_fixit", "the string \"" + q[1].str() + "\" -> the number " + q[1].str(), d.line,
-                       src.replace_line(d.line, std::string(l).replace(q.position(0), q.length(0), q[1].str()))});
-    }
+    if (d.line > 0 && first.find("comparison between pointer and integer") != std::string::npos)
+      quoted_number_candidates(src, d.line, out);
     if (std::regex_search(first, m, unknown)) {
       const std::string h = header_for(m[1]);
       if (!h.empty() && headers.insert(h).second && !src.includes(h))
@@ -203,6 +206,7 @@ std::vector<Candidate> repair_candidates(const std::string& source, const Verify
         case VerifierClass::invalid_helper_argument: uninit_candidates(src, r, out); break;
         default:
           if (r.verifier_message.find("prohibited for !root") != std::string::npos) variable_offset_candidates(src, out);
+          quoted_number_candidates(src, r.verifier_line, out);  // "8" compared with a byte: a pointer comparison
           break;
       }
       if (out.empty()) index_candidates(src, r, out);
