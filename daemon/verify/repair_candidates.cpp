@@ -90,6 +90,32 @@ void compile_candidates(const Source& src, const VerifyResult& r, std::vector<Ca
   }
 }
 
+// Ring-buffer reservations made before line `before` (other than `except`) and not yet
+// submitted or discarded in the text before it: an early return must discard them.
+std::string discard_live_reservations(const Source& src, int before, const std::string& except = "") {
+  static const std::regex reserve(R"((\w+)\s*=\s*(?:\([^)]*\)\s*)?bpf_ringbuf_reserve\s*\()");
+  std::string out;
+  for (int i = 1; i < before; ++i) {
+    std::smatch m;
+    const std::string l = src.line(i);
+    if (!std::regex_search(l, m, reserve) || m[1] == except) continue;
+    bool released = false;
+    for (int j = i + 1; j < before && !released; ++j) {
+      const std::string u = src.line(j);
+      released = (u.find("bpf_ringbuf_submit") != std::string::npos || u.find("bpf_ringbuf_discard") != std::string::npos) &&
+                 find_word(u, m[1]) != std::string::npos;
+    }
+    if (!released) out += "bpf_ringbuf_discard(" + m[1].str() + ", 0); ";
+  }
+  return out;
+}
+
+// "if (COND)" + a return that first discards what is still reserved: one statement either way.
+std::string early_return(const std::string& cond, const std::string& discards, const std::string& act) {
+  if (discards.empty()) return "if (" + cond + ")\n\treturn " + act + ";";
+  return "if (" + cond + ") {\n\t" + discards + "\n\treturn " + act + ";\n}";
+}
+
 std::vector<std::string> action_order(const Source& src, int proof_line) {
   std::vector<std::string> acts;
   if (std::string a = src.action_near(proof_line); !a.empty()) acts.push_back(a);
@@ -119,7 +145,7 @@ void bounds_candidates(const Source& src, const VerifyResult& r, std::vector<Can
   for (const auto& act : action_order(src, r.proof_line))
     for (const auto& cond : checks) {
       if (!seen.insert(cond + act).second) continue;
-      const std::string stmt = "if (" + cond + ")\n" + "\treturn " + act + ";";
+      const std::string stmt = early_return(cond, discard_live_reservations(src, line), act);
       out.push_back({"packet_bounds_check", "bounds check before line " + std::to_string(line) + ": if (" + cond +
                                                 ") return " + act + ";",
                      line, src.insert_before(line, stmt)});
@@ -136,8 +162,58 @@ void null_candidates(const Source& src, const VerifyResult& r, std::vector<Candi
       const int stmt_end = src.statement_end(at);
       out.push_back({"null_check", "NULL check after the lookup at line " + std::to_string(at) + ": if (!" + var +
                                        ") return " + act + ";",
-                     stmt_end, src.insert_after(stmt_end, "if (!" + var + ")\n\treturn " + act + ";")});
+                     stmt_end,
+                     src.insert_after(stmt_end, early_return("!" + var, discard_live_reservations(src, at, var), act))});
     }
+}
+
+// A dynptr slice whose length is a number, not the size of what it is read as:
+// eth = bpf_dynptr_slice(&ptr, 0, buf, 13) -> ..., sizeof(*eth)).
+void slice_size_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  static const std::regex slice(R"((\w+)\s*=\s*(?:\([^)]*\)\s*)?bpf_dynptr_slice(?:_rdwr)?\s*\(.*,\s*(\d+)\s*\)\s*;)");
+  for (const auto& [at, var] : src.lookups_before(r.verifier_line)) {
+    std::smatch m;
+    const std::string l = src.line(at);
+    if (!std::regex_search(l, m, slice) || m[1] != var) continue;
+    out.push_back({"slice_size", "line " + std::to_string(at) + ": slice length " + m[2].str() + " -> sizeof(*" + var + ")",
+                   at, src.replace_line(at, std::string(l).replace(m.position(2), m.length(2), "sizeof(*" + var + ")"))});
+  }
+}
+
+// "Unreleased reference": the return at the rejected line leaves a reservation
+// open. The return becomes a block that discards it first (one line either way).
+// The verifier names the function's exit (often its closing brace): every return up to
+// that line with a reservation still open is a candidate.
+void release_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  static const std::regex ret(R"(return\s+[^;]*;)");
+  for (int line = 1; line <= r.verifier_line; ++line) {
+    const std::string l = src.line(line);
+    std::smatch m;
+    const std::string discards = discard_live_reservations(src, line);
+    if (discards.empty() || !std::regex_search(l, m, ret)) continue;
+    out.push_back({"release_reference", "line " + std::to_string(line) + ": " + discards + "before the return", line,
+                   src.replace_line(line, std::string(l).replace(m.position(0), m.length(0), "{ " + discards + m.str(0) + " }"))});
+  }
+}
+
+// Packet pointers are invalid after bpf_xdp_adjust_head/tail/meta: reload data
+// and data_end right after the call, so what is derived from them later is fresh.
+void reload_after_adjust(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  static const std::regex adjust(R"(bpf_xdp_adjust_(?:head|tail|meta)\s*\()");
+  const std::string data = src.data_var(src.size() + 1), ctx = src.ctx_name();
+  const std::string end = src.data_end_expr(src.size() + 1);
+  if (data.empty()) return;
+  for (int n = 1; n < r.verifier_line; ++n) {
+    const std::string l = src.line(n);
+    if (!std::regex_search(l, adjust)) continue;
+    int at = src.statement_end(n);
+    // Past the failure check of the call: if (bpf_xdp_adjust_head(...)) return ...;
+    if (src.line(at + 1).find("return") != std::string::npos && l.find("if") != std::string::npos) at += 1;
+    std::string reload = data + " = (void *)(long)" + ctx + "->data;";
+    if (end.find("->data_end") == std::string::npos) reload += "\n" + end + " = (void *)(long)" + ctx + "->data_end;";
+    out.push_back({"reload_packet_pointers", "reload " + data + " after the adjust call at line " + std::to_string(n), at,
+                   src.insert_after(at, reload)});
+  }
 }
 
 void uninit_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
@@ -205,11 +281,14 @@ std::vector<Candidate> repair_candidates(const std::string& source, const Verify
         case VerifierClass::uninitialized:
         case VerifierClass::invalid_helper_argument: uninit_candidates(src, r, out); break;
         default:
+          if (r.verifier_message.find("Unreleased reference") != std::string::npos) release_candidates(src, r, out);
+          slice_size_candidates(src, r, out);
           if (r.verifier_message.find("prohibited for !root") != std::string::npos) variable_offset_candidates(src, out);
           quoted_number_candidates(src, r.verifier_line, out);  // "8" compared with a byte: a pointer comparison
           break;
       }
       if (out.empty()) index_candidates(src, r, out);
+      reload_after_adjust(src, r, out);
       break;
     case Stage::behaviour: mutation_candidates(src, r, out); break;
     default: break;

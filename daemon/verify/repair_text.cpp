@@ -161,7 +161,8 @@ std::string Source::action_near(int n) const {
 }
 
 std::vector<std::pair<int, std::string>> Source::lookups_before(int n) const {
-  static const std::regex lookup(R"((\w+)\s*=\s*(?:\([^)]*\)\s*)?bpf_map_lookup_elem\s*\()");
+  static const std::regex lookup(
+      R"((\w+)\s*=\s*(?:\([^)]*\)\s*)?(?:bpf_map_lookup_elem|bpf_map_lookup_percpu_elem|bpf_dynptr_slice|bpf_dynptr_slice_rdwr|bpf_ringbuf_reserve)\s*\()");
   std::vector<std::pair<int, std::string>> out;
   for (int i = n; i >= 1; --i) {
     std::smatch m;

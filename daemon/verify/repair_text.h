@@ -40,7 +40,7 @@ class Source {
   std::string data_var(int before) const;      // the variable holding ctx->data, "" if none
   std::string data_end_expr(int before) const; // the data_end variable, else (void *)(long)ctx->data_end
   std::string action_near(int n) const;        // the XDP_* returned within 3 lines after line n, "" if none
-  std::vector<std::pair<int, std::string>> lookups_before(int n) const;  // (line, variable) = bpf_map_lookup_elem
+  std::vector<std::pair<int, std::string>> lookups_before(int n) const;  // (line, variable) = a helper that may return NULL (map lookup, dynptr slice, ringbuf reserve)
   bool mentions(int n, const std::string& word) const;
   std::vector<std::string> identifiers(int n) const;  // the words of line n, in order, once each
   int statement_end(int n) const;  // the line where the statement starting at line n ends (its ';')

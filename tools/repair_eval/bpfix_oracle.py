@@ -6,7 +6,8 @@ functional_tests=[(name, packet_builder, expected_xdp_return), ...])` from the
 suite's tools/bpf_case.py, which loads the program with bpftool and runs each
 packet with `bpftool prog run`. This module stands in for bpf_case: it records
 the functional tests instead of running them, builds each packet with the case's
-own builder, and prints {"fixtures": [{"name", "packet_hex", "expected_action"}],
+own builder, and prints {"fixtures": [{"name", "packet_hex", "expected_action"}] (tests
+that write maps before their run are left out),
 "not_reproduced": [the oracle's other checks: pinned maps, ring buffers, register
 states]}. Cases without packet tests print {"unsupported": "why"}.
 
@@ -59,10 +60,19 @@ def main():
         return
     fixtures = []
     for t in tests:
-        if len(t) != 3 or not callable(t[1]) or t[2] not in ACTIONS:
-            print(json.dumps({"unsupported": "a functional test is not (name, packet, XDP action): %r" % (t,)}))
+        # (name, packet, action[, map updates before the run[, checks of maps after it]])
+        if len(t) < 3 or not callable(t[1]) or t[2] not in ACTIONS:
+            print(json.dumps({"unsupported": "a functional test is not (name, packet, XDP action, ...): %r" % (t,)}))
             return
+        if len(t) > 3 and t[3]:
+            not_reproduced.append("test %s: map updates before the run (test left out)" % t[0])
+            continue
+        if len(t) > 4 and t[4]:
+            not_reproduced.append("test %s: %d map check(s) after the run" % (t[0], len(t[4])))
         fixtures.append({"name": str(t[0]), "packet_hex": bytes(t[1]()).hex(), "expected_action": ACTIONS[t[2]]})
+    if not fixtures:
+        print(json.dumps({"unsupported": "every packet test needs map contents first"}))
+        return
     extra = sorted(set(not_reproduced) | {k for k in captured if k not in ("argv", "functional_tests",
                                                                           "expected_reject_substrings")})
     print(json.dumps({"fixtures": fixtures, "not_reproduced": extra}))
