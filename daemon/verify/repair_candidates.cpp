@@ -252,7 +252,7 @@ void index_candidates(const Source& src, const VerifyResult& r, std::vector<Cand
 // An IPv4 header without options has a constant length: the program keeps
 // parsing those (ihl == 5, sizeof(*ip)) and returns early for the others.
 void variable_offset_candidates(const Source& src, std::vector<Candidate>& out) {
-  static const std::regex ihl(R"((?:\(\s*\w+\s*\)\s*)?\(?\s*(\w+)\s*->\s*ihl\s*\*\s*4\s*\)?)");
+  static const std::regex ihl(R"((?:\(\s*\w+\s*\)\s*)?(?:\(\s*)?(\w+)\s*->\s*ihl\s*\*\s*4(?:\s*\))?)");
   for (int n = 1; n <= src.size(); ++n) {
     const std::string l = src.line(n);
     std::smatch m;

@@ -354,3 +354,67 @@ TEST(VerifyRepair, AnswerWithoutSourceIsItsOwnStage) {
   EXPECT_NE(hint.find("```c\n#include <linux/bpf.h>"), std::string::npos) << hint;
   EXPECT_EQ(hint.find("Remove the construct"), std::string::npos) << hint;
 }
+
+TEST(VerifyRepair, VariablePacketOffsetForHeadersWithoutOptions) {
+  // ip->ihl * 4 moves the packet pointer by a variable: refused for a loader without CAP_PERFMON.
+  const std::string source = R"(#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/in.h>
+#include <linux/tcp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+SEC("xdp")
+int telnet(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > data_end || ip->protocol != IPPROTO_TCP)
+		return XDP_PASS;
+	__u32 ip_len = ip->ihl * 4;
+	struct tcphdr *tcp = (void *)ip + ip_len;
+	if ((void *)(tcp + 1) > data_end)
+		return XDP_PASS;
+	return tcp->dest == bpf_htons(23) ? XDP_DROP : XDP_PASS;
+}
+
+char LICENSE[] SEC("license") = "GPL";
+)";
+  const auto out = expect_fixed(source, corpus_fixtures("wrong_verdict_byte_order"), "variable_offset", 3);
+  EXPECT_NE(out.diff.find("+\t__u32 ip_len = sizeof(*ip);"), std::string::npos) << out.diff;
+  EXPECT_NE(out.diff.find("+\tif (ip->ihl != 5)"), std::string::npos) << out.diff;
+}
+
+TEST(VerifyRepair, ReservationReleasedBeforeAnEarlyReturn) {
+  const std::string source = R"(#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+struct event { __u32 mark; };
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} events SEC(".maps");
+
+SEC("xdp")
+int mark(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct event *rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
+	if (!rec)
+		return XDP_PASS;
+	rec->mark = 7;
+	if (data + 14 > data_end)
+		return XDP_DROP;
+	bpf_ringbuf_submit(rec, 0);
+	return XDP_PASS;
+}
+
+char LICENSE[] SEC("license") = "GPL";
+)";
+  const auto out = expect_fixed(source, {{"tcp", kTcp, "XDP_PASS", ""}}, "release_reference", 1);
+  EXPECT_NE(out.diff.find("+\t\t{ bpf_ringbuf_discard(rec, 0); return XDP_DROP; }"), std::string::npos) << out.diff;
+}
