@@ -1,18 +1,11 @@
-// `qwen3-bpf verify PROG.c` and `qwen3-bpf xdp-gen "TASK"`: the XDP program
-// verification service, with its structured diagnostic printed readably.
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
+// `qwen3-bpf verify PROG.c [--fix]`: the XDP program verification service,
+// with its structured diagnostic printed readably, and the repair engine.
 #include <iostream>
-#include <iterator>
-#include <sstream>
 
 #include "cli_error.h"
 #include "command.h"
 #include "json_output.h"
-#include "common/error.h"
-#include "verify/fixtures.h"
+#include "verify_output.h"
 
 namespace qwen3::cli {
 
@@ -20,170 +13,9 @@ namespace v1 = qwen3bpf::v1;
 
 namespace {
 
-std::string read_file_or_stdin(const std::string& path, const char* what) {
-  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  std::ifstream in(path, std::ios::binary);
-  // A file named on the command line that cannot be read is a usage error (2), with the reason.
-  if (!in) throw usage_error(std::string("cannot read ") + what + " " + path + ": " + std::strerror(errno));
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) throw usage_error(std::string("cannot read ") + what + " " + path + ": " + std::strerror(errno));
-  return s.str();
-}
-
-void to_proto(const verify::MapEntry& m, v1::MapEntry* out) {
-  out->set_map(m.map);
-  out->set_key_hex(m.key_hex);
-  out->set_value_hex(m.value_hex);
-}
-
-// A fixtures file, parsed by the daemon's own parser (daemon/verify/fixtures.h),
-// so every format the service documents is accepted here unchanged: a bare
-// array, {"fixtures": [...], "maps": [...]}, or the BPF-Guardian tests.json.
-struct FixtureFileRequest {
-  std::vector<v1::Fixture> fixtures;
-  std::vector<v1::MapEntry> initial_maps;
-};
-
-FixtureFileRequest load_fixtures(const std::string& path) {
-  verify::FixtureFile file;
-  try {
-    file = verify::parse_fixture_file(read_file_or_stdin(path, "fixtures file"));
-  } catch (const Error& e) {  // the parser reports bad JSON as an Error too, naming entry and key
-    throw CliError("fixtures file " + path + ": " + e.what(), kExitFailed);
-  }
-  FixtureFileRequest out;
-  for (size_t i = 0; i < file.fixtures.size(); ++i) {
-    const auto& f = file.fixtures[i];
-    v1::Fixture fx;
-    fx.set_name(f.name.empty() ? "fixture-" + std::to_string(i) : f.name);
-    fx.set_packet_hex(f.packet_hex);
-    fx.set_expected_action(f.expected_action);
-    fx.set_expected_packet_hex(f.expected_packet_hex);
-    for (const auto& m : f.expected_maps) to_proto(m, fx.add_expected_maps());
-    fx.set_validator(f.validator);
-    out.fixtures.push_back(std::move(fx));
-  }
-  for (const auto& m : file.maps) {
-    v1::MapEntry e;
-    to_proto(m, &e);
-    out.initial_maps.push_back(std::move(e));
-  }
-  return out;
-}
-
-const char* decision_name(const v1::VerifyResult& r) {
-  switch (r.decision()) {
-    case v1::DECISION_PASS: return "pass";
-    case v1::DECISION_FAIL: return "fail";
-    case v1::DECISION_ERROR: return "error";
-    default: return "unknown";
-  }
-}
-
-const char* stage_name(v1::Stage s) {
-  switch (s) {
-    case v1::STAGE_POLICY: return "policy";
-    case v1::STAGE_COMPILE: return "compile";
-    case v1::STAGE_VERIFY: return "verify";
-    case v1::STAGE_BEHAVIOUR: return "behaviour";
-    case v1::STAGE_INFRASTRUCTURE: return "infrastructure";
-    default: return "none";
-  }
-}
-
-const char* verifier_class_name(v1::VerifierClass c) {
-  switch (c) {
-    case v1::VERIFIER_CLASS_PACKET_BOUNDS: return "packet_bounds";
-    case v1::VERIFIER_CLASS_NULL_CHECK_MISSING: return "null_check_missing";
-    case v1::VERIFIER_CLASS_UNINITIALIZED: return "uninitialized";
-    case v1::VERIFIER_CLASS_UNBOUNDED_LOOP: return "unbounded_loop";
-    case v1::VERIFIER_CLASS_INVALID_HELPER_ARGUMENT: return "invalid_helper_argument";
-    case v1::VERIFIER_CLASS_INVALID_CONTEXT_ACCESS: return "invalid_context_access";
-    case v1::VERIFIER_CLASS_OTHER: return "other";
-    default: return "none";
-  }
-}
-
-std::string indent(const std::string& text, const std::string& prefix) {
-  std::string out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) out += prefix + line + "\n";
-  return out;
-}
-
-// The readable form of one VerifyResult; `name` labels the program.
-void print_result(const v1::VerifyResult& r, const std::string& name) {
-  std::string decision = r.decision_name().empty() ? decision_name(r) : r.decision_name();
-  for (auto& c : decision) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  std::printf("%s: %s", name.c_str(), decision.c_str());
-  if (r.first_failed_stage() != v1::STAGE_NONE) std::printf(" at stage %s", stage_name(r.first_failed_stage()));
-  std::printf("\n");
-  if (!r.summary().empty()) std::printf("  %s\n", r.summary().c_str());
-  if (!r.compiler_diagnostics().empty()) {
-    std::printf("compiler:\n");
-    for (const auto& d : r.compiler_diagnostics()) {
-      std::string where = name;
-      if (d.line() > 0) where += ":" + std::to_string(d.line()) + (d.column() > 0 ? ":" + std::to_string(d.column()) : "");
-      // First line after the location; clang's source/caret lines below it, indented.
-      std::string text = d.text().empty() ? d.stage_message() : d.text();
-      while (!text.empty() && text.back() == '\n') text.pop_back();
-      const size_t nl = text.find('\n');
-      std::printf("  %s: %s\n", where.c_str(), text.substr(0, nl).c_str());
-      if (nl != std::string::npos) std::printf("%s", indent(text.substr(nl + 1), "    ").c_str());
-    }
-  }
-  if (r.verifier_class() != v1::VERIFIER_CLASS_NONE || !r.verifier_log_excerpt().empty()) {
-    std::string cls = r.verifier_class_name().empty() ? verifier_class_name(r.verifier_class()) : r.verifier_class_name();
-    std::printf("verifier: rejected (%s)", cls.c_str());
-    if (r.verifier_line() > 0) std::printf(" at line %d", r.verifier_line());
-    std::printf("\n");
-    if (!r.verifier_source_line().empty())
-      std::printf("  %5d | %s\n", r.verifier_line(), r.verifier_source_line().c_str());
-    if (!r.verifier_log_excerpt().empty()) std::printf("  log:\n%s", indent(r.verifier_log_excerpt(), "    ").c_str());
-  }
-  if (!r.error_id().empty()) {
-    std::printf("diagnosis: %s (%s)", r.error_id().c_str(), r.error_class().c_str());
-    if (r.span_line() > 0) std::printf(" at line %d", r.span_line());
-    std::printf("\n");
-    if (!r.next_action().empty()) std::printf("  next: %s\n", r.next_action().c_str());
-  }
-  if (r.verified_insns() > 0) std::printf("verified instructions: %u\n", r.verified_insns());
-  if (!r.compile_sandbox().empty()) std::printf("compiler sandbox: %s\n", r.compile_sandbox().c_str());
-  if (!r.fixtures().empty()) {
-    int passed = 0;
-    for (const auto& f : r.fixtures()) passed += f.passed();
-    std::printf("fixtures: %d of %d passed", passed, r.fixtures_size());
-    if (r.fixtures_not_run() > 0) std::printf(", %d not run", r.fixtures_not_run());
-    if (r.fixtures_not_checked() > 0) std::printf(", %d partly not checked", r.fixtures_not_checked());
-    std::printf("\n");
-    for (const auto& f : r.fixtures()) {
-      if (!f.ran()) {
-        std::printf("  skip  %s: %s\n", f.name().c_str(), f.note().c_str());
-        continue;
-      }
-      if (f.passed()) {
-        std::printf("  ok    %s: %s\n", f.name().c_str(), f.got_action().c_str());
-        if (!f.not_checked().empty()) std::printf("        %s\n", f.not_checked().c_str());
-        continue;
-      }
-      std::printf("  FAIL  %s: expected %s, got %s\n", f.name().c_str(), f.expected_action().c_str(),
-                  f.got_action().empty() ? "(nothing)" : f.got_action().c_str());
-      if (!f.expected_packet_hex().empty() && f.expected_packet_hex() != f.got_packet_hex()) {
-        std::printf("        expected packet %s\n", f.expected_packet_hex().c_str());
-        std::printf("        got packet      %s\n", f.got_packet_hex().c_str());
-      }
-      // The note often repeats the verdict; print it only when it adds something.
-      const std::string verdict = "expected " + f.expected_action() + ", got " + f.got_action();
-      if (!f.note().empty() && f.note() != verdict) std::printf("        note: %s\n", f.note().c_str());
-    }
-  }
-}
-
 int run_verify(Command& cmd) {
   const Args& a = cmd.args();
-  if (a.positional().size() != 1) throw usage_error("usage: qwen3-bpf verify PROG.c [--fixtures TESTS.json]");
+  if (a.positional().size() != 1) throw usage_error("usage: qwen3-bpf verify PROG.c [--fixtures TESTS.json] [--fix]");
   const std::string path = a.positional()[0];
   v1::VerifyProgramRequest req;
   req.set_source(read_file_or_stdin(path, "program"));
@@ -192,54 +24,20 @@ int run_verify(Command& cmd) {
     for (auto& fx : file.fixtures) *req.add_fixtures() = std::move(fx);
     for (auto& m : file.initial_maps) *req.add_initial_maps() = std::move(m);
   }
+  req.set_fix(a.has("fix"));
   v1::VerifyProgramResponse resp;
   grpc::ClientContext ctx;
   cmd.client().check(cmd.client().stub().VerifyProgram(&ctx, req, &resp), "verify");
-  if (cmd.json()) std::cout << to_json(resp) << "\n";
-  else print_result(resp.result(), path == "-" ? "<stdin>" : path);
-  return resp.result().decision() == v1::DECISION_PASS ? kExitOk : kExitFailed;
-}
-
-int run_xdp_gen(Command& cmd) {
-  const Args& a = cmd.args();
-  if (a.positional().empty()) throw usage_error("usage: qwen3-bpf xdp-gen \"TASK\"");
-  v1::GenerateVerifiedRequest req;
-  std::string task;
-  for (const auto& w : a.positional()) task += (task.empty() ? "" : " ") + w;
-  req.set_task(task);
-  if (auto f = a.get("fixtures")) {
-    auto file = load_fixtures(*f);
-    // The repair loop's request has no initial map contents: refuse rather than drop them.
-    if (!file.initial_maps.empty())
-      throw CliError("fixtures file " + *f + ": initial map contents (\"maps\") are only supported by "
-                     "`qwen3-bpf verify`, not by xdp-gen", kExitFailed);
-    for (auto& fx : file.fixtures) *req.add_fixtures() = std::move(fx);
-  }
-  req.set_attempts(static_cast<int32_t>(a.get_int("attempts", 1, 10).value_or(2)));
-  if (auto n = a.get_int("max-tokens", 1, 1 << 20)) req.set_max_new_tokens(static_cast<int32_t>(*n));
-  if (auto t = a.get_double("temperature", 0, 100)) req.mutable_sampling()->set_temperature(static_cast<float>(*t));
-  if (auto s = a.get_int("seed", 0, INT64_MAX)) req.mutable_sampling()->set_seed(static_cast<uint64_t>(*s));
-  v1::GenerateVerifiedResponse resp;
-  grpc::ClientContext ctx;
-  cmd.client().check(cmd.client().stub().GenerateVerified(&ctx, req, &resp), "xdp-gen");
+  const std::string name = path == "-" ? "<stdin>" : path;
   if (cmd.json()) {
     std::cout << to_json(resp) << "\n";
   } else {
-    int n = 0;
-    for (const auto& at : resp.attempts()) {
-      std::printf("== attempt %d of %d\n", ++n, resp.attempts_size());
-      if (a.has("show-completion") || at.source().empty()) {
-        std::printf("-- model answer%s:\n%s", at.source().empty() ? " (no C source found in it)" : "",
-                    indent(at.completion(), "   ").c_str());
-      }
-      if (!at.source().empty()) std::printf("-- source:\n%s", indent(at.source(), "   ").c_str());
-      std::printf("-- result:\n");
-      print_result(at.result(), "attempt-" + std::to_string(n) + ".c");
-    }
-    std::printf("== %s after %d attempt%s (%.0f ms)\n", resp.solved() ? "solved" : "not solved", resp.attempts_size(),
-                resp.attempts_size() == 1 ? "" : "s", resp.elapsed_ms());
+    print_result(resp.result(), name);
+    if (req.fix()) print_repair(resp.repair(), name);
   }
-  return resp.solved() ? kExitOk : kExitFailed;
+  // With --fix, the verdict is the one after the fix.
+  const bool passed = resp.result().decision() == v1::DECISION_PASS || (req.fix() && resp.repair().fixed());
+  return passed ? kExitOk : kExitFailed;
 }
 
 }  // namespace
@@ -247,35 +45,21 @@ int run_xdp_gen(Command& cmd) {
 CommandInfo verify_command() {
   return CommandInfo{"verify",
                      "compile, verify and test-run an XDP program (--fixtures F)",
-                     "verify PROG.c [--fixtures TESTS.json] [--json]",
+                     "verify PROG.c [--fixtures TESTS.json] [--fix] [--json]",
                      "Compiles one XDP program (SEC(\"xdp\")), loads it through the kernel verifier and runs the\n"
                      "fixtures through BPF_PROG_TEST_RUN, in the daemon. Prints the decision, the failed stage,\n"
                      "compiler errors with line numbers, the verifier's rejection (class, log excerpt, source\n"
                      "line) and each fixture's expected/got. Exit 0 on pass, 1 otherwise. PROG.c '-' reads stdin.\n"
                      "TESTS.json: [{\"name\", \"packet_hex\", \"expected_action\", \"expected_packet_hex\"?,\n"
                      "\"expected_maps\"?}], {\"fixtures\": [...], \"maps\": [initial map contents]}, or a\n"
-                     "BPF-Guardian tests.json unchanged (see docs/xdp-verify.md).",
-                     {{"fixtures", true, false, "TESTS.json  packet fixtures to run"}},
+                     "BPF-Guardian tests.json unchanged (see docs/xdp-verify.md).\n"
+                     "--fix: on failure the daemon's repair engine tries small edits (bounds and NULL checks,\n"
+                     "zero-initialisation, includes, clang's fix-its, behavioural mutations against the\n"
+                     "fixtures); an edit is kept only when compile, verify and every fixture pass. Prints the\n"
+                     "unified diff and the verdict after the fix; exit 0 when the fixed program passes.",
+                     {{"fixtures", true, false, "TESTS.json  packet fixtures to run"},
+                      {"fix", false, false, "repair a failing program: print the diff and the verdict after it"}},
                      run_verify};
-}
-
-CommandInfo xdp_gen_command() {
-  return CommandInfo{
-      "xdp-gen",
-      "let the model write an XDP program, verified and repaired",
-      "xdp-gen \"TASK\" [--fixtures F] [--attempts N] [--json]",
-      "Asks the loaded model for an XDP program doing TASK, verifies it, and on failure feeds the\n"
-      "diagnostic back for repair attempts. Prints every attempt (source and result).\n"
-      "Exit 0 if the last attempt passed, 1 otherwise.",
-      {
-          {"fixtures", true, false, "TESTS.json  packet fixtures the program must pass"},
-          {"attempts", true, false, "N  total attempts including repairs (default 2)"},
-          {"max-tokens", true, false, "N  tokens per attempt (default: the daemon's, 1024)", 'n'},
-          {"temperature", true, false, "T  sampling temperature (default 0: greedy)", 't'},
-          {"seed", true, false, "N  sampling seed"},
-          {"show-completion", false, false, "print the model's whole answer, not only the extracted source"},
-      },
-      run_xdp_gen};
 }
 
 }  // namespace qwen3::cli

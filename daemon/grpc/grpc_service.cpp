@@ -265,8 +265,9 @@ grpc::Status Qwen3BpfService::VerifyProgram(grpc::ServerContext* ctx, const pb::
     ++counters_.verify;
     if (auto st = check_admin(ctx); !st.ok()) return st;
     verify::VerifyRequest vr{req->source(), fixtures_from_proto(req->fixtures()), map_entries_from_proto(req->initial_maps())};
-    const VerifyOutcome r = core_.verify_program(vr, [ctx] { return ctx->IsCancelled(); });
+    const VerifyOutcome r = core_.verify_program(vr, [ctx] { return ctx->IsCancelled(); }, req->fix());
     verify_result_to_proto(r.result, resp->mutable_result());
+    if (r.repair) repair_to_proto(*r.repair, resp->mutable_repair());
     resp->set_elapsed_ms(r.elapsed_ms);
     return grpc::Status::OK;
   });
@@ -286,19 +287,8 @@ grpc::Status Qwen3BpfService::GenerateVerified(grpc::ServerContext* ctx, const p
     x.max_new_tokens = req->max_new_tokens();
     x.cancelled = [ctx] { return ctx->IsCancelled(); };
     const XdpTaskOutcome done = core_.generate_verified(std::move(x));
-    const auto& result = done.attempts;
-    for (const auto& a : result) {
-      auto* o = resp->add_attempts();
-      for (const auto& m : a.messages) {
-        auto* pm = o->add_messages();
-        pm->set_role(m.role);
-        pm->set_content(m.content);
-      }
-      o->set_completion(a.completion);
-      o->set_source(a.source);
-      verify_result_to_proto(a.result, o->mutable_result());
-    }
-    resp->set_solved(!result.empty() && result.back().result.decision == verify::Decision::pass);
+    for (const auto& a : done.attempts) attempt_to_proto(a, resp->add_attempts());
+    resp->set_solved(!done.attempts.empty() && !done.attempts.back().fixed_by.empty());
     resp->set_elapsed_ms(done.elapsed_ms);
     return grpc::Status::OK;
   });

@@ -1,5 +1,7 @@
 #include "grpc/verify_mapping.h"
 
+#include "verify/diagnostic_v2.h"
+
 namespace qwen3 {
 
 namespace pb = qwen3bpf::v1;
@@ -78,6 +80,44 @@ void verify_result_to_proto(const verify::VerifyResult& r, pb::VerifyResult* out
   out->set_next_action(r.next_action);
   out->set_loop_iteration_bound(r.loop_iteration_bound);
   out->set_run_work_bound(r.run_work_bound);
+  out->set_proof_line(r.proof_line);
+  out->set_proof_source_line(r.proof_source_line);
+  out->set_proof_note(r.proof_note);
+  out->set_required_proof(r.required_proof);
+  out->set_short_diagnostic(r.short_diagnostic);
+  if (auto d = verify::diagnostic_v2(r); !d.empty())
+    out->set_diagnostic_v2_json(d.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+void repair_to_proto(const verify::RepairOutcome& r, pb::RepairReport* out) {
+  out->set_attempted(r.attempted);
+  out->set_fixed(r.fixed);
+  out->set_source(r.source);
+  out->set_diff(r.diff);
+  for (const auto& s : r.steps) {
+    auto* o = out->add_steps();
+    o->set_kind(s.kind);
+    o->set_description(s.description);
+    o->set_line(s.line);
+  }
+  if (r.fixed) verify_result_to_proto(r.result, out->mutable_result());
+  out->set_candidates_tried(r.candidates_tried);
+  out->set_elapsed_ms(r.elapsed_ms);
+  out->set_note(r.note);
+}
+
+void attempt_to_proto(const verify::Attempt& a, pb::VerifyAttempt* o) {
+  for (const auto& m : a.messages) {
+    auto* pm = o->add_messages();
+    pm->set_role(m.role);
+    pm->set_content(m.content);
+  }
+  o->set_completion(a.completion);
+  o->set_source(a.source);
+  verify_result_to_proto(a.result, o->mutable_result());
+  o->set_guard_note(a.guard_note);
+  repair_to_proto(a.repair, o->mutable_repair());
+  o->set_fixed_by(a.fixed_by);
 }
 
 }  // namespace qwen3

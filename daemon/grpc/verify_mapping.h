@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "qwen3bpf/v1/qwen3bpf.pb.h"
+#include "verify/pipeline.h"
 #include "verify/verify_result.h"
 
 namespace qwen3 {
@@ -18,5 +19,7 @@ std::vector<verify::MapEntry> map_entries_from_proto(
 std::vector<verify::Fixture> fixtures_from_proto(
     const google::protobuf::RepeatedPtrField<qwen3bpf::v1::Fixture>& in);
 void verify_result_to_proto(const verify::VerifyResult& r, qwen3bpf::v1::VerifyResult* out);
+void repair_to_proto(const verify::RepairOutcome& r, qwen3bpf::v1::RepairReport* out);
+void attempt_to_proto(const verify::Attempt& a, qwen3bpf::v1::VerifyAttempt* out);
 
 }  // namespace qwen3

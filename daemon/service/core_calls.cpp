@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "service/inference.h"
 #include "sessions/session.h"
+#include "verify/generate.h"
 
 namespace qwen3 {
 
@@ -81,12 +82,14 @@ ImportOutcome InferenceCore::import_session(std::string_view file, const ImportR
 // The whole KV budget and room for the tokens.
 size_t InferenceCore::max_import_bytes() { return runtime_for_work().sessions->limits().kv_budget_bytes + (size_t{64} << 20); }
 
-VerifyOutcome InferenceCore::verify_program(const verify::VerifyRequest& request, const std::function<bool()>& cancelled) {
+VerifyOutcome InferenceCore::verify_program(const verify::VerifyRequest& request, const std::function<bool()>& cancelled,
+                                            bool fix) {
   auto slot = verify_slots_.acquire(std::chrono::seconds(60), cancelled);
   if (request.source.empty()) throw invalid_argument("source is empty: give the C source of one XDP program");
   const auto t0 = Steady::now();
   VerifyOutcome r;
   r.result = pipeline_->verify(request);
+  if (fix) r.repair = verify::repair_program(*pipeline_, request, r.result);
   r.elapsed_ms = ms_since(t0);
   return r;
 }
@@ -103,6 +106,8 @@ XdpTaskOutcome InferenceCore::generate_verified(XdpTaskOptions x) {
     GenerateOptions o;
     o.tokens = rt.tokenizer->encode(rt.tokenizer->apply_chat_template(messages, true, false), true);
     o.sampling = x.sampling;
+    // Code repeats itself less under a mild penalty (xdp-gen's default too, docs/xdp-verify.md).
+    if (!o.sampling.repetition_penalty) o.sampling.repetition_penalty = verify::kCodeRepetitionPenalty;
     const int cap = rt.sessions->limits().max_context - static_cast<int>(o.tokens.size());
     if (cap < 1) throw invalid_argument("the task and diagnostics do not fit the context");
     o.max_new_tokens = std::min(x.max_new_tokens == 0 ? 1024 : x.max_new_tokens, cap);

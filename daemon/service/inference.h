@@ -23,6 +23,7 @@
 #include "service/model_host.h"
 #include "service/verify_slots.h"
 #include "verify/pipeline.h"
+#include "verify/repair.h"
 
 namespace qwen3 {
 
@@ -177,6 +178,7 @@ struct XdpTaskOptions {
 // What a verification returned, and how long it ran once it had its slot.
 struct VerifyOutcome {
   verify::VerifyResult result;
+  std::optional<verify::RepairOutcome> repair;  // when asked for with `fix`
   double elapsed_ms = 0;
 };
 struct XdpTaskOutcome {
@@ -241,7 +243,9 @@ class InferenceCore {
 
   // XDP verification (daemon/verify/), at most two at once (callers wait up to
   // a minute for a slot). generate_verified asks the model through generate().
-  VerifyOutcome verify_program(const verify::VerifyRequest& request, const std::function<bool()>& cancelled);
+  // `fix`: a failing program also goes through the repair engine (verify/repair.h).
+  VerifyOutcome verify_program(const verify::VerifyRequest& request, const std::function<bool()>& cancelled,
+                               bool fix = false);
   XdpTaskOutcome generate_verified(XdpTaskOptions options);
 
   RequestCounters& counters() { return counters_; }

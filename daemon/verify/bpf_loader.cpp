@@ -19,6 +19,7 @@
 #include <cstdarg>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <set>
 #include <bpf/btf.h>
 #include <time.h>
@@ -95,12 +96,18 @@ bool map_type_allowed(enum bpf_map_type t) {
 std::string check_calls(const struct bpf_program* prog, bool loaded);
 std::string check_ksyms(const struct bpf_object* obj);
 
+// The one owner of a libbpf object: closing it frees its programs and maps.
+struct ObjectCloser {
+  void operator()(struct bpf_object* o) const { bpf_object__close(o); }
+};
+using Object = std::unique_ptr<struct bpf_object, ObjectCloser>;
+
 // Opens the ELF and checks what the object would create. Returns null with
 // report.reject_reason set when it must not be loaded.
-struct bpf_object* open_checked(const std::string& object, const LoaderConfig& cfg, LoadReport& report,
-                                struct bpf_program** out_prog) {
+Object open_checked(const std::string& object, const LoaderConfig& cfg, LoadReport& report,
+                    struct bpf_program** out_prog) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "prog");
-  struct bpf_object* obj = bpf_object__open_mem(object.data(), object.size(), &opts);
+  Object obj(bpf_object__open_mem(object.data(), object.size(), &opts));
   if (!obj) {
     report.reject_reason = std::string("libbpf cannot open the object: ") + strerror(errno);
     return nullptr;
@@ -109,13 +116,12 @@ struct bpf_object* open_checked(const std::string& object, const LoaderConfig& c
   int count = 0;
   struct bpf_program* prog = nullptr;
   struct bpf_program* p;
-  bpf_object__for_each_program(p, obj) {
+  bpf_object__for_each_program(p, obj.get()) {
     ++count;
     prog = p;
   }
   if (count != 1) {
     report.reject_reason = "the object has " + std::to_string(count) + " programs; exactly one XDP program is required";
-    bpf_object__close(obj);
     return nullptr;
   }
   if (bpf_program__type(prog) != BPF_PROG_TYPE_XDP) {
@@ -123,17 +129,15 @@ struct bpf_object* open_checked(const std::string& object, const LoaderConfig& c
     bpf_program__set_expected_attach_type(prog, BPF_XDP);
   }
   report.program_name = bpf_program__name(prog);
-  for (std::string why : {elf_kfunc_refusal(object), check_ksyms(obj), check_calls(prog, false)})
+  for (std::string why : {elf_kfunc_refusal(object), check_ksyms(obj.get()), check_calls(prog, false)})
     if (!why.empty()) {
       report.reject_reason = why;
-      bpf_object__close(obj);
       return nullptr;
     }
   struct bpf_map* m;
-  bpf_object__for_each_map(m, obj) {
+  bpf_object__for_each_map(m, obj.get()) {
     if (bpf_map__pin_path(m)) {
       report.reject_reason = std::string("map '") + bpf_map__name(m) + "' asks to be pinned; pinning is not allowed";
-      bpf_object__close(obj);
       return nullptr;
     }
     enum bpf_map_type t = bpf_map__type(m);
@@ -141,13 +145,11 @@ struct bpf_object* open_checked(const std::string& object, const LoaderConfig& c
       report.reject_reason = std::string("map '") + bpf_map__name(m) + "' has type " +
                              (libbpf_bpf_map_type_str(t) ? libbpf_bpf_map_type_str(t) : "?") +
                              ", which is not allowed in the verification service";
-      bpf_object__close(obj);
       return nullptr;
     }
   }
-  if (std::string why = check_map_memory(obj, cfg.max_map_bytes); !why.empty()) {
+  if (std::string why = check_map_memory(obj.get(), cfg.max_map_bytes); !why.empty()) {
     report.reject_reason = why;
-    bpf_object__close(obj);
     return nullptr;
   }
   *out_prog = prog;
@@ -328,94 +330,31 @@ std::string read_map_value(struct bpf_object* obj, const std::string& name, cons
   return out;
 }
 
-json run_in_child(const std::string& object, const std::vector<PacketInput>& packets, const LoaderConfig& cfg,
-                  const std::vector<MapWrite>& initial_maps, int report_fd) {
-  LoadReport report;
-  json out;
-  libbpf_set_print(capture_libbpf_print);
-  // A network namespace of its own: devmap values, bpf_fib_lookup and bpf_check_mtu
-  // see only its loopback interface, never the host's (best effort: without
-  // CAP_SYS_ADMIN, device maps are still limited to ifindex 1).
-  out["private_netns"] = unshare(CLONE_NEWNET) == 0;
-  if (!drop_to_bpf_capabilities()) {
-    out["reject_reason"] = std::string("cannot switch the loader to CAP_BPF+CAP_NET_ADMIN: ") + strerror(errno) +
-                           " (the daemon needs these capabilities)";
-    out["infrastructure"] = true;
-    return out;
-  }
-  std::vector<char> log(kLogBufBytes);
-  struct bpf_program* prog = nullptr;
-  struct bpf_object* obj = open_checked(object, cfg, report, &prog);
-  out["opened"] = report.opened;
-  if (!obj) {
-    out["reject_reason"] = report.reject_reason;
-    out["libbpf"] = libbpf_messages;
-    return out;
-  }
-  out["program_name"] = report.program_name;
-  // Level 0 first; on failure libbpf itself retries at level 1 into our buffer.
-  log[0] = 0;
-  bpf_program__set_log_buf(prog, log.data(), log.size());
-  bpf_program__set_log_level(prog, 0);
-  int err = bpf_object__load(obj);
-  if (err) {
-    out["load_errno"] = -err;
-    out["log1"] = tail(log.data(), kLogTailBytes);
-    bpf_object__close(obj);
-    out["libbpf"] = libbpf_messages;
-    write_frame(report_fd, out);
-    // Level 2 adds the register state at each step; skipped when the program
-    // hit the complexity limit (a level-2 walk of a million instructions is slow).
-    if (!mentions_complexity_limit(out["log1"].get<std::string>())) {
-      struct bpf_program* prog2 = nullptr;
-      LoadReport again;
-      struct bpf_object* obj2 = open_checked(object, cfg, again, &prog2);
-      if (obj2) {
-        log[0] = 0;
-        bpf_program__set_log_buf(prog2, log.data(), log.size());
-        bpf_program__set_log_level(prog2, 2);
-        if (bpf_object__load(obj2)) out["log2"] = tail(log.data(), kLogTailBytes);
-        bpf_object__close(obj2);
-      }
+// The failed load's logs: level 1 (libbpf's own retry) at once in a first
+// frame, then level 2, which adds the register state at each step (skipped
+// when the program hit the complexity limit: a level-2 walk of a million
+// instructions is slow).
+void record_failed_load(const std::string& object, const LoaderConfig& cfg, int err, std::vector<char>& log,
+                        json& out, int report_fd) {
+  out["load_errno"] = -err;
+  out["log1"] = tail(log.data(), kLogTailBytes);
+  out["libbpf"] = libbpf_messages;
+  write_frame(report_fd, out);
+  if (!mentions_complexity_limit(out["log1"].get<std::string>())) {
+    struct bpf_program* prog2 = nullptr;
+    LoadReport again;
+    if (Object obj2 = open_checked(object, cfg, again, &prog2)) {
+      log[0] = 0;
+      bpf_program__set_log_buf(prog2, log.data(), log.size());
+      bpf_program__set_log_level(prog2, 2);
+      if (bpf_object__load(obj2.get())) out["log2"] = tail(log.data(), kLogTailBytes);
     }
-    out["libbpf"] = libbpf_messages;
-    return out;
   }
-  // Subprograms are appended only during load: check the final instructions
-  // again before anything runs (the program is still only loaded, never run).
-  if (std::string why = check_calls(prog, true); !why.empty()) {
-    out["reject_reason"] = why;
-    out["libbpf"] = libbpf_messages;
-    bpf_object__close(obj);
-    return out;
-  }
-  int fd = bpf_program__fd(prog);
-  struct bpf_prog_info info = {};
-  __u32 len = sizeof info;
-  const bool have_info = bpf_prog_get_info_by_fd(fd, &info, &len) == 0;
-  if (have_info) out["verified_insns"] = info.verified_insns;
-  // The loop budget: refused before the first run, which nothing could interrupt.
-  // Without the verifier's count, an ordinary loop may run as often as its limit allows.
-  const uint64_t walked = have_info ? info.verified_insns : uint64_t{1'000'000};
-  LoopVerdict loops = check_loop_budget(obj, prog, walked, cfg.max_loop_iterations, cfg.max_run_work,
-                                        [](int32_t id) { return kernel_btf_name(static_cast<uint32_t>(id)); });
-  out["loop_iterations"] = loops.bound.iterations;
-  out["run_work"] = loops.bound.work;
-  if (!loops.refusal.empty()) {
-    out["reject_reason"] = loops.refusal;
-    out["loop_insn"] = loops.bound.in_main ? loops.bound.insn : -1;
-    out["libbpf"] = libbpf_messages;
-    bpf_object__close(obj);
-    return out;
-  }
-  out["loaded"] = true;
+  out["libbpf"] = libbpf_messages;
+}
 
-  if (std::string why = write_initial_maps(obj, initial_maps); !why.empty()) {
-    out["map_init_error"] = why;
-    out["libbpf"] = libbpf_messages;
-    bpf_object__close(obj);
-    return out;
-  }
+// Every packet through BPF_PROG_TEST_RUN, with the map values each one asks to read after it.
+json run_packets(struct bpf_object* obj, int fd, const std::vector<PacketInput>& packets) {
   json runs = json::array();
   std::vector<uint8_t> data_out(64 * 1024);
   for (const auto& pkt : packets) {
@@ -453,9 +392,67 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
     r["maps"] = std::move(values);
     runs.push_back(std::move(r));
   }
-  out["runs"] = std::move(runs);
+  return runs;
+}
+
+json run_in_child(const std::string& object, const std::vector<PacketInput>& packets, const LoaderConfig& cfg,
+                  const std::vector<MapWrite>& initial_maps, int report_fd) {
+  LoadReport report;
+  json out;
+  libbpf_set_print(capture_libbpf_print);
+  // A network namespace of its own: devmap values, bpf_fib_lookup and bpf_check_mtu
+  // see only its loopback interface, never the host's (best effort: without
+  // CAP_SYS_ADMIN, device maps are still limited to ifindex 1).
+  out["private_netns"] = unshare(CLONE_NEWNET) == 0;
+  if (!drop_to_bpf_capabilities()) {
+    out["reject_reason"] = std::string("cannot switch the loader to CAP_BPF+CAP_NET_ADMIN: ") + strerror(errno) +
+                           " (the daemon needs these capabilities)";
+    out["infrastructure"] = true;
+    return out;
+  }
+  std::vector<char> log(kLogBufBytes);
+  struct bpf_program* prog = nullptr;
+  Object obj = open_checked(object, cfg, report, &prog);
+  out["opened"] = report.opened;
+  auto refuse = [&](const char* key, const std::string& why) {
+    out[key] = why;
+    out["libbpf"] = libbpf_messages;
+    return out;
+  };
+  if (!obj) return refuse("reject_reason", report.reject_reason);
+  out["program_name"] = report.program_name;
+  // Level 0 first; on failure libbpf itself retries at level 1 into our buffer.
+  log[0] = 0;
+  bpf_program__set_log_buf(prog, log.data(), log.size());
+  bpf_program__set_log_level(prog, 0);
+  if (int err = bpf_object__load(obj.get())) {
+    obj.reset();  // its maps go before the level-2 load creates them again
+    record_failed_load(object, cfg, err, log, out, report_fd);
+    return out;
+  }
+  // Subprograms are appended only during load: check the final instructions
+  // again before anything runs (the program is still only loaded, never run).
+  if (std::string why = check_calls(prog, true); !why.empty()) return refuse("reject_reason", why);
+  int fd = bpf_program__fd(prog);
+  struct bpf_prog_info info = {};
+  __u32 len = sizeof info;
+  const bool have_info = bpf_prog_get_info_by_fd(fd, &info, &len) == 0;
+  if (have_info) out["verified_insns"] = info.verified_insns;
+  // The loop budget: refused before the first run, which nothing could interrupt.
+  // Without the verifier's count, an ordinary loop may run as often as its limit allows.
+  const uint64_t walked = have_info ? info.verified_insns : uint64_t{1'000'000};
+  LoopVerdict loops = check_loop_budget(obj.get(), prog, walked, cfg.max_loop_iterations, cfg.max_run_work,
+                                        [](int32_t id) { return kernel_btf_name(static_cast<uint32_t>(id)); });
+  out["loop_iterations"] = loops.bound.iterations;
+  out["run_work"] = loops.bound.work;
+  if (!loops.refusal.empty()) {
+    out["loop_insn"] = loops.bound.in_main ? loops.bound.insn : -1;
+    return refuse("reject_reason", loops.refusal);
+  }
+  out["loaded"] = true;
+  if (std::string why = write_initial_maps(obj.get(), initial_maps); !why.empty()) return refuse("map_init_error", why);
+  out["runs"] = run_packets(obj.get(), fd, packets);
   out["libbpf"] = libbpf_messages;
-  bpf_object__close(obj);
   return out;
 }
 

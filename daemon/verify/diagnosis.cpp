@@ -1,5 +1,7 @@
 #include "verify/diagnosis.h"
 
+#include "verify/short_diagnostic.h"
+
 #include <cctype>
 #include <regex>
 #include <sstream>
@@ -266,11 +268,9 @@ std::string source_line_text(const std::string& source, int line) {
   return "";
 }
 
-void diagnose(VerifyResult& r, const std::string& source) {
-  r.error_id.clear();
-  r.error_class.clear();
-  r.next_action.clear();
-  if (r.decision == Decision::pass) return;
+namespace {
+
+void diagnose_stage(VerifyResult& r, const std::string& source) {
   switch (r.first_failed_stage) {
     case Stage::policy: return diagnose_policy(r, source);
     case Stage::compile: return diagnose_compile(r, source);
@@ -279,8 +279,23 @@ void diagnose(VerifyResult& r, const std::string& source) {
     case Stage::infrastructure:
       set(r, "BPFV-INFRA", "infrastructure", "Not the program's fault: retry later or ask the operator (" + r.summary + ").");
       return;
+    case Stage::answer:
+      set(r, "BPFV-ANS-NOSRC", "no_source", "Answer with one ```c code block holding the whole program.");
+      return;
     case Stage::none: return;
   }
+}
+
+}  // namespace
+
+void diagnose(VerifyResult& r, const std::string& source) {
+  r.error_id.clear();
+  r.error_class.clear();
+  r.next_action.clear();
+  r.short_diagnostic.clear();
+  if (r.decision == Decision::pass) return;
+  diagnose_stage(r, source);
+  r.short_diagnostic = short_diagnostic(r);
 }
 
 }  // namespace qwen3::verify

@@ -1,9 +1,6 @@
 #include "verify/generate.h"
 
-
-#include "common/error.h"
-#include "verify/diagnosis.h"
-#include "verify/pipeline.h"
+#include <cctype>
 
 namespace qwen3::verify {
 namespace {
@@ -66,49 +63,36 @@ std::string task_message(const std::string& task, const std::vector<Fixture>& fi
   return m;
 }
 
+std::string repair_message(const std::string& short_diagnostic) {
+  return "Your program did not pass.\n" + clip(short_diagnostic, 1200) +
+         "\nFix the program and reply with the complete corrected program in one ```c code block.";
+}
+
 std::string repair_message(const VerifyResult& r) {
-  std::string m = "Your program did not pass. Stage: " + std::string(to_string(r.first_failed_stage)) + ".\n" +
-                  clip(r.summary, 600) + "\n";
-  if (r.first_failed_stage == Stage::policy || r.first_failed_stage == Stage::compile) {
-    // Errors first: warnings matter less to a repair.
-    std::vector<const Diagnostic*> ordered;
-    for (const auto& d : r.compiler_diagnostics)
-      if (d.text.rfind("warning", 0) != 0) ordered.push_back(&d);
-    for (const auto& d : r.compiler_diagnostics)
-      if (d.text.rfind("warning", 0) == 0) ordered.push_back(&d);
-    size_t n = 0;
-    for (const Diagnostic* dp : ordered) {
-      const Diagnostic& d = *dp;
-      if (++n > 10) break;
-      m += "- " + (d.line > 0 ? "line " + std::to_string(d.line) + (d.column > 0 ? ":" + std::to_string(d.column) : "") + ": " : "") +
-           clip(d.text, 300) + "\n";
-    }
-  }
-  if (r.first_failed_stage == Stage::verify) {
-    m += "The kernel verifier rejected it (" + std::string(to_string(r.verifier_class)) + ")";
-    if (r.verifier_line > 0) m += " at line " + std::to_string(r.verifier_line) + ": " + clip(r.verifier_source_line, 200);
-    m += "\nVerifier says: " + clip(r.verifier_message, 600) + "\n";
-    // The last few log lines are the most telling part of the excerpt.
-    std::string ex = r.verifier_log_excerpt;
-    if (ex.size() > 1200) ex = "..." + ex.substr(ex.size() - 1200);
-    if (!ex.empty()) m += "Log excerpt:\n" + ex + "\n";
-  }
-  if (!r.error_id.empty()) {
-    m += "Diagnosis " + r.error_id + " (" + r.error_class + ")";
-    if (r.span_line > 0) m += " at line " + std::to_string(r.span_line);
-    m += ". Next: " + clip(r.next_action, 500) + "\n";
-  }
-  if (r.first_failed_stage == Stage::behaviour) {
-    for (const auto& f : r.fixtures) {
-      if (f.passed || !f.ran) continue;
-      m += "- fixture " + f.name + ": expected " + f.expected_action + ", got " + f.got_action;
-      if (!f.expected_packet_hex.empty() && f.expected_packet_hex != f.got_packet_hex)
-        m += "; expected output " + clip(f.expected_packet_hex, 200) + ", got " + clip(f.got_packet_hex, 200);
-      m += "\n";
-    }
-  }
-  m += "Fix the program and reply with the complete corrected program in one ```c code block.";
-  return m;
+  if (r.first_failed_stage == Stage::answer) return no_source_repair_message();
+  return repair_message(r.short_diagnostic.empty() ? r.summary : r.short_diagnostic);
+}
+
+std::string no_source_repair_message() {
+  return "Your program did not pass. Stage: answer: your answer contained no C program. Reply with the whole program in one code block that starts with "
+         "```c and ends with ```, for example:\n"
+         "```c\n#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\nSEC(\"xdp\")\n"
+         "int prog(struct xdp_md *ctx)\n{\n\treturn XDP_PASS;\n}\n\nchar LICENSE[] SEC(\"license\") = \"GPL\";\n```\n"
+         "Replace the body with the packet checks the task needs.";
+}
+
+VerifyResult no_source_result(const std::string& guard_note) {
+  VerifyResult r;
+  r.decision = Decision::fail;
+  r.first_failed_stage = Stage::answer;
+  r.summary = "answer: no C source found in the model's answer (expected one ```c fenced code block with an XDP program)";
+  if (!guard_note.empty()) r.summary += "; the answer was cut: " + guard_note;
+  r.error_id = "BPFV-ANS-NOSRC";
+  r.error_class = "no_source";
+  r.next_action = "Answer with one ```c code block holding the whole program: the includes, one SEC(\"xdp\") "
+                  "function taking struct xdp_md *ctx, and the license.";
+  r.short_diagnostic = "Stage: answer: no C program was found in the answer. " + r.next_action;
+  return r;
 }
 
 std::string extract_c_source(const std::string& completion) {
@@ -141,42 +125,6 @@ std::string extract_c_source(const std::string& completion) {
   if (!untagged.empty()) return untagged;
   if (looks_like_c(text)) return text;
   return "";
-}
-
-std::vector<Attempt> generate_verified(const std::string& task, const std::vector<Fixture>& fixtures, int attempts,
-                                       const GenerateFn& generate, const Pipeline& pipeline) {
-  if (attempts < 1 || attempts > 10)
-    throw invalid_argument("attempts must be between 1 and 10 (got " + std::to_string(attempts) + ")");
-  if (task.empty()) throw invalid_argument("the task description is empty");
-  if (!generate) throw invalid_argument("no model to generate with");
-  std::vector<ChatMessage> messages = {{"system", xdp_system_prompt()}, {"user", task_message(task, fixtures)}};
-  std::vector<Attempt> out;
-  for (int i = 0; i < attempts; ++i) {
-    Attempt a;
-    a.messages = messages;
-    a.completion = generate(messages);
-    a.source = extract_c_source(a.completion);
-    if (a.source.empty()) {
-      a.result.decision = Decision::fail;
-      a.result.first_failed_stage = Stage::policy;
-      a.result.summary =
-          "policy: no C source found in the model's answer (expected one ```c fenced code block with an XDP program)";
-      Diagnostic d;
-      d.stage_message = a.result.summary;
-      d.text = "no C source found in the answer";
-      a.result.compiler_diagnostics.push_back(d);
-      diagnose(a.result, a.source);
-    } else {
-      a.result = pipeline.verify(VerifyRequest{a.source, fixtures, {}});
-    }
-    const bool done = a.result.decision == Decision::pass || a.result.decision == Decision::error;
-    messages.push_back({"assistant", a.completion});
-    messages.push_back({"user", repair_message(a.result)});
-    out.push_back(std::move(a));
-    // An error is not the model's fault (infrastructure, unusable fixtures): retrying cannot help.
-    if (done) break;
-  }
-  return out;
 }
 
 }  // namespace qwen3::verify

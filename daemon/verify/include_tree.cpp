@@ -118,9 +118,8 @@ void dump_vmlinux_h(const IncludeTreeSources& src, const fs::path& out) {
 // internals): what uapi headers pull in (linux/if.h -> sys/socket.h,
 // ethtool.h -> limits.h, ...) and the fixed-width types BPF programs use.
 // Declarations only: a BPF program cannot call libc.
-const std::vector<std::pair<const char*, const char*>>& libc_headers() {
-  static const std::vector<std::pair<const char*, const char*>> files = {
-      {"stddef.h", R"(#ifndef _QWEN3_STDDEF_H
+// The texts of the minimal libc headers, one constant each, and their table.
+constexpr const char* kStddefH = R"(#ifndef _QWEN3_STDDEF_H
 #define _QWEN3_STDDEF_H
 typedef __SIZE_TYPE__ size_t;
 typedef __PTRDIFF_TYPE__ ptrdiff_t;
@@ -130,8 +129,9 @@ typedef __WCHAR_TYPE__ wchar_t;
 #endif
 #define offsetof(type, member) __builtin_offsetof(type, member)
 #endif
-)"},
-      {"stdint.h", R"(#ifndef _QWEN3_STDINT_H
+)";
+
+constexpr const char* kStdintH = R"(#ifndef _QWEN3_STDINT_H
 #define _QWEN3_STDINT_H
 typedef __INT8_TYPE__ int8_t;
 typedef __INT16_TYPE__ int16_t;
@@ -159,16 +159,18 @@ typedef __UINTMAX_TYPE__ uintmax_t;
 #define UINT64_MAX __UINT64_MAX__
 #define SIZE_MAX __SIZE_MAX__
 #endif
-)"},
-      {"stdbool.h", R"(#ifndef _QWEN3_STDBOOL_H
+)";
+
+constexpr const char* kStdboolH = R"(#ifndef _QWEN3_STDBOOL_H
 #define _QWEN3_STDBOOL_H
 #define bool _Bool
 #define true 1
 #define false 0
 #define __bool_true_false_are_defined 1
 #endif
-)"},
-      {"limits.h", R"(#ifndef _QWEN3_LIMITS_H
+)";
+
+constexpr const char* kLimitsH = R"(#ifndef _QWEN3_LIMITS_H
 #define _QWEN3_LIMITS_H
 #define CHAR_BIT __CHAR_BIT__
 #define SCHAR_MAX __SCHAR_MAX__
@@ -187,8 +189,9 @@ typedef __UINTMAX_TYPE__ uintmax_t;
 #define LLONG_MIN (-LLONG_MAX - 1LL)
 #define ULLONG_MAX (LLONG_MAX * 2ULL + 1ULL)
 #endif
-)"},
-      {"endian.h", R"(#ifndef _QWEN3_ENDIAN_H
+)";
+
+constexpr const char* kEndianH = R"(#ifndef _QWEN3_ENDIAN_H
 #define _QWEN3_ENDIAN_H
 #define __LITTLE_ENDIAN __ORDER_LITTLE_ENDIAN__
 #define __BIG_ENDIAN __ORDER_BIG_ENDIAN__
@@ -197,8 +200,9 @@ typedef __UINTMAX_TYPE__ uintmax_t;
 #define BIG_ENDIAN __BIG_ENDIAN
 #define BYTE_ORDER __BYTE_ORDER
 #endif
-)"},
-      {"sys/types.h", R"(#ifndef _QWEN3_SYS_TYPES_H
+)";
+
+constexpr const char* kSysTypesH = R"(#ifndef _QWEN3_SYS_TYPES_H
 #define _QWEN3_SYS_TYPES_H
 #include <stddef.h>
 #include <stdint.h>
@@ -215,19 +219,22 @@ typedef unsigned short u_short;
 typedef unsigned int u_int;
 typedef unsigned long u_long;
 #endif
-)"},
-      {"sys/time.h", R"(#ifndef _QWEN3_SYS_TIME_H
+)";
+
+constexpr const char* kSysTimeH = R"(#ifndef _QWEN3_SYS_TIME_H
 #define _QWEN3_SYS_TIME_H
 #include <sys/types.h>
 struct timeval { time_t tv_sec; suseconds_t tv_usec; };
 #endif
-)"},
-      {"sys/ioctl.h", R"(#ifndef _QWEN3_SYS_IOCTL_H
+)";
+
+constexpr const char* kSysIoctlH = R"(#ifndef _QWEN3_SYS_IOCTL_H
 #define _QWEN3_SYS_IOCTL_H
 #include <asm/ioctl.h>
 #endif
-)"},
-      {"sys/socket.h", R"(#ifndef _QWEN3_SYS_SOCKET_H
+)";
+
+constexpr const char* kSysSocketH = R"(#ifndef _QWEN3_SYS_SOCKET_H
 #define _QWEN3_SYS_SOCKET_H
 #include <sys/types.h>
 typedef unsigned short sa_family_t;
@@ -250,7 +257,19 @@ struct sockaddr { sa_family_t sa_family; char sa_data[14]; };
 #define SOCK_DGRAM 2
 #define SOCK_RAW 3
 #endif
-)"},
+)";
+
+const std::vector<std::pair<const char*, const char*>>& libc_headers() {
+  static const std::vector<std::pair<const char*, const char*>> files = {
+      {"stddef.h", kStddefH},
+      {"stdint.h", kStdintH},
+      {"stdbool.h", kStdboolH},
+      {"limits.h", kLimitsH},
+      {"endian.h", kEndianH},
+      {"sys/types.h", kSysTypesH},
+      {"sys/time.h", kSysTimeH},
+      {"sys/ioctl.h", kSysIoctlH},
+      {"sys/socket.h", kSysSocketH},
   };
   return files;
 }

@@ -205,27 +205,40 @@ void note(Summary& s, uint64_t contribution, int insn, const std::string& what) 
   }
 }
 
+// One pass over a function: its instructions' cost (calls weighted), whether it has loop
+// constructs (may_goto, kfuncs, subprogram calls, bpf_loop, bpf_for_each_map_elem), and
+// whether it jumps backwards (an ordinary loop).
+struct PlainScan {
+  uint64_t work = 0;
+  bool constructs = false, back_edge = false;
+};
+
+template <typename Insns>
+PlainScan scan_plain(const Insns& insns, size_t begin, size_t end) {
+  PlainScan p;
+  for (size_t k = begin; k < end; ++k) {
+    const bpf_insn& x = insns[k];
+    p.work = sadd(p.work, is_call(x) ? kCallWork : 1);
+    if (is_may_goto(x) || (is_call(x) && (x.src_reg != 0 || x.imm == BPF_FUNC_loop || x.imm == BPF_FUNC_for_each_map_elem)))
+      p.constructs = true;
+    const uint8_t cls = BPF_CLASS(x.code);
+    if ((cls == BPF_JMP || cls == BPF_JMP32) && BPF_OP(x.code) != BPF_CALL && BPF_OP(x.code) != BPF_EXIT &&
+        (BPF_OP(x.code) == BPF_JA && cls == BPF_JMP32 ? x.imm : x.off) < 0)
+      p.back_edge = true;
+    if (is_ld_imm64(x)) ++k;
+  }
+  return p;
+}
+
 Summary Analyzer::analyze(size_t begin, size_t end) {
   const int n = static_cast<int>(end - begin);
   Summary s;
   const uint64_t regular_trips = std::max<uint64_t>(1, in_.verified_insns);
   // Plain functions (no loop constructs, no calls of subprograms) cost their instructions, or
   // the verifier's walk when they have ordinary loops.
-  bool constructs = false, back_edge = false;
-  uint64_t plain = 0;
-  for (int k = 0; k < n; ++k) {
-    const bpf_insn& x = in_.insns[begin + k];
-    plain = sadd(plain, is_call(x) ? kCallWork : 1);
-    if (is_may_goto(x) || (is_call(x) && (x.src_reg != 0 || x.imm == BPF_FUNC_loop || x.imm == BPF_FUNC_for_each_map_elem)))
-      constructs = true;
-    const uint8_t cls = BPF_CLASS(x.code);
-    if ((cls == BPF_JMP || cls == BPF_JMP32) && BPF_OP(x.code) != BPF_CALL && BPF_OP(x.code) != BPF_EXIT &&
-        (BPF_OP(x.code) == BPF_JA && cls == BPF_JMP32 ? x.imm : x.off) < 0)
-      back_edge = true;
-    if (is_ld_imm64(x)) ++k;
-  }
-  if (!constructs) {
-    s.work = back_edge ? sadd(plain, smul(regular_trips, kCallWork)) : plain;
+  const PlainScan p = scan_plain(in_.insns, begin, end);
+  if (!p.constructs) {
+    s.work = p.back_edge ? sadd(p.work, smul(regular_trips, kCallWork)) : p.work;
     return s;
   }
   const bool ranges = n <= kMaxRangeAnalysisInsns;

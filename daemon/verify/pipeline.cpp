@@ -15,6 +15,7 @@
 #include "verify/fixtures.h"
 #include "verify/include_tree.h"
 #include "verify/policy.h"
+#include "verify/proof_trace.h"
 #include "verify/sandbox_compiler.h"
 #include "verify/verifier_log.h"
 
@@ -307,6 +308,11 @@ VerifyResult verifier_rejection(VerifyResult r, const VerifyRequest& request, co
     r.verifier_column = pos.column;
   r.verifier_source_line = a.line > 0 ? source_line(request.source, a.line) : a.annotation;
   r.verified_insns = a.processed_insns;
+  const ProofTrace proof = trace_lost_proof(log, kMainFile, a.line, a.verifier_class, a.message);
+  r.proof_line = proof.line;
+  r.proof_source_line = proof.line > 0 ? source_line(request.source, proof.line) : "";
+  r.proof_note = proof.note;
+  r.required_proof = proof.required;
   std::string where = a.line > 0 ? " at line " + std::to_string(a.line) : "";
   return fail(std::move(r), Decision::fail, Stage::verify,
               std::string("verify: rejected (") + to_string(a.verifier_class) + ")" + where + ": " +

@@ -11,6 +11,7 @@
 
 #include "tokenizer/tokenizer.h"
 #include "verify/loop_budget.h"
+#include "verify/repair_outcome.h"
 #include "verify/verify_result.h"
 
 namespace qwen3::verify {
@@ -72,19 +73,27 @@ class Pipeline {
 
 struct Attempt {
   std::vector<ChatMessage> messages;  // what the model was given
-  std::string completion;             // what it answered
+  std::string completion;             // what it answered (cut by the completion guard)
   std::string source;                 // the C source extracted from it ("" if none)
-  VerifyResult result;
+  VerifyResult result;                // the verdict of that source
+  std::string guard_note;             // what the completion guard cut, "" if nothing
+  RepairOutcome repair;               // the repair engine's work on a failing source
+  // "model" (its source passed as written), "engine" (the repair engine made
+  // it pass), "" (not solved).
+  std::string fixed_by;
 };
 
 // Returns the model's completion for a chat; supplied by the service (it runs
 // the loaded model) or by tests.
 using GenerateFn = std::function<std::string(const std::vector<ChatMessage>& messages)>;
 
-// Asks the model for an XDP program solving `task`, verifies it, and on failure
-// feeds the structured diagnostic back for up to `attempts` tries in total.
+// Asks the model for an XDP program solving `task`, verifies it, lets the
+// repair engine fix what it can (repair.h), and only when the engine cannot
+// feeds the short diagnostic back to the model, for up to `attempts` tries in
+// total. Completions go through the completion guard (completion_guard.h).
+// `repair_engine` false: only the model repairs.
 std::vector<Attempt> generate_verified(const std::string& task, const std::vector<Fixture>& fixtures,
                                        int attempts, const GenerateFn& generate,
-                                       const Pipeline& pipeline);
+                                       const Pipeline& pipeline, bool repair_engine = true);
 
 }  // namespace qwen3::verify

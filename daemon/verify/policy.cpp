@@ -297,18 +297,21 @@ bool is_xdp_section(const std::string& name) {
          name.rfind("xdp.frags/", 0) == 0;
 }
 
-std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimits& limits) {
-  std::vector<Diagnostic> out;
-  Reporter report{out};
+namespace {
+
+// Size, emptiness, encoding (byte order marks), NUL bytes and line lengths:
+// true when the source cannot be read any further.
+bool refuse_unreadable(const std::string& source, const PolicyLimits& limits, Reporter& report,
+                       const std::vector<Diagnostic>& out) {
   if (source.size() > limits.max_source_bytes) {
     report(0, "source is " + std::to_string(source.size()) + " bytes; the limit is " +
                   std::to_string(limits.max_source_bytes) + " bytes");
-    return out;
+    return true;
   }
   const bool utf8_bom = source.rfind(kUtf8Bom, 0) == 0;
   if (trim(utf8_bom ? source.substr(3) : source).empty()) {
     report(0, "source is empty");
-    return out;
+    return true;
   }
   // Byte order marks of encodings clang refuses (it reads UTF-8 only).
   static const std::pair<std::string, const char*> foreign_boms[] = {
@@ -319,11 +322,11 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
   for (const auto& [bom, encoding] : foreign_boms)
     if (source.rfind(bom, 0) == 0) {
       report(1, std::string("source starts with a ") + encoding + " byte order mark; only UTF-8 (or ASCII) source is accepted");
-      return out;
+      return true;
     }
   if (source.find('\0') != std::string::npos) {
     report(0, "source contains a NUL byte");
-    return out;
+    return true;
   }
   {
     int line = 1;
@@ -338,14 +341,15 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
         report(line, "line is longer than " + std::to_string(limits.max_line_bytes) + " bytes");
       }
     }
-    if (!out.empty()) return out;
+    if (!out.empty()) return true;
   }
 
-  const Scanned s = scan(source);
-  for (int line : s.raw_string_lines)
-    report(line, "raw string literals (R\"(...)\") are not allowed: the policy cannot see what they hide");
+  return false;
+}
 
-  // Preprocessor directives, one logical line at a time. "%:" is the digraph for '#'.
+// Preprocessor directives, one logical line at a time (#include, #pragma and the plain ones).
+void check_directives(const Scanned& s, Reporter& report) {
+  // "%:" is the digraph for '#'.
   size_t pos = 0;
   while (pos < s.code.size()) {
     size_t eol = s.code.find('\n', pos);
@@ -395,6 +399,9 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
     pos = eol + 1;
   }
 
+}
+
+void check_token_pasting(const Scanned& s, Reporter& report) {
   // Token pasting can forge any forbidden identifier, so it is refused outright.
   for (size_t i = 0; i + 1 < s.bare.size(); ++i) {
     if (s.bare[i] == '#' && s.bare[i + 1] == '#') {
@@ -408,9 +415,17 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
     }
   }
 
+}
+
+struct Sections {
+  std::vector<std::string> names;
+  std::vector<int> lines;
+};
+
+// Forbidden identifiers, inline assembly and SEC("literal") uses; the sections named.
+Sections check_identifiers(const Scanned& s, Reporter& report) {
+  Sections sec;
   // Identifier scan over code without comments and literal contents.
-  std::vector<std::string> sections;
-  std::vector<int> section_lines;
   for_each_word(s.bare, [&](size_t i, size_t j) {
     std::string ident = s.bare.substr(i, j - i);
     int line = s.line_of[i];
@@ -434,8 +449,8 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
             while (m < s.code.size() && std::isspace(static_cast<unsigned char>(s.code[m]))) ++m;
             if (m < s.code.size() && s.code[m] == ')') {
               ok = true;
-              sections.push_back(name);
-              section_lines.push_back(line);
+              sec.names.push_back(name);
+              sec.lines.push_back(line);
             }
           }
         }
@@ -445,6 +460,10 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
     }
   });
 
+  return sec;
+}
+
+void check_string_literals(const Scanned& s, Reporter& report) {
   for (size_t i = 0; i < s.string_literals.size(); ++i) {
     const std::string lit = decode_escapes(s.string_literals[i]);
     for (const char* bad : {".incbin", ".include", ".file"}) {
@@ -453,19 +472,39 @@ std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimi
     }
   }
 
+}
+
+// Exactly one XDP section; besides it only .maps and license.
+void check_sections(const Sections& sec, Reporter& report) {
   int xdp = 0;
-  for (size_t i = 0; i < sections.size(); ++i) {
-    const std::string& name = sections[i];
+  for (size_t i = 0; i < sec.names.size(); ++i) {
+    const std::string& name = sec.names[i];
     if (is_xdp_section(name)) {
       ++xdp;
     } else if (name != ".maps" && name != "license") {
-      report(section_lines[i], "section \"" + name +
+      report(sec.lines[i], "section \"" + name +
                                    "\" is not allowed: the program must be one SEC(\"xdp\") function, "
                                    "plus SEC(\".maps\") maps and SEC(\"license\")");
     }
   }
   if (xdp == 0) report(0, "no XDP program: exactly one function must be in SEC(\"xdp\")");
   if (xdp > 1) report(0, "found " + std::to_string(xdp) + " XDP program sections; exactly one is allowed");
+}
+
+}  // namespace
+
+std::vector<Diagnostic> check_policy(const std::string& source, const PolicyLimits& limits) {
+  std::vector<Diagnostic> out;
+  Reporter report{out};
+  if (refuse_unreadable(source, limits, report, out)) return out;
+  const Scanned s = scan(source);
+  for (int line : s.raw_string_lines)
+    report(line, "raw string literals (R\"(...)\") are not allowed: the policy cannot see what they hide");
+  check_directives(s, report);
+  check_token_pasting(s, report);
+  const Sections sec = check_identifiers(s, report);
+  check_string_literals(s, report);
+  check_sections(sec, report);
   return out;
 }
 

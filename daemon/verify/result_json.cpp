@@ -1,5 +1,7 @@
 #include "verify/result_json.h"
 
+#include "verify/diagnostic_v2.h"
+
 namespace qwen3::verify {
 
 nlohmann::json to_json(const VerifyResult& r) {
@@ -31,6 +33,12 @@ nlohmann::json to_json(const VerifyResult& r) {
   j["next_action"] = r.next_action;
   j["loop_iteration_bound"] = r.loop_iteration_bound;
   j["run_work_bound"] = r.run_work_bound;
+  j["proof"] = {{"line", r.proof_line},
+                {"source_line", r.proof_source_line},
+                {"note", r.proof_note},
+                {"required", r.required_proof}};
+  j["short_diagnostic"] = r.short_diagnostic;
+  j["diagnostic"] = diagnostic_v2(r);
   auto& fx = j["fixtures"] = nlohmann::json::array();
   for (const auto& f : r.fixtures)
     fx.push_back({{"name", f.name},

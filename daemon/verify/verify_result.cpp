@@ -19,6 +19,7 @@ const char* to_string(Stage s) {
     case Stage::verify: return "verify";
     case Stage::behaviour: return "behaviour";
     case Stage::infrastructure: return "infrastructure";
+    case Stage::answer: return "answer";
   }
   return "none";
 }

@@ -10,7 +10,8 @@
 namespace qwen3::verify {
 
 enum class Decision { pass, fail, error };
-enum class Stage { none, policy, compile, verify, behaviour, infrastructure };
+// `answer`: the model's answer held no C source (xdp-gen only; never from Pipeline::verify).
+enum class Stage { none, policy, compile, verify, behaviour, infrastructure, answer };
 enum class VerifierClass {
   none,
   packet_bounds,
@@ -103,6 +104,18 @@ struct VerifyResult {
   // program): loop iterations the verifier did not walk, and instructions.
   uint64_t loop_iteration_bound = 0;
   uint64_t run_work_bound = 0;
+  // Where the verifier's proof was lost or never made (proof_trace.h), for
+  // verifier rejections the log lets us trace: the source line (0 if unknown)
+  // and what happened there ("the bounds check proves 14 bytes, the access
+  // needs 24"), and the proof the verifier needed, in the program's terms
+  // ("data + 24 <= data_end before line 17").
+  int proof_line = 0;
+  std::string proof_source_line;
+  std::string proof_note;
+  std::string required_proof;
+  // The diagnosis in under 1,200 characters, for a model's repair turn
+  // (short_diagnostic.h); empty on pass.
+  std::string short_diagnostic;
 };
 
 const char* to_string(Decision d);

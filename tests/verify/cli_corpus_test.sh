@@ -119,7 +119,7 @@ set +e
 rc=$?
 set -e
 [[ $rc -eq 1 ]] || fail "xdp-gen exit $rc (want 1: not solved): $(cat "$tmp/gen.err")"
-/usr/bin/python3 - "$tmp/gen.json" <<'PY' || fail "xdp-gen result: $(head -c 2000 "$tmp/gen.json")"
+/usr/bin/python3 - "$tmp/gen.json" "$tmp/gen.err" <<'PY' || fail "xdp-gen result: $(head -c 2000 "$tmp/gen.json")"
 import json, sys
 d = json.load(open(sys.argv[1]))
 attempts = d["attempts"]
@@ -128,13 +128,17 @@ assert len(attempts) == 2, len(attempts)
 for a in attempts:
     r = a["result"]
     assert r["decision_name"] == "fail", r
-    assert r["stage_name"] in ("policy", "compile", "verify", "behaviour"), r
+    assert r["stage_name"] in ("answer", "policy", "compile", "verify", "behaviour"), r
+    assert len(r["short_diagnostic"]) < 1200, r["short_diagnostic"]
     assert r["summary"], r
 # The second attempt saw the first answer and the structured diagnostic.
 m = attempts[1]["messages"]
 assert [x["role"] for x in m] == ["system", "user", "assistant", "user"], [x["role"] for x in m]
 assert m[2]["content"] == attempts[0]["completion"]
 assert "did not pass" in m[3]["content"] and "Stage:" in m[3]["content"], m[3]["content"]
+# Progress while it ran: a line per stage on stderr.
+err = open(sys.argv[2]).read()
+assert "[attempt 1/2] generat" in err and "[attempt 2/2]" in err, err
 print("xdp-gen: 2 attempts, both failed cleanly:", [a["result"]["summary"][:80] for a in attempts])
 PY
 echo "PASS: xdp-gen runs the repair loop end to end"

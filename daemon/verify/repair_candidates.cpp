@@ -1,0 +1,299 @@
+#include "verify/repair_candidates.h"
+
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "verify/repair_mutations.h"
+#include "verify/repair_text.h"
+
+namespace qwen3::verify {
+namespace {
+
+// The header that declares a name clang did not know.
+std::string header_for(const std::string& name) {
+  static const std::map<std::string, std::string> exact = {
+      {"bpf_htons", "bpf/bpf_endian.h"}, {"bpf_ntohs", "bpf/bpf_endian.h"}, {"bpf_htonl", "bpf/bpf_endian.h"},
+      {"bpf_ntohl", "bpf/bpf_endian.h"}, {"SEC", "bpf/bpf_helpers.h"},      {"__uint", "bpf/bpf_helpers.h"},
+      {"__type", "bpf/bpf_helpers.h"},   {"ethhdr", "linux/if_ether.h"},    {"iphdr", "linux/ip.h"},
+      {"ipv6hdr", "linux/ipv6.h"},       {"tcphdr", "linux/tcp.h"},         {"udphdr", "linux/udp.h"},
+      {"icmphdr", "linux/icmp.h"},       {"icmp6hdr", "linux/icmpv6.h"},    {"arphdr", "linux/if_arp.h"},
+      {"xdp_md", "linux/bpf.h"},         {"bool", "stdbool.h"},             {"true", "stdbool.h"},
+      {"false", "stdbool.h"},            {"uint8_t", "stdint.h"},           {"uint16_t", "stdint.h"},
+      {"uint32_t", "stdint.h"},          {"uint64_t", "stdint.h"},          {"__u8", "linux/types.h"},
+      {"__u16", "linux/types.h"},        {"__u32", "linux/types.h"},        {"__u64", "linux/types.h"},
+      {"__be16", "linux/types.h"},       {"__be32", "linux/types.h"},       {"NULL", "stddef.h"},
+  };
+  if (auto it = exact.find(name); it != exact.end()) return it->second;
+  static const std::vector<std::pair<std::string, std::string>> prefixes = {
+      {"ETH_P_", "linux/if_ether.h"}, {"ETH_", "linux/if_ether.h"}, {"IPPROTO_", "linux/in.h"},
+      {"ICMPV6_", "linux/icmpv6.h"},  {"ICMP_", "linux/icmp.h"},   {"ARPOP_", "linux/if_arp.h"},
+      {"XDP_", "linux/bpf.h"},        {"BPF_", "linux/bpf.h"},      {"bpf_", "bpf/bpf_helpers.h"},
+      {"TC_ACT_", "linux/pkt_cls.h"},
+  };
+  for (const auto& [p, h] : prefixes)
+    if (name.rfind(p, 0) == 0) return h;
+  return "";
+}
+
+// Names a misspelt member may have meant: dest_port -> dest, port; saddrs -> saddr.
+std::vector<std::string> member_guesses(const std::string& name) {
+  std::vector<std::string> out;
+  const size_t first = name.find('_'), last = name.rfind('_');
+  if (first != std::string::npos && first > 0) out.push_back(name.substr(0, first));
+  if (last != std::string::npos && last + 1 < name.size() && last != first) out.push_back(name.substr(last + 1));
+  else if (last != std::string::npos && last + 1 < name.size() && first > 0) out.push_back(name.substr(last + 1));
+  if (name.size() > 2 && name.back() == 's') out.push_back(name.substr(0, name.size() - 1));
+  return out;
+}
+
+// "8" compared with a number: the digits without the quotes.
+void quoted_number_candidates(const Source& src, int line, std::vector<Candidate>& out) {
+  static const std::regex quoted(R"re("(\d+)")re");
+  std::smatch q;
+  const std::string l = src.line(line);
+  if (line > 0 && std::regex_search(l, q, quoted))
+    out.push_back({"compiler_fixit", "the string \"" + q[1].str() + "\" -> the number " + q[1].str(), line,
+                   src.replace_line(line, std::string(l).replace(q.position(0), q.length(0), q[1].str()))});
+}
+
+void compile_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  static const std::regex mean(R"('(\w+)'.*did you mean '(\w+)')");
+  static const std::regex unknown(
+      R"((?:call to undeclared (?:library )?function|implicit declaration of function|undeclared identifier|unknown type name|incomplete (?:definition of )?type|has incomplete type) '(?:struct |union )?(\w+)')");
+  std::set<std::string> headers;
+  int seen = 0;
+  for (const auto& d : r.compiler_diagnostics) {
+    if (d.text.rfind("error", 0) != 0 || ++seen > 6) continue;
+    const std::string first = d.text.substr(0, d.text.find('\n'));
+    std::smatch m;
+    if (d.line > 0 && std::regex_search(first, m, mean))
+      if (auto c = src.replace_word(d.line, d.column, m[1], m[2]))
+        out.push_back({"compiler_fixit", "clang's suggestion: '" + m[1].str() + "' -> '" + m[2].str() + "'", d.line, *c});
+    if (d.line > 0 && first.find("expected ';'") != std::string::npos)
+      if (auto c = src.insert_text(d.line, d.column, ";"))
+        out.push_back({"compiler_fixit", "clang's suggestion: insert ';'", d.line, *c});
+    static const std::regex member(R"(no member named '(\w+)' in '(?:struct|union) \w+')");
+    if (d.line > 0 && first.find("did you mean") == std::string::npos && std::regex_search(first, m, member))
+      for (const std::string& guess : member_guesses(m[1]))
+        if (auto c = src.replace_word(d.line, d.column, m[1], guess))
+          out.push_back({"compiler_fixit", "member '" + m[1].str() + "' -> '" + guess + "'", d.line, *c});
+    if (d.line > 0 && first.find("comparison between pointer and integer") != std::string::npos)
+      quoted_number_candidates(src, d.line, out);
+    if (std::regex_search(first, m, unknown)) {
+      const std::string h = header_for(m[1]);
+      if (!h.empty() && headers.insert(h).second && !src.includes(h))
+        out.push_back({"include", "#include <" + h + "> declares " + m[1].str(), src.include_line(), src.add_include(h)});
+    }
+  }
+}
+
+// Ring-buffer reservations made before line `before` (other than `except`) and not yet
+// submitted or discarded in the text before it: an early return must discard them.
+std::string discard_live_reservations(const Source& src, int before, const std::string& except = "") {
+  static const std::regex reserve(R"((\w+)\s*=\s*(?:\([^)]*\)\s*)?bpf_ringbuf_reserve\s*\()");
+  std::string out;
+  for (int i = 1; i < before; ++i) {
+    std::smatch m;
+    const std::string l = src.line(i);
+    if (!std::regex_search(l, m, reserve) || m[1] == except) continue;
+    bool released = false;
+    for (int j = i + 1; j < before && !released; ++j) {
+      const std::string u = src.line(j);
+      released = (u.find("bpf_ringbuf_submit") != std::string::npos || u.find("bpf_ringbuf_discard") != std::string::npos) &&
+                 find_word(u, m[1]) != std::string::npos;
+    }
+    if (!released) out += "bpf_ringbuf_discard(" + m[1].str() + ", 0); ";
+  }
+  return out;
+}
+
+// "if (COND)" + a return that first discards what is still reserved: one statement either way.
+std::string early_return(const std::string& cond, const std::string& discards, const std::string& act) {
+  if (discards.empty()) return "if (" + cond + ")\n\treturn " + act + ";";
+  return "if (" + cond + ") {\n\t" + discards + "\n\treturn " + act + ";\n}";
+}
+
+std::vector<std::string> action_order(const Source& src, int proof_line) {
+  std::vector<std::string> acts;
+  if (std::string a = src.action_near(proof_line); !a.empty()) acts.push_back(a);
+  for (const char* a : {"XDP_PASS", "XDP_DROP"})
+    if (std::find(acts.begin(), acts.end(), a) == acts.end()) acts.push_back(a);
+  return acts;
+}
+
+void bounds_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  const int line = r.verifier_line;
+  if (line <= 0) return;
+  const std::string end = src.data_end_expr(line);
+  std::vector<std::string> checks;
+  static const std::regex arrow(R"((\w+)\s*->)");
+  const std::string text = src.line(line);
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), arrow); it != std::sregex_iterator(); ++it) {
+    const std::string base = (*it)[1];
+    if (base == src.ctx_name()) continue;
+    checks.push_back("(void *)(" + base + " + 1) > " + end);
+  }
+  static const std::regex need(R"(data \+ (\d+) <= data_end)");
+  std::smatch m;
+  const std::string data = src.data_var(line);
+  if (!data.empty() && std::regex_search(r.required_proof, m, need))
+    checks.push_back("(void *)" + data + " + " + m[1].str() + " > " + end);
+  std::set<std::string> seen;
+  for (const auto& act : action_order(src, r.proof_line))
+    for (const auto& cond : checks) {
+      if (!seen.insert(cond + act).second) continue;
+      const std::string stmt = early_return(cond, discard_live_reservations(src, line), act);
+      out.push_back({"packet_bounds_check", "bounds check before line " + std::to_string(line) + ": if (" + cond +
+                                                ") return " + act + ";",
+                     line, src.insert_before(line, stmt)});
+    }
+}
+
+void null_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  const int line = r.verifier_line;
+  if (line <= 0) return;
+  std::vector<std::pair<int, std::string>> lookups = src.lookups_before(line);
+  for (const auto& act : action_order(src, 0))
+    for (const auto& [at, var] : lookups) {
+      if (!src.mentions(line, var)) continue;
+      const int stmt_end = src.statement_end(at);
+      out.push_back({"null_check", "NULL check after the lookup at line " + std::to_string(at) + ": if (!" + var +
+                                       ") return " + act + ";",
+                     stmt_end,
+                     src.insert_after(stmt_end, early_return("!" + var, discard_live_reservations(src, at, var), act))});
+    }
+}
+
+// A dynptr slice whose length is a number, not the size of what it is read as:
+// eth = bpf_dynptr_slice(&ptr, 0, buf, 13) -> ..., sizeof(*eth)).
+void slice_size_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  static const std::regex slice(R"((\w+)\s*=\s*(?:\([^)]*\)\s*)?bpf_dynptr_slice(?:_rdwr)?\s*\(.*,\s*(\d+)\s*\)\s*;)");
+  for (const auto& [at, var] : src.lookups_before(r.verifier_line)) {
+    std::smatch m;
+    const std::string l = src.line(at);
+    if (!std::regex_search(l, m, slice) || m[1] != var) continue;
+    out.push_back({"slice_size", "line " + std::to_string(at) + ": slice length " + m[2].str() + " -> sizeof(*" + var + ")",
+                   at, src.replace_line(at, std::string(l).replace(m.position(2), m.length(2), "sizeof(*" + var + ")"))});
+  }
+}
+
+// "Unreleased reference": the return at the rejected line leaves a reservation
+// open. The return becomes a block that discards it first (one line either way).
+// The verifier names the function's exit (often its closing brace): every return up to
+// that line with a reservation still open is a candidate.
+void release_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  static const std::regex ret(R"(return\s+[^;]*;)");
+  for (int line = 1; line <= r.verifier_line; ++line) {
+    const std::string l = src.line(line);
+    std::smatch m;
+    const std::string discards = discard_live_reservations(src, line);
+    if (discards.empty() || !std::regex_search(l, m, ret)) continue;
+    out.push_back({"release_reference", "line " + std::to_string(line) + ": " + discards + "before the return", line,
+                   src.replace_line(line, std::string(l).replace(m.position(0), m.length(0), "{ " + discards + m.str(0) + " }"))});
+  }
+}
+
+// Packet pointers are invalid after bpf_xdp_adjust_head/tail/meta: reload data
+// and data_end right after the call, so what is derived from them later is fresh.
+void reload_after_adjust(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  static const std::regex adjust(R"(bpf_xdp_adjust_(?:head|tail|meta)\s*\()");
+  const std::string data = src.data_var(src.size() + 1), ctx = src.ctx_name();
+  const std::string end = src.data_end_expr(src.size() + 1);
+  if (data.empty()) return;
+  for (int n = 1; n < r.verifier_line; ++n) {
+    const std::string l = src.line(n);
+    if (!std::regex_search(l, adjust)) continue;
+    int at = src.statement_end(n);
+    // Past the failure check of the call: if (bpf_xdp_adjust_head(...)) return ...;
+    if (src.line(at + 1).find("return") != std::string::npos && l.find("if") != std::string::npos) at += 1;
+    std::string reload = data + " = (void *)(long)" + ctx + "->data;";
+    if (end.find("->data_end") == std::string::npos) reload += "\n" + end + " = (void *)(long)" + ctx + "->data_end;";
+    out.push_back({"reload_packet_pointers", "reload " + data + " after the adjust call at line " + std::to_string(n), at,
+                   src.insert_after(at, reload)});
+  }
+}
+
+void uninit_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  const int line = r.verifier_line;
+  if (line <= 0) return;
+  for (const auto& name : src.identifiers(line)) {
+    const Declaration d = src.declaration_of(name, line);
+    if (d.line <= 0 || d.initialised) continue;
+    const std::string init = d.aggregate ? " = {}" : " = 0";
+    if (auto c = src.initialise(d, init))
+      out.push_back({"zero_init", "initialise " + name + " (line " + std::to_string(d.line) + ")" + init, d.line, *c});
+    if (d.aggregate)
+      out.push_back({"zero_init", "__builtin_memset(&" + name + ", 0, sizeof(" + name + ")) after line " +
+                                      std::to_string(d.line),
+                     d.line, src.insert_after(d.line, "__builtin_memset(&" + name + ", 0, sizeof(" + name + "));")});
+  }
+}
+
+void index_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
+  const int line = r.verifier_line;
+  if (line <= 0) return;
+  static const std::regex indexed(R"((\w+)\s*\[\s*([A-Za-z_]\w*)\s*\])");
+  const std::string text = src.line(line);
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), indexed); it != std::sregex_iterator(); ++it) {
+    const std::string array = (*it)[1], index = (*it)[2];
+    const std::string size = src.array_size(array, line);
+    if (size.empty()) continue;
+    for (const auto& act : action_order(src, 0))
+      out.push_back({"index_clamp", "bound " + index + " by " + size + " before line " + std::to_string(line),
+                     line, src.insert_before(line, "if (" + index + " >= " + size + ")\n\treturn " + act + ";")});
+  }
+}
+
+// The unprivileged verifier refuses a packet pointer moved by a variable
+// ("pointer arithmetic with it prohibited for !root"): (void *)ip + ip->ihl * 4.
+// An IPv4 header without options has a constant length: the program keeps
+// parsing those (ihl == 5, sizeof(*ip)) and returns early for the others.
+void variable_offset_candidates(const Source& src, std::vector<Candidate>& out) {
+  static const std::regex ihl(R"((?:\(\s*\w+\s*\)\s*)?(?:\(\s*)?(\w+)\s*->\s*ihl\s*\*\s*4(?:\s*\))?)");
+  for (int n = 1; n <= src.size(); ++n) {
+    const std::string l = src.line(n);
+    std::smatch m;
+    if (!std::regex_search(l, m, ihl)) continue;
+    const std::string ip = m[1];
+    const Source fixed(src.replace_line(n, std::string(l).replace(m.position(0), m.length(0), "sizeof(*" + ip + ")")));
+    for (const auto& act : action_order(src, 0))
+      out.push_back({"variable_offset", "line " + std::to_string(n) + ": " + m.str(0) + " -> sizeof(*" + ip +
+                                            "), for headers without options (if (" + ip + "->ihl != 5) return " + act + ";)",
+                     n, fixed.insert_before(n, "if (" + ip + "->ihl != 5)\n\treturn " + act + ";")});
+    return;
+  }
+}
+
+}  // namespace
+
+std::vector<Candidate> repair_candidates(const std::string& source, const VerifyResult& r) {
+  std::vector<Candidate> out;
+  const Source src(source);
+  switch (r.first_failed_stage) {
+    case Stage::compile: compile_candidates(src, r, out); break;
+    case Stage::verify:
+      switch (r.verifier_class) {
+        case VerifierClass::packet_bounds: bounds_candidates(src, r, out); break;
+        case VerifierClass::null_check_missing: null_candidates(src, r, out); break;
+        case VerifierClass::uninitialized:
+        case VerifierClass::invalid_helper_argument: uninit_candidates(src, r, out); break;
+        default:
+          if (r.verifier_message.find("Unreleased reference") != std::string::npos) release_candidates(src, r, out);
+          slice_size_candidates(src, r, out);
+          if (r.verifier_message.find("prohibited for !root") != std::string::npos) variable_offset_candidates(src, out);
+          quoted_number_candidates(src, r.verifier_line, out);  // "8" compared with a byte: a pointer comparison
+          break;
+      }
+      if (out.empty()) index_candidates(src, r, out);
+      reload_after_adjust(src, r, out);
+      break;
+    case Stage::behaviour: mutation_candidates(src, r, out); break;
+    default: break;
+  }
+  return out;
+}
+
+}  // namespace qwen3::verify
