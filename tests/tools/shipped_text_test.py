@@ -25,7 +25,7 @@ LEAKS = ["Answer with one", "code block", "You write eBPF", "Reply with exactly 
 # The model's generation_config.json sampling, and greedy with its repetition penalty.
 SETTINGS = [["-t", "0", "--repetition-penalty", "1.1"]] + [
     ["-t", "0.7", "--sample-top-k", "20", "--top-p", "0.9", "--repetition-penalty", "1.1", "--seed", str(s)]
-    for s in (1, 2, 3)]
+    for s in (1, 2)]
 
 
 def generate(prompt, settings, *extra, n=64):

@@ -98,8 +98,10 @@ def valid_loss(model, stream, seq, max_windows):
 
 
 def _semantic(arguments):
-    """The arguments that change what is computed (a resume must keep them)."""
-    return {k: v for k, v in arguments.items() if k not in ("restart", "log_every", "out", "steps")}
+    """The arguments that change what is computed (a resume must keep them): not the logging,
+    evaluation and checkpoint cadences."""
+    return {k: v for k, v in arguments.items()
+            if k not in ("restart", "log_every", "out", "steps", "eval_every", "eval_windows", "checkpoint_every")}
 
 
 def save_checkpoint(path, state):
