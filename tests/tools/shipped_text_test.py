@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """What the shipped model (qwen3-kerneldoc) writes, kept apart by the template (issue 24):
 - a plain completion never drifts into the chat training: no xdp-gen system prompt or task
-  line, no chat markers, whatever the prompt;
-- a chat answer to a question that is not about code is prose, not a C code block.
+  line, no chat role markers, greedy or sampled. It may end at one of the model's end-of-text
+  tokens (<|im_end|>, <|endoftext|>: generation_config.json's eos_token_id), where generation
+  stops;
+- a chat answer to a question that is not about code, sampled as the model's
+  generation_config.json says (what `qwen3-bpf chat` does), is prose, not a C code block.
 
 Deterministic: greedy and seeded sampling on the reference backend, one thread.
 
@@ -21,11 +24,12 @@ CHAT_QUESTIONS = ["What is a BPF map?", "How does the scheduler pick the next ta
 # Text of the chat training's framing: xdp-gen's system prompt and task line, the code turns'
 # system prompt, and the template's markers.
 LEAKS = ["Answer with one", "code block", "You write eBPF", "Reply with exactly one", "No test packets are given",
-         "compiled with clang -O2", "<|im_start|>", "<|im_end|>", "<think>", "Task:"]
-# The model's generation_config.json sampling, and greedy with its repetition penalty.
-SETTINGS = [["-t", "0", "--repetition-penalty", "1.1"]] + [
-    ["-t", "0.7", "--sample-top-k", "20", "--top-p", "0.9", "--repetition-penalty", "1.1", "--seed", str(s)]
-    for s in (1, 2)]
+         "compiled with clang -O2", "<|im_start|>", "<think>", "Task:"]
+EOS_TEXT = ("<|im_end|>", "<|endoftext|>")
+# The model's generation_config.json sampling (two seeds), and greedy with its repetition penalty.
+SAMPLED = [["-t", "0.7", "--sample-top-k", "20", "--top-p", "0.9", "--repetition-penalty", "1.1", "--seed", str(s)]
+           for s in (1, 2)]
+SETTINGS = [["-t", "0", "--repetition-penalty", "1.1"]] + SAMPLED
 
 
 def generate(prompt, settings, *extra, n=64):
@@ -37,7 +41,11 @@ def generate(prompt, settings, *extra, n=64):
     m = re.search(r"^generated: (.*)\Z", p.stdout, re.S | re.M)
     if not m:
         raise AssertionError(f"no 'generated:' in qwen3-bpf-run's output: {p.stdout!r}")
-    return m.group(1)
+    text = m.group(1).rstrip("\n")
+    for eos in EOS_TEXT:  # the stop token, shown as text by the stream decoder: the end, not content
+        if text.endswith(eos):
+            text = text[:-len(eos)]
+    return text
 
 
 class ShippedText(unittest.TestCase):
@@ -46,12 +54,12 @@ class ShippedText(unittest.TestCase):
             for settings in SETTINGS:
                 text = generate(prompt, settings)
                 self.assertGreater(len(text.strip()), 0, (prompt, settings))
-                for leak in LEAKS:
+                for leak in LEAKS + list(EOS_TEXT):
                     self.assertNotIn(leak, text, f"plain completion of {prompt!r} with {settings}: {text!r}")
 
     def test_chat_answers_to_questions_are_prose(self):
         for question in CHAT_QUESTIONS:
-            for settings in SETTINGS:
+            for settings in SAMPLED:
                 text = generate(question, settings, "--chat", "--no-think", n=96)
                 where = f"chat answer to {question!r} with {settings}: {text!r}"
                 for code in ("```", "#include", "SEC(", "int main", "return 0;"):

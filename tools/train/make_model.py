@@ -4,8 +4,10 @@
     nice -n 10 /usr/bin/python3 tools/train/make_model.py --work /var/tmp/qwen3-train --out model/out
 
 Steps, each cached in --work: the corpus (tokenized by the project's tokenizer), training
-(checkpointed; re-running resumes), the export, and the evaluation (validation perplexity beside
-unigram and bigram baselines on the same split, and the probability mass of unused ids).
+(checkpointed; re-running resumes; --init-from warm-starts from an exported model), the export,
+and the evaluation: perplexity on the held-out plain documents (full 151,936-id softmax of the
+BF16 weights, non-overlapping 256-token windows) beside unigram and bigram baselines on the same
+split, and the probability mass of unused ids.
 """
 import argparse
 import json
