@@ -34,7 +34,8 @@ else
   exit 2
 fi
 
-# The continued run (sized for ~1/3 of a core): re-warmed to 0.3x the first run's peak LR, batch 16,
+# The shipped continued run (sized for the fraction of a core it got): re-warmed to 0.3x the first
+# run's peak LR, batch 16,
 # linear decay over the last 60%.
 warm=()
 if [[ -n $init_commit ]]; then
@@ -43,7 +44,7 @@ if [[ -n $init_commit ]]; then
     mkdir -p "$work/init/$init_commit"
     git -C "$root_dir" show "$init_commit:model/$name.tar.xz" | xz -dc | tar -C "$work/init/$init_commit" -xf -
   fi
-  warm=(--init-from "$work/init/$init_commit/$name" --steps 560 --batch 16 --lr 6e-4 --warmup 50
+  warm=(--init-from "$work/init/$init_commit/$name" --steps 150 --batch 16 --lr 6e-4 --warmup 50
         --decay-fraction 0.6 --full-softmax-steps 12)
 fi
 
