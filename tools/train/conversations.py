@@ -10,7 +10,7 @@ import re
 
 _ADORNMENT = re.compile(r"^([=\-~^\"'`*+#.:_])\1{2,}\s*$")
 _DIRECTIVE = re.compile(r"^\s*\.\. ")
-_TABLE = re.compile(r"^\s*[+|=][-=+| ]*$|^\s*\+[-=+]+\+")
+_TABLE = re.compile(r"^\s*[+|=][-=+| ]*$|^\s*\+[-=+]+\+|^\s*\|.*\|\s*$")  # borders, grid-table rows
 # Section titles that say nothing without the document's title.
 _GENERIC = {"introduction", "overview", "description", "usage", "background", "summary", "motivation",
             "examples", "example", "details", "notes", "note", "design", "implementation", "api",
