@@ -382,6 +382,14 @@ persist_sessions = false
         self.assertGreaterEqual(self.sample(text, "qwen3_bpfd_requests_total",
                                             {"api": "http", "endpoint": "/v1/chat/completions", "status": "400"}), 5)
 
+    def test_empty_prompt_gets_a_400_in_http_terms(self):
+        # Issue 24: an empty prompt was answered in gRPC's words ("give a prompt, token_ids or messages").
+        for prompt in ("", []):
+            status, resp = self.curl("/v1/completions", {"prompt": prompt, "max_tokens": 4})
+            self.assert_error(status, resp, 400, param="prompt", contains="give text or token ids")
+            for grpc_word in ("token_ids", "messages"):
+                self.assertNotIn(grpc_word, resp["error"]["message"], prompt)
+
     def send_all_then_read(self, tcp, body_bytes):
         """A client that sends its whole request before it reads (as http.client does): the answer it reads."""
         c = socket.create_connection(("127.0.0.1", self.port)) if tcp else socket.socket(socket.AF_UNIX)

@@ -1,4 +1,5 @@
-"""The training corpus: kernel documentation and BPF C programs from Debian's linux-source-6.1.
+"""The training corpus: kernel documentation, conversations built from it, and BPF C programs,
+from Debian's linux-source-6.1.
 
 Documents are read straight out of the package's tarball (no unpacked tree needed), split 95/5
 by a hash of their path (stable across runs and machines), and tokenized by the project's own
@@ -14,8 +15,12 @@ import tarfile
 
 import numpy as np
 
+import conversations
+
 DEFAULT_TARBALL = "/usr/src/linux-source-6.1.tar.xz"
 EOS_ID = 151643  # <|endoftext|>: separates documents, as in Qwen3 pre-training
+IM_START, IM_END, THINK_END = 151644, 151645, 151668  # <|im_start|> <|im_end|> </think>
+ASSISTANT, DOUBLE_NEWLINE = 77091, 271  # the tokens "assistant" and "\n\n"
 VALID_PERCENT = 5
 
 # Mirrors xdp_system_prompt() in daemon/verify/generate.cpp, so xdp-gen's prompts look like the
@@ -106,22 +111,28 @@ def _task_of(path, code):
 
 
 def render(path, kind, text):
-    """The training text of one document. BPF programs become chat turns with a ```c fence
-    (the form the Qwen3 chat template renders with thinking off)."""
+    """The training texts of one source file. A document is plain text, and its sections also
+    become conversations (conversations.py); a BPF program becomes a chat turn whose answer is
+    the program in a ```c fence, with xdp-gen's system prompt and task framing only for XDP
+    programs. Returns [(kind, text)], kind 'doc', 'conversation' or 'bpf'."""
     if kind == "doc":
-        return text
+        return [("doc", text)] + [("conversation", c) for c in conversations.render_conversations(path, text)]
     code = text.rstrip() + "\n"
-    system = XDP_SYSTEM_PROMPT if 'SEC("xdp' in text else "You write eBPF programs for the Linux kernel in C."
-    return ("<|im_start|>system\n" + system + "<|im_end|>\n"
-            "<|im_start|>user\nTask: " + _task_of(path, text) + "\n\nAnswer with one ```c code block.<|im_end|>\n"
-            "<|im_start|>assistant\n<think>\n\n</think>\n\n```c\n" + code + "```<|im_end|>\n")
+    xdp = 'SEC("xdp' in text
+    system = XDP_SYSTEM_PROMPT if xdp else "You write eBPF programs for the Linux kernel in C."
+    task = "Task: " + _task_of(path, text) + "\n"
+    if xdp:  # task_message() of daemon/verify/generate.cpp, without test packets
+        task += "\nNo test packets are given; the program must compile and pass the verifier.\n"
+    return [("bpf", "<|im_start|>system\n" + system + "<|im_end|>\n"
+             "<|im_start|>user\n" + task + "\nAnswer with one ```c code block.<|im_end|>\n"
+             "<|im_start|>assistant\n<think>\n\n</think>\n\n```c\n" + code + "```<|im_end|>\n")]
 
 
-def tokenize(texts, tokenizer_dir, cli="qwen3-bpf"):
-    """Token ids of each text, by the project's tokenizer (special tokens recognised)."""
+def tokenize(texts, command):
+    """Token ids of each text, by the project's tokenizer (special tokens recognised). command:
+    argv of `qwen3-bpf tokenize --model DIR --jsonl` or of tokenize.js."""
     lines = "".join(json.dumps({"text": t}) + "\n" for t in texts)
-    proc = subprocess.run([cli, "tokenize", "--model", tokenizer_dir, "--jsonl"], input=lines.encode(),
-                          stdout=subprocess.PIPE, check=True)
+    proc = subprocess.run(command, input=lines.encode(), stdout=subprocess.PIPE, check=True)
     out = []
     for line in proc.stdout.decode().splitlines():
         obj = json.loads(line)
@@ -133,29 +144,76 @@ def tokenize(texts, tokenizer_dir, cli="qwen3-bpf"):
     return out
 
 
-def build(out_dir, tokenizer_dir, tarball=DEFAULT_TARBALL, cli="qwen3-bpf"):
-    """Writes train.npy / valid.npy (uint32 ids, EOS after every document) and manifest.json."""
+def chat_mask(ids):
+    """1 for the tokens a chat text trains on (each assistant answer and its <|im_end|>), 0 for
+    the rest: the system prompt, the user's question and the template's framing are context
+    only, so the model never learns to write them (a plain completion cannot drift into
+    xdp-gen's system prompt or task line)."""
+    mask = np.zeros(len(ids), dtype=np.uint8)
+    i = 0
+    while i < len(ids):
+        if ids[i] == IM_START and i + 1 < len(ids) and ids[i + 1] == ASSISTANT:
+            j = i + 2
+            while j < len(ids) and ids[j] not in (THINK_END, IM_END):
+                j += 1
+            if j < len(ids) and ids[j] == THINK_END:
+                j += 1
+                if j < len(ids) and ids[j] == DOUBLE_NEWLINE:
+                    j += 1
+            k = j
+            while k < len(ids) and ids[k] != IM_END:
+                k += 1
+            mask[j:k + 1] = 1
+            i = k + 1
+        else:
+            i += 1
+    return mask
+
+
+def build(out_dir, tarball, tokenize_command):
+    """Writes, per split, the token streams (uint32 ids, EOS after every text) and manifest.json:
+    train.npy with train_mask.npy (1 = a trained target), every kind grouped (documents, then
+    conversations, then programs); valid.npy: the held-out plain documents only (the perplexity
+    split); valid_chat.npy with valid_chat_mask.npy: the held-out conversations and programs.
+    A conversation goes to the split of the document it comes from."""
     os.makedirs(out_dir, exist_ok=True)
-    docs = read_sources(tarball)
-    texts = [render(p, k, t) for p, k, t in docs]
-    ids = tokenize(texts, tokenizer_dir, cli)
-    manifest = {"tarball": tarball, "documents": {"train": [], "valid": []}, "tokens": {}}
-    streams = {"train": [], "valid": []}
-    for (path, kind, text), doc_ids in zip(docs, ids):
+    sources = read_sources(tarball)
+    items = []  # (split, kind, path, text, license)
+    for path, kind, text in sources:
         split = "valid" if is_validation(path) else "train"
-        streams[split].extend(doc_ids)
-        streams[split].append(EOS_ID)
-        manifest["documents"][split].append({"path": path, "kind": kind, "tokens": len(doc_ids) + 1,
-                                             "license": license_of(text)})
-    for split, s in streams.items():
+        for k, t in render(path, kind, text):
+            if split == "valid" and k != "doc":
+                split_k = "valid_chat"
+            else:
+                split_k = split
+            items.append((split_k, k, path, t, license_of(text)))
+    order = {"doc": 0, "conversation": 1, "bpf": 2}
+    items.sort(key=lambda it: (order[it[1]], it[2]))
+    ids = tokenize([it[3] for it in items], tokenize_command)
+    manifest = {"tarball": tarball, "documents": {"train": [], "valid": [], "valid_chat": []}, "tokens": {},
+                "trained_tokens": {}}
+    streams = {s: ([], []) for s in manifest["documents"]}
+    for (split, kind, path, _, lic), doc_ids in zip(items, ids):
+        s, m = streams[split]
+        s.extend(doc_ids)
+        s.append(EOS_ID)
+        m.extend(chat_mask(doc_ids).tolist() if kind != "doc" else [1] * len(doc_ids))
+        m.append(1 if kind == "doc" else 0)
+        manifest["documents"][split].append({"path": path, "kind": kind, "tokens": len(doc_ids) + 1, "license": lic})
+    for split, (s, m) in streams.items():
         arr = np.asarray(s, dtype=np.uint32)
         np.save(os.path.join(out_dir, split + ".npy"), arr)
+        if split != "valid":
+            np.save(os.path.join(out_dir, split + "_mask.npy"), np.asarray(m, dtype=np.uint8))
         manifest["tokens"][split] = int(arr.size)
+        manifest["trained_tokens"][split] = int(sum(m))
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     return manifest
 
 
 def load(out_dir):
+    """(train ids, train mask, validation ids of the plain documents)."""
     return (np.load(os.path.join(out_dir, "train.npy")).astype(np.int64),
+            np.load(os.path.join(out_dir, "train_mask.npy")).astype(np.float32),
             np.load(os.path.join(out_dir, "valid.npy")).astype(np.int64))

@@ -4,8 +4,10 @@
     nice -n 10 /usr/bin/python3 tools/train/make_model.py --work /var/tmp/qwen3-train --out model/out
 
 Steps, each cached in --work: the corpus (tokenized by the project's tokenizer), training
-(checkpointed; re-running resumes), the export, and the evaluation (validation perplexity beside
-unigram and bigram baselines on the same split, and the probability mass of unused ids).
+(checkpointed; re-running resumes; --init-from warm-starts from an exported model), the export,
+and the evaluation: perplexity on the held-out plain documents (full 151,936-id softmax of the
+BF16 weights, non-overlapping 256-token windows) beside unigram and bigram baselines on the same
+split, and the probability mass of unused ids.
 """
 import argparse
 import json
@@ -36,6 +38,9 @@ def parse_args(argv):
     p.add_argument("--out", required=True, help="the HF model directory to write")
     p.add_argument("--tokenizer", default=None, help="folder with tokenizer.json (default: third_party/qwen3-tokenizer)")
     p.add_argument("--cli", default="qwen3-bpf", help="the qwen3-bpf binary that tokenizes the corpus")
+    p.add_argument("--js-dir", default=None, help="tokenize with tokenize.js and the @lenml/tokenizers in this "
+                   "folder (third_party/js-tokenizer) instead of --cli")
+    p.add_argument("--init-from", default=None, help="warm start: an exported model directory of the same shape")
     p.add_argument("--tarball", default=corpus.DEFAULT_TARBALL)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--steps", type=int, default=2600)
@@ -105,17 +110,20 @@ def main(argv):
     data = os.path.join(args.work, "corpus")
     if not os.path.exists(os.path.join(data, "manifest.json")):
         train.log("make_model: building the corpus from " + args.tarball)
-        m = corpus.build(data, tok, args.tarball, args.cli)
-        train.log(f"make_model: corpus: {m['tokens']['train']} training, {m['tokens']['valid']} validation tokens")
-    train_ids, valid_ids = corpus.load(data)
+        command = (["node", os.path.join(os.path.dirname(os.path.abspath(__file__)), "tokenize.js"), tok, args.js_dir]
+                   if args.js_dir else [args.cli, "tokenize", "--model", tok, "--jsonl"])
+        m = corpus.build(data, args.tarball, command)
+        train.log(f"make_model: corpus: tokens {m['tokens']}, trained targets {m['trained_tokens']}")
+    train_ids, train_mask, valid_ids = corpus.load(data)
     train_args = argparse.Namespace(**{k: v for k, v in vars(args).items()
-                                       if k not in ("work", "tokenizer", "cli", "tarball", "final_eval_windows")})
+                                       if k not in ("work", "tokenizer", "cli", "js_dir", "tarball", "final_eval_windows")})
     train_args.out = args.work
-    model, vocab, history = train.train(train_args, SHAPE, train_ids, valid_ids)
+    model, vocab, history = train.train(train_args, SHAPE, train_ids, valid_ids, train_mask)
     export.bf16_round_(model)
     figures = evaluate(model, vocab, train_ids, valid_ids, args.seq, args.final_eval_windows)
     figures.update({"train_tokens": int(len(train_ids)), "used_ids": int(len(vocab.used)),
                     "tokens_trained": args.steps * args.batch * args.seq, "history": history,
+                    "trained_target_fraction": float(train_mask.mean()),
                     "arguments": {k: v for k, v in vars(args).items() if k not in ("work", "out", "restart", "final_eval_windows")}})
     train.log(json.dumps({k: v for k, v in figures.items() if k not in ("history",)}, indent=1))
     export.export(model, vocab, SHAPE, args.out, tok, {"trained_by": "tools/train/make_model.py", "seed": args.seed})

@@ -126,7 +126,7 @@ class Qwen3(nn.Module):
         return z
 
     def sampled_loss(self, h, targets, n_negatives, generator):
-        """Sampled softmax: the batch's targets, uniform random negatives and the shared row.
+        """Per-target losses of a sampled softmax: the batch's targets, uniform random negatives and the shared row.
         Negatives that are not targets are weighted by 1/q (q = their inclusion probability), so
         the partition function is estimated without bias."""
         n_rows = self.embed.weight.shape[0]
@@ -147,4 +147,4 @@ class Qwen3(nn.Module):
         z = h.reshape(-1, h.shape[-1]) @ self.embed.weight[cand].t() + adjust
         pos = torch.full((n_rows,), -1, dtype=torch.long)
         pos[cand] = torch.arange(cand.shape[0])
-        return F.cross_entropy(z, pos[targets.reshape(-1)])
+        return F.cross_entropy(z, pos[targets.reshape(-1)], reduction="none")

@@ -38,13 +38,14 @@ class Vocab:
 class Windows:
     """Non-overlapping windows of seq+1 tokens, visited in a seeded order, epoch after epoch."""
 
-    def __init__(self, stream, seq, seed):
-        self.stream, self.seq, self.seed = stream, seq, seed
+    def __init__(self, stream, seq, seed, mask=None):
+        self.stream, self.seq, self.seed, self.mask = stream, seq, seed, mask
         self.n = (len(stream) - 1) // seq
         self._epoch, self._perm = None, None
 
     def batch(self, step, batch_size):
-        rows = []
+        """[batch, seq+1] ids, and [batch, seq] target weights (the mask of targets 1..seq)."""
+        rows, weights = [], []
         for i in range(step * batch_size, (step + 1) * batch_size):
             epoch, k = divmod(i, self.n)
             if epoch != self._epoch:
@@ -52,7 +53,8 @@ class Windows:
                 self._perm = np.random.default_rng([self.seed, epoch]).permutation(self.n)
             s = self._perm[k] * self.seq
             rows.append(self.stream[s:s + self.seq + 1])
-        return torch.from_numpy(np.stack(rows))
+            weights.append(self.mask[s + 1:s + self.seq + 1] if self.mask is not None else np.ones(self.seq, np.float32))
+        return torch.from_numpy(np.stack(rows)), torch.from_numpy(np.stack(weights))
 
 
 def decay_start(steps, decay_fraction):
@@ -96,8 +98,10 @@ def valid_loss(model, stream, seq, max_windows):
 
 
 def _semantic(arguments):
-    """The arguments that change what is computed (a resume must keep them)."""
-    return {k: v for k, v in arguments.items() if k not in ("restart", "log_every", "out", "steps")}
+    """The arguments that change what is computed (a resume must keep them): not the logging,
+    evaluation and checkpoint cadences."""
+    return {k: v for k, v in arguments.items()
+            if k not in ("restart", "log_every", "out", "steps", "eval_every", "eval_windows", "checkpoint_every")}
 
 
 def save_checkpoint(path, state):
@@ -106,7 +110,46 @@ def save_checkpoint(path, state):
     os.replace(tmp, path)
 
 
-def train(args, config, train_ids, valid_ids):
+def read_safetensors(path):
+    """{name: float32 tensor} of a BF16/F32 safetensors file (the layout export.py writes)."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, h in header.items():
+        if name == "__metadata__":
+            continue
+        raw = bytearray(data[h["data_offsets"][0]:h["data_offsets"][1]])
+        dt = {"BF16": torch.bfloat16, "F32": torch.float32}[h["dtype"]]
+        out[name] = torch.frombuffer(raw, dtype=dt).float().reshape(h["shape"])
+    return out
+
+
+def shared_row_of(full):
+    """The row most ids share in an exported embedding: the trained shared row of unused ids."""
+    _, inverse, counts = torch.unique(full, dim=0, return_inverse=True, return_counts=True)
+    return full[int((inverse == int(counts.argmax())).nonzero()[0])]
+
+
+def init_from_(model, vocab, model_dir):
+    """Warm start from an exported model (same shape): every layer as it is; the embedding row of
+    each id this corpus uses is that id's exported row (the exported shared row for ids the
+    earlier corpus did not use), the shared row the exported one."""
+    t = read_safetensors(os.path.join(model_dir, "model.safetensors"))
+    full = t.pop("model.embed_tokens.weight")
+    with torch.no_grad():
+        model.embed.weight[:-1] = full[torch.from_numpy(vocab.used)]
+        model.embed.weight[-1] = shared_row_of(full)
+        model.norm.weight.copy_(t.pop("model.norm.weight"))
+        for i, layer in enumerate(model.layers):
+            for name, p in layer.named_parameters():
+                p.copy_(t.pop(f"model.layers.{i}.{name}"))
+    if t:
+        raise SystemExit(f"train: {model_dir}: unexpected tensors {sorted(t)[:5]}")
+
+
+def train(args, config, train_ids, valid_ids, train_mask=None):
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     vocab = Vocab(np.unique(train_ids), config["vocab_size"])
@@ -117,13 +160,18 @@ def train(args, config, train_ids, valid_ids):
         for name, p in model.named_parameters():
             if p.dim() == 2:
                 p.normal_(0.0, config["initializer_range"])
+    resuming = os.path.exists(os.path.join(args.out, "checkpoint.pt")) and not args.restart
+    if getattr(args, "init_from", None) and not resuming:
+        init_from_(model, vocab, args.init_from)
+        vl, _ = valid_loss(model, valid_c, args.seq, args.eval_windows)
+        log(f"train: warm start from {args.init_from}: valid loss {vl:.3f}  ppl {math.exp(vl):.1f}  ({args.eval_windows} windows)")
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and "embed" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() == 2 and "embed" not in n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
     sampler = torch.Generator().manual_seed(args.seed + 1)
-    windows = Windows(train_c, args.seq, args.seed)
+    windows = Windows(train_c, args.seq, args.seed, train_mask)
     ckpt = os.path.join(args.out, "checkpoint.pt")
     start, history = 0, []
     if os.path.exists(ckpt) and not args.restart:
@@ -150,14 +198,15 @@ def train(args, config, train_ids, valid_ids):
         lr = lr_at(step, args.steps, args.lr, args.warmup, args.final_lr_ratio, args.decay_fraction)
         for g in opt.param_groups:
             g["lr"] = lr
-        x = windows.batch(step, args.batch)
+        x, w = windows.batch(step, args.batch)
         h = model.hidden(x[:, :-1])
         full = step >= args.steps - args.full_softmax_steps
         if full:
             z = model.full_logits(h)
-            loss = torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), x[:, 1:].reshape(-1))
+            ce = torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), x[:, 1:].reshape(-1), reduction="none")
         else:
-            loss = model.sampled_loss(h, x[:, 1:], args.negatives, sampler)
+            ce = model.sampled_loss(h, x[:, 1:], args.negatives, sampler)
+        loss = (ce * w.reshape(-1)).sum() / w.sum().clamp(min=1.0)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
