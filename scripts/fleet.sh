@@ -42,7 +42,10 @@ model_dir() {
   local m=$dir/model
   if [[ ! -f $m/config.json ]]; then
     rm -rf "$m.new" && mkdir -p "$m.new"
-    tar -xJf "$root_dir/model/qwen3-kerneldoc.tar.xz" -C "$m.new" --strip-components=1 --no-same-owner
+    # The shipped model: model/ in a checkout, models/ where the package installs this script.
+    local tarball=$root_dir/model/qwen3-kerneldoc.tar.xz
+    [[ -f $tarball ]] || tarball=$root_dir/models/qwen3-kerneldoc.tar.xz
+    tar -xJf "$tarball" -C "$m.new" --strip-components=1 --no-same-owner
     rm -rf "$m" && mv "$m.new" "$m"
   fi
   echo "$m"
