@@ -4,7 +4,8 @@
 // then stays attached with no process of ours, and every exec is answered by
 // the kernel alone.
 //
-//   qwen3-bpf-exec-prompt attach DIR COMM SESSION [MAX_TOKENS]
+//   qwen3-bpf-exec-prompt attach DIR COMM SESSION [MAX_TOKENS] [--broker]
+//                                    --broker: through the daemon's ring instead (to compare)
 //   qwen3-bpf-exec-prompt read   DIR SESSION     the session's kd_results slot, as text
 //   qwen3-bpf-exec-prompt detach DIR             unpins the link (detaches)
 //
@@ -32,12 +33,12 @@ int fail(const std::string& what) {
   return 1;
 }
 
-int attach(const std::string& dir, const std::string& comm, const std::string& session, int max_tokens) {
+int attach(const std::string& dir, const std::string& comm, const std::string& session, int max_tokens, bool broker) {
   if (comm.empty() || comm.size() > 15) return fail("COMM must be 1..15 bytes (the kernel's task name)");
   if (session.empty() || session.size() > QK_SESSION_BYTES) return fail("SESSION must be 1..32 bytes");
-  int fds[3];
-  const char* names[3] = {"kd_requests", "kd_bell", "kd_state"};
-  for (int i = 0; i < 3; i++) {
+  int fds[4];
+  const char* names[4] = {"kd_requests", "kd_bell", "kd_state", "qk_submit"};
+  for (int i = 0; i < 4; i++) {
     fds[i] = bpf_obj_get((dir + "/" + names[i]).c_str());
     if (fds[i] < 0)
       return fail("cannot open " + dir + "/" + names[i] + ": " + std::strerror(errno) +
@@ -49,14 +50,15 @@ int attach(const std::string& dir, const std::string& comm, const std::string& s
   std::memcpy(const_cast<char*>(skel->rodata->SESSION), session.data(), session.size());
   skel->rodata->MAX_TOKENS = static_cast<__u16>(max_tokens);
   skel->rodata->REQUEST_BASE = static_cast<__u32>(time(nullptr)) | 1;
-  bpf_map* maps[3] = {skel->maps.kd_requests, skel->maps.kd_bell, skel->maps.kd_state};
-  for (int i = 0; i < 3; i++)
+  skel->rodata->BROKER = broker ? 1 : 0;
+  bpf_map* maps[4] = {skel->maps.kd_requests, skel->maps.kd_bell, skel->maps.kd_state, skel->maps.qk_submit};
+  for (int i = 0; i < 4; i++)
     if (int err = bpf_map__reuse_fd(maps[i], fds[i]))
       return fail(std::string("reuse ") + names[i] + ": " + std::strerror(-err));
   if (int err = exec_prompt__load(skel)) return fail("load: " + std::string(std::strerror(-err)));
   bpf_link* link = bpf_program__attach_trace(skel->progs.on_exec);
   if (!link) return fail("attach to sched_process_exec: " + std::string(std::strerror(errno)));
-  const std::string pin = dir + "/exec_prompt_link";
+  const std::string pin = dir + (broker ? "/exec_prompt_link_broker" : "/exec_prompt_link");
   if (int err = bpf_link__pin(link, pin.c_str())) return fail("pin " + pin + ": " + std::strerror(-err));
   std::printf("attached: every exec of '%s' asks session %s; link pinned at %s\n", comm.c_str(), session.c_str(),
               pin.c_str());
@@ -87,15 +89,19 @@ int read_slot(const std::string& dir, const std::string& session) {
 
 int main(int argc, char** argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
-  if (cmd == "attach" && (argc == 5 || argc == 6)) return attach(argv[2], argv[3], argv[4], argc == 6 ? std::atoi(argv[5]) : 16);
+  const bool broker = argc > 2 && std::string(argv[argc - 1]) == "--broker";
+  if (broker) argc--;
+  if (cmd == "attach" && (argc == 5 || argc == 6))
+    return attach(argv[2], argv[3], argv[4], argc == 6 ? std::atoi(argv[5]) : 16, broker);
   if (cmd == "read" && argc == 4) return read_slot(argv[2], argv[3]);
   if (cmd == "detach" && argc == 3) {
     const std::string pin = std::string(argv[2]) + "/exec_prompt_link";
-    if (::unlink(pin.c_str()) != 0) return fail("unlink " + pin + ": " + std::strerror(errno));
+    ::unlink((pin + "_broker").c_str());
+    if (::unlink(pin.c_str()) != 0 && errno != ENOENT) return fail("unlink " + pin + ": " + std::strerror(errno));
     return 0;
   }
   std::fprintf(stderr,
-               "usage: qwen3-bpf-exec-prompt attach DIR COMM SESSION [MAX_TOKENS]\n"
+               "usage: qwen3-bpf-exec-prompt attach DIR COMM SESSION [MAX_TOKENS] [--broker]\n"
                "       qwen3-bpf-exec-prompt read DIR SESSION\n"
                "       qwen3-bpf-exec-prompt detach DIR\n");
   return 2;
