@@ -232,7 +232,8 @@ struct qk_kd_session {
   __u32 request_id;    /* the last request */
   __u32 generations;   /* requests served */
   __u32 tokens;        /* tokens generated, all requests */
-  __u64 history_len;   /* reserved */
+  __u32 paused_left;   /* a request paused for the daemon (yield): tokens it may still choose */
+  __u32 paused_base;   /* ... and tokens it chose before the pause */
 };
 
 /* The kernel path's state (array "kd_state", one entry, mmapable): the
@@ -245,7 +246,7 @@ struct qk_kd_state {
   __u32 n_stop;
   __s32 stop_ids[16]; /* EOS ids: a generation ends at one */
   __s32 byte_ids[256]; /* Qwen3's byte-level base token of each byte */
-  __u32 pad;
+  __u32 resume;     /* sessions whose request paused for the daemon (bit k: kd_sessions[k]), resumed first */
   __u64 rung;       /* doorbell callbacks run */
   __u64 started;    /* generations started */
   __u64 served;     /* generations ended (any finish) */
@@ -253,6 +254,7 @@ struct qk_kd_state {
   __u64 shed;       /* clients that found no free request entry (counted by the client) */
   __u64 refused;    /* requests refused (invalid, no session, too long): error in the result slot */
   __u64 tokens;     /* tokens generated */
+  __u64 yields;     /* kernel-started generations paused at a token boundary for the daemon */
 };
 
 /* A token's text in the kernel (array "kd_text", one per vocabulary id). */

@@ -319,6 +319,11 @@ static __always_inline s32 drv_sample(struct qn_drive_state *s, struct qn_args *
   else if (s->pos >= s->sub.kv_positions) why = QN_FINISH_LENGTH; /* no room to feed it */
   s->last_token = id;
   kd_token(s, id);
+  if (why == QN_FINISH_NONE && kd_should_pause(s)) { /* the daemon waits: resumed later */
+    kd_pause(s, id);
+    s->generated++;
+    return -1;
+  }
   if (why != QN_FINISH_NONE) {
     drv_end(s, why, id);
     s->generated++;

@@ -119,9 +119,10 @@ static __always_inline void kd_token(struct qn_drive_state *s, s32 id) {
   struct qk_result_slot *r = buf_lookup(&kd_results, k);
   if (!r) return;
   struct qk_kd_text *t = id >= 0 ? buf_lookup(&kd_text, (u32)id) : 0;
-  kd_entry(r, id, s->generated, t, 0, 0);
-  if (t && t->len > QK_TOK_TEXT_BYTES) kd_entry(r, id, s->generated, t, QK_TOK_TEXT_BYTES, QK_TOK_CONT);
-  r->tokens = s->generated + 1;
+  const u32 index = (u32)s->sub.draw0 + s->generated; /* draw0: tokens chosen before a pause */
+  kd_entry(r, id, index, t, 0, 0);
+  if (t && t->len > QK_TOK_TEXT_BYTES) kd_entry(r, id, index, t, QK_TOK_TEXT_BYTES, QK_TOK_CONT);
+  r->tokens = index + 1;
   if (r->cancel && r->cancel == r->request_id) s->cancel = 1; /* ends at the next link */
 }
 
@@ -144,8 +145,9 @@ static __always_inline void kd_end(struct qn_drive_state *s, u32 why, s32 token)
   struct qk_result_slot *r = buf_lookup(&kd_results, k);
   struct qk_kd_session *ss = buf_lookup(&kd_sessions, k);
   struct qk_kd_state *ks = kd_st();
-  u32 g = s->generated + (token >= 0 ? 1 : 0);
+  u32 g = s->generated + (token >= 0 ? 1 : 0); /* since the (re)start */
   u32 positions = g == 0 ? s->sub.pos : s->sub.pos + s->sub.feed_len + g - 1;
+  const u32 before = (u32)s->sub.draw0;      /* chosen before a pause */
   if (ss) {
     if (why != QN_FINISH_ERROR) {
       ss->positions = positions;
@@ -156,6 +158,7 @@ static __always_inline void kd_end(struct qn_drive_state *s, u32 why, s32 token)
     }
     ss->generations++;
     ss->tokens += g;
+    ss->paused_left = 0;
   }
   if (ks) {
     __sync_fetch_and_add(&ks->served, 1);
@@ -163,11 +166,48 @@ static __always_inline void kd_end(struct qn_drive_state *s, u32 why, s32 token)
   }
   if (r) {
     r->positions = ss ? ss->positions : positions;
-    r->tokens = g;
+    r->tokens = before + g;
     r->error = why == QN_FINISH_ERROR ? QK_E_INTERNAL : QK_OK;
     __sync_lock_test_and_set(&r->finish, kd_finish_code(why));
   }
   if (ss) __sync_lock_test_and_set(&ss->running, 0);
+}
+
+/* The daemon waits for the engine (drive_state.yield): a kernel-started
+ * generation that goes on pauses after the token just chosen. The session
+ * keeps where it is (positions, the token to feed next, what is left), its
+ * result slot stays open, and the request is resumed first when the
+ * doorbell next gets the engine. The end is drv_end's without a finish;
+ * the doorbell is rung by the daemon when it hands the engine back (or the
+ * 1 ms timer), not at once, so the daemon gets its turn. */
+static __always_inline int kd_should_pause(struct qn_drive_state *s) { return s->sub.client && s->yield; }
+
+static __always_inline void kd_pause(struct qn_drive_state *s, s32 id) {
+  u32 k = (s->sub.client - 1) & (QK_KD_SESSIONS - 1);
+  struct qk_kd_session *ss = buf_lookup(&kd_sessions, k);
+  struct qk_kd_state *ks = kd_st();
+  if (__sync_val_compare_and_swap(&s->running, 1, 2) != 1) return;
+  const u32 g = s->generated + 1;
+  if (ss) {
+    ss->positions = s->sub.pos + s->sub.feed_len + g - 1;
+    ss->pending_token = id;
+    ss->paused_base = (u32)s->sub.draw0 + g;
+    ss->paused_left = s->sub.max_tokens - g;
+    ss->tokens += g;
+  }
+  if (ks) {
+    __sync_fetch_and_or(&ks->resume, 1u << k);
+    __sync_fetch_and_add(&ks->pending, 1);
+    __sync_fetch_and_add(&ks->yields, 1);
+    __sync_fetch_and_add(&ks->tokens, g);
+  }
+  s->finish = QN_FINISH_LENGTH;
+  s->t_end_ns = bpf_ktime_get_ns();
+  __sync_lock_test_and_set(&s->running, 0);
+  __sync_lock_test_and_set(&s->owner, QN_OWNER_FREE);
+  int zero = 0;
+  struct qn_kd_timer *t = bpf_map_lookup_elem(&kd_retry, &zero);
+  if (t) bpf_timer_start(&t->timer, 1000000 /* 1 ms */, 0);
 }
 
 /* After the end's last record: the engine goes back to whoever waits, and

@@ -173,6 +173,32 @@ static __always_inline u32 kd_take(struct qk_kd_state *ks, struct qn_drive_state
   return 0;
 }
 
+/* Resumes session k's paused request: its pending token fed, the rest of
+ * its tokens, its result slot as it was. 0 started, else a qk_error. */
+static __always_inline u32 kd_resume(struct qk_kd_state *ks, struct qn_drive_state *s, u32 k) {
+  struct qk_kd_session *ss = buf_lookup(&kd_sessions, k);
+  s32 *prompt = buf_lookup(&drive_prompt, 0);
+  if (!ss || !prompt || ss->pending_token < 0 || ss->paused_left == 0) return QK_E_INTERNAL;
+  prompt[0] = ss->pending_token;
+  struct qn_drive_submit *sub = &s->sub;
+  __builtin_memset(sub, 0, sizeof(*sub));
+  sub->tag = ss->request_id;
+  sub->kv_slot = ss->kv_slot;
+  sub->kv_positions = ss->kv_capacity;
+  sub->pos = ss->positions;
+  sub->feed_len = 1;
+  sub->max_tokens = ss->paused_left;
+  sub->mode = QN_DRIVE_ARGMAX;
+  sub->vocab_top_k = 1;
+  sub->n_stop = ks->n_stop > QN_DRIVE_STOP_MAX ? QN_DRIVE_STOP_MAX : ks->n_stop;
+  for (u32 j = 0; j < QN_DRIVE_STOP_MAX; j++) sub->stop_ids[j] = ks->stop_ids[j];
+  sub->draw0 = ss->paused_base; /* the token index goes on */
+  sub->client = k + 1;
+  if (drv_check(sub)) return QK_E_LIMIT;
+  drv_begin(s);
+  return 0;
+}
+
 /* The oldest ready request, taken (READY -> TAKEN), or -1. */
 static __always_inline s32 kd_oldest(void) {
   s32 best = -1;
@@ -206,6 +232,24 @@ static int kd_bell_cb(void *map, int *key, void *value) {
     __sync_lock_test_and_set(&s->owner, QN_OWNER_FREE);
     __sync_fetch_and_add(&ks->busy, 1);
     kd_retry_later();
+    return 0;
+  }
+  u32 paused = ks->resume;
+  if (paused) { /* a request paused for the daemon goes on first */
+    u32 k = paused & 1 ? 0 : paused & 2 ? 1 : paused & 4 ? 2 : 3;
+    __sync_fetch_and_and(&ks->resume, ~(1u << k));
+    __sync_fetch_and_sub(&ks->pending, 1);
+    if (kd_resume(ks, s, k)) { /* cannot go on: ends with an error in its slot */
+      struct qk_kd_session *ss = buf_lookup(&kd_sessions, k);
+      struct qk_result_slot *r = buf_lookup(&kd_results, k);
+      if (ss) __sync_lock_test_and_set(&ss->running, 0);
+      if (r) {
+        r->error = QK_E_INTERNAL;
+        __sync_lock_test_and_set(&r->finish, QK_FINISH_ERROR);
+      }
+      __sync_lock_test_and_set(&s->owner, QN_OWNER_FREE);
+      if (ks->pending) kd_ring();
+    }
     return 0;
   }
   s32 key_ = kd_oldest();

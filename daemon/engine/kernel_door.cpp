@@ -169,6 +169,7 @@ KernelDoorCounters KernelDoor::counters() const {
   c.shed = get(state_->shed);
   c.refused = get(state_->refused);
   c.tokens = get(state_->tokens);
+  c.yields = get(state_->yields);
   c.pending = at(state_->pending).load();
   c.daemon_waits = owner_.waits();
   return c;

@@ -45,6 +45,7 @@ struct KernelSessionInfo {
 
 struct KernelDoorCounters {
   uint64_t rung = 0, started = 0, served = 0, busy = 0, shed = 0, refused = 0, tokens = 0;
+  uint64_t yields = 0;        // kernel-started generations paused at a token for the daemon
   uint64_t daemon_waits = 0;  // the daemon's holds that waited for a kernel-started generation
   uint32_t pending = 0;
 };

@@ -82,6 +82,9 @@ std::string KernelPath::metrics_text() const {
   metric_header(out, "qwen3_bpfd_kclient_kernel_daemon_waits_total", "counter",
                 "Daemon passes that waited for a kernel-started generation.");
   metric_sample(out, "qwen3_bpfd_kclient_kernel_daemon_waits_total", double(c.daemon_waits));
+  metric_header(out, "qwen3_bpfd_kclient_kernel_yields_total", "counter",
+                "Kernel-started generations paused at a token boundary for the daemon (resumed first).");
+  metric_sample(out, "qwen3_bpfd_kclient_kernel_yields_total", double(c.yields));
   metric_header(out, "qwen3_bpfd_kclient_kernel_tokens_total", "counter", "Tokens of kernel-started generations.");
   metric_sample(out, "qwen3_bpfd_kclient_kernel_tokens_total", double(c.tokens));
   metric_header(out, "qwen3_bpfd_kclient_kernel_pending", "gauge", "Kernel-path requests waiting for the engine.");

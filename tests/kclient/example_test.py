@@ -152,6 +152,8 @@ class ExampleClientTest(unittest.TestCase):
             self.assertEqual([e[0] for e in entries2 if e[4] == 0], ids)
             m = d.metrics()
             self.assertEqual(m['qwen3_bpfd_kclient_kernel_requests_total{outcome="served"}'], 2)
+            print("kernel path:", {k.split("kernel_")[1]: v for k, v in m.items() if "kclient_kernel" in k},
+                  file=sys.stderr)
         finally:
             if frozen:
                 os.kill(d.proc.pid, signal.SIGCONT)
