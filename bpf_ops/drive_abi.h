@@ -81,7 +81,7 @@ struct qn_drive_submit {
    * the seen bitmap in sample_buf set by the client for the history) */
   struct qn_sample_hdr params;
   qn_s32 status; /* written by qn_drive_start: 0 started, else why not */
-  qn_u32 pad;
+  qn_u32 client; /* 0: the daemon's; k + 1: kernel-client session k (kd_sessions, kd_results) */
 };
 
 /* The running generation (drive_state, one entry, mmapable). */
@@ -112,7 +112,18 @@ struct qn_drive_state {
   qn_u32 active;      /* links running now (user space waits for 0 after the end) */
   qn_u32 pad1;
   qn_u64 slot_links[QN_DRIVE_CPUS]; /* operator shares each CPU slot's chain ran */
+  /* Who holds the engine (the activation maps, sample_buf, the chain):
+   * QN_OWNER_* taken by compare-and-swap, by the daemon before a pass batch
+   * or a kernel-driver submission (user space, through the mmapped map) and
+   * by the kernel doorbell before a kernel-started generation. */
+  qn_u32 owner;
+  qn_u32 yield;        /* the daemon waits for the engine: a kernel-started generation ends at its next token */
+  qn_u64 owner_waits;  /* daemon acquisitions that found the kernel holding the engine */
 };
+
+#define QN_OWNER_FREE 0
+#define QN_OWNER_DAEMON 1
+#define QN_OWNER_KERNEL 2
 
 /* One ring buffer record (drive_out) per chosen token, and one for a cancel
  * or an error. */

@@ -190,6 +190,79 @@ struct qk_bucket {
   __u64 tokens_milli; /* thousandths of a submission */
 };
 
+/* ---- The kernel path (docs/kernel-clients.md, "The kernel path"): a BPF
+ * program submits into the daemon's engine with no user-space step. It
+ * writes a qk_generate into a free entry of the pinned kd_requests array,
+ * marks it ready and rings the doorbell (bpf_wq_start on the pinned kd_bell):
+ * the driver's doorbell program takes the engine (drive_state.owner), maps
+ * the request to token ids in BPF, and starts the kernel driver's chain on a
+ * session of the kernel pool (kd_sessions: KV slots the daemon reserved); the
+ * chain writes each token into the session's kd_results slot. bpf_ops/kdoor_client.h
+ * is the client side. */
+#define QK_KD_QUEUE 8       /* requests waiting for the engine at once */
+#define QK_KD_SESSIONS 4    /* sessions of the kernel path (each a reserved KV slot and a result slot) */
+#define QK_KD_MAX_TOKENS 64 /* tokens one kernel-path request generates at most (<= QK_RING / 2) */
+#define QK_KD_TEXT_BYTES 23 /* bytes of a token's text the kernel keeps (kd_text) */
+
+/* qk_kd_request.state */
+enum qk_kd_req_state {
+  QK_KD_FREE = 0,
+  QK_KD_WRITING = 1, /* a client is filling it */
+  QK_KD_READY = 2,   /* the doorbell may take it */
+  QK_KD_TAKEN = 3,   /* the doorbell is starting it */
+};
+
+struct qk_kd_request {
+  __u32 state; /* enum qk_kd_req_state; taken by compare-and-swap */
+  __u32 seq;   /* order of arrival (kd_state.seq) */
+  struct qk_generate g; /* greedy only: sampling.temperature_q16 = 0 */
+};
+
+/* A session of the kernel path (array "kd_sessions"); index k's results are
+ * kd_results[k]. kv_slot / kv_capacity / owner_uid are set by the daemon. */
+struct qk_kd_session {
+  char session[QK_SESSION_BYTES];
+  __u32 state;         /* 0 free, 1 in use (taken by compare-and-swap) */
+  __u32 kv_slot;       /* the reserved KV cache's slot in kv_outer */
+  __u32 kv_capacity;   /* its positions */
+  __u32 positions;     /* positions its KV holds */
+  __u32 owner_uid;     /* kernel_client_uid */
+  __s32 pending_token; /* the last chosen token, not yet in the KV (fed first by an append); -1 none */
+  __u32 running;       /* a generation runs on it */
+  __u32 request_id;    /* the last request */
+  __u32 generations;   /* requests served */
+  __u32 tokens;        /* tokens generated, all requests */
+  __u32 paused_left;   /* a request paused for the daemon (yield): tokens it may still choose */
+  __u32 paused_base;   /* ... and tokens it chose before the pause */
+};
+
+/* The kernel path's state (array "kd_state", one entry, mmapable): the
+ * tables the daemon fills at load, the queue's counters. */
+struct qk_kd_state {
+  __u32 enabled;    /* 1 once the daemon filled the tables and armed the doorbell */
+  __u32 vocab;      /* the model's vocabulary (ids accepted) */
+  __u32 seq;        /* next request's arrival number */
+  __u32 pending;    /* requests ready, not yet taken */
+  __u32 n_stop;
+  __s32 stop_ids[16]; /* EOS ids: a generation ends at one */
+  __s32 byte_ids[256]; /* Qwen3's byte-level base token of each byte */
+  __u32 resume;     /* sessions whose request paused for the daemon (bit k: kd_sessions[k]), resumed first */
+  __u64 rung;       /* doorbell callbacks run */
+  __u64 started;    /* generations started */
+  __u64 served;     /* generations ended (any finish) */
+  __u64 busy;       /* doorbell found the engine held: retried by a 1 ms timer */
+  __u64 shed;       /* clients that found no free request entry (counted by the client) */
+  __u64 refused;    /* requests refused (invalid, no session, too long): error in the result slot */
+  __u64 tokens;     /* tokens generated */
+  __u64 yields;     /* kernel-started generations paused at a token boundary for the daemon */
+};
+
+/* A token's text in the kernel (array "kd_text", one per vocabulary id). */
+struct qk_kd_text {
+  __u8 len; /* bytes (<= QK_KD_TEXT_BYTES; a longer token's text is cut) */
+  char bytes[QK_KD_TEXT_BYTES];
+};
+
 #ifndef __bpf__
 #ifdef __cplusplus
 static_assert(sizeof(struct qk_hdr) == 48, "qk_hdr");
@@ -199,6 +272,10 @@ static_assert(sizeof(struct qk_token) == 32, "qk_token");
 static_assert(sizeof(struct qk_answer) == 48 + 32 + 8 * 32, "qk_answer");
 static_assert(sizeof(struct qk_submission) == 24 + sizeof(struct qk_generate), "qk_submission");
 static_assert(sizeof(struct qk_result_slot) == 32 + 40 + 8 + QK_RING * 32, "qk_result_slot");
+static_assert(sizeof(struct qk_kd_request) == 8 + sizeof(struct qk_generate), "qk_kd_request");
+static_assert(sizeof(struct qk_kd_session) == 32 + 40 + 8, "qk_kd_session");
+static_assert(sizeof(struct qk_kd_text) == 24, "qk_kd_text");
+static_assert(sizeof(struct qk_kd_state) % 8 == 0, "qk_kd_state");
 #endif
 #endif
 

@@ -90,6 +90,8 @@ struct {
   __uint(max_entries, 1 << 16);
 } drive_out SEC(".maps");
 
+#include "ops_kdoor.h" /* kernel-started generations: their maps, tokens and end */
+
 static __always_inline struct qn_drive_state *drv_state(void) { return buf_lookup(&drive_state, 0); }
 static __always_inline struct qn_drive_link *drv_link_at(u32 i) { return buf_lookup(&drive_plan, i); }
 
@@ -116,7 +118,9 @@ static __always_inline int drv_end(struct qn_drive_state *s, u32 why, s32 token)
   s->finish = why;
   s->t_end_ns = bpf_ktime_get_ns();
   drv_emit(s, token, why);
+  kd_end(s, why, token);
   __sync_lock_test_and_set(&s->running, 0);
+  kd_release(s);
   return 0;
 }
 
@@ -314,6 +318,12 @@ static __always_inline s32 drv_sample(struct qn_drive_state *s, struct qn_args *
   else if (s->generated + 1 >= s->sub.max_tokens) why = QN_FINISH_LENGTH;
   else if (s->pos >= s->sub.kv_positions) why = QN_FINISH_LENGTH; /* no room to feed it */
   s->last_token = id;
+  kd_token(s, id);
+  if (why == QN_FINISH_NONE && kd_should_pause(s)) { /* the daemon waits: resumed later */
+    kd_pause(s, id);
+    s->generated++;
+    return -1;
+  }
   if (why != QN_FINISH_NONE) {
     drv_end(s, why, id);
     s->generated++;
@@ -484,27 +494,27 @@ int qn_drive_arm_proj(struct qn_args *a) { return a->status = drv_arm(QN_FAM_PRO
 SEC("syscall")
 int qn_drive_arm_att(struct qn_args *a) { return a->status = drv_arm(QN_FAM_ATT, drv_att_cb); }
 
-/* Starts a generation: the submission checked and copied into drive_state,
- * the first link queued on this CPU. status: 0, or why not (-16: one is
- * running). */
-SEC("syscall")
-int qn_drive_start(struct qn_drive_submit *sub) {
-  struct qn_drive_state *s = drv_state();
-  if (!s) return sub->status = __LINE__;
-  if (s->running) return sub->status = -16;
+/* Whether a submission can start (0) or the check's line. */
+static __always_inline s32 drv_check(const struct qn_drive_submit *sub) {
   if (sub->feed_len == 0 || sub->feed_len > QN_DRIVE_PROMPT_MAX || sub->max_tokens == 0 ||
       sub->n_stop > QN_DRIVE_STOP_MAX || sub->mode > QN_DRIVE_WHOLE || sub->vocab_top_k > QN_TOPK_MAX ||
       sub->list_k > QN_TOPK_MAX || sub->kv_positions > SHAPE.max_ctx || sub->pos > sub->kv_positions ||
       sub->feed_len > sub->kv_positions - sub->pos)
-    return sub->status = __LINE__;
-  s->sub = *sub;
+    return __LINE__;
+  return 0;
+}
+
+/* Starts the checked submission in drive_state.sub: the first link queued on
+ * this CPU (the daemon's qn_drive_start and the kernel doorbell). */
+static __always_inline void drv_begin(struct qn_drive_state *s) {
+  const u32 pos = s->sub.pos;
   s->running = 1;
   s->cancel = 0;
   s->link = 0;
   s->npos = 0;
-  s->pass_pos0 = sub->pos;
+  s->pass_pos0 = pos;
   s->mask = 0;
-  s->pos = sub->pos;
+  s->pos = pos;
   s->fed = 0;
   s->generated = 0;
   s->last_token = -1;
@@ -521,6 +531,21 @@ int qn_drive_start(struct qn_drive_submit *sub) {
   s->t_start_ns = bpf_ktime_get_ns();
   s->t_end_ns = 0;
   drv_publish(s, 0, 0);
+}
+
+/* Starts a generation: the submission checked and copied into drive_state,
+ * the first link queued on this CPU. status: 0, or why not (-16: one is
+ * running). The daemon holds the engine (drive_state.owner) meanwhile. */
+SEC("syscall")
+int qn_drive_start(struct qn_drive_submit *sub) {
+  struct qn_drive_state *s = drv_state();
+  if (!s) return sub->status = __LINE__;
+  if (s->running) return sub->status = -16;
+  s32 bad = drv_check(sub);
+  if (bad) return sub->status = bad;
+  sub->client = 0;
+  s->sub = *sub;
+  drv_begin(s);
   return sub->status = s->finish == QN_FINISH_ERROR ? s->status : 0;
 }
 
@@ -540,5 +565,7 @@ int qn_drive_join(struct qn_args *a) {
   __sync_fetch_and_add(&s->joined, 1);
   return a->status = drv_queue(l->family, slot);
 }
+
+#include "ops_kdoor_bell.h" /* the doorbell of kernel-started generations */
 
 #endif

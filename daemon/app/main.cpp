@@ -111,6 +111,7 @@ int serve(const Flags& flags, DaemonConfig config) {
   // Kernel clients (udp_endpoint, kernel_client_pin_dir): off unless configured.
   std::unique_ptr<kclient::Broker> kclients;
   if (auto o = kclient::broker_options_from(config)) {
+    o->runtime = [&host] { return host.runtime_if_ready(); };  // the kernel path, once loaded
     kclients = std::make_unique<kclient::Broker>(core, std::move(*o));
     kclients->start();
   }

@@ -100,6 +100,10 @@ struct KernelGenerateResult {
   std::vector<uint64_t> chain_links;  // operator shares each CPU's chain ran (the submitter's first)
 };
 
+namespace engine {
+class KernelDoor;
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -171,6 +175,10 @@ class Backend {
     (void)kv, (void)req, (void)on_token;
     return std::nullopt;
   }
+
+  // The doorbell of kernel-started generations (engine/kernel_door.h): the BPF
+  // backend with its kernel driver loaded has one; nullptr otherwise.
+  virtual engine::KernelDoor* kernel_door() { return nullptr; }
 };
 
 }  // namespace qwen3

@@ -15,6 +15,7 @@
 #include "engine/bpf_kv_cache.h"
 #include "engine/bpf_programs.h"
 #include "engine/kernel_driver.h"
+#include "engine/kernel_door.h"
 #include "engine/model_plan.h"
 #include "engine/pass_builder.h"
 #include "engine/rope_table.h"
@@ -83,6 +84,7 @@ class BpfBackend final : public BpfBackendApi {
   }
   std::optional<KernelGenerateResult> generate_in_kernel(KvCache& kv, const KernelGenerateRequest& req,
                                                          const std::function<bool(int32_t, int)>& on_token) override;
+  KernelDoor* kernel_door() override { return kdoor_.get(); }
 
  private:
   void trace(const char* stage, int layer, uint32_t pos0, uint32_t npos, const int32_t* buf, uint32_t stride,
@@ -111,6 +113,8 @@ class BpfBackend final : public BpfBackendApi {
   void attention_op(uint32_t layer, const Pass& pass, std::span<const Sequence> seqs);
   void run_pass(const Pass& pass, std::span<const Sequence> seqs);
   PositionLogits collect(uint32_t c, const ForwardWants& wants) const;
+  // The engine from kernel-started generations (engine_owner.h); free without the kernel driver.
+  EngineOwner::Hold hold_engine() { return kdoor_ ? kdoor_->owner().hold() : EngineOwner::Hold(nullptr); }
 
   std::shared_ptr<const ModelDir> model_;
   ModelConfig cfg_;
@@ -119,6 +123,7 @@ class BpfBackend final : public BpfBackendApi {
   std::unique_ptr<BpfPrograms> progs_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<KernelDriver> kdriver_;  // opts.kernel_driver
+  std::unique_ptr<KernelDoor> kdoor_;      // with kdriver_: kernel-started generations; owns the engine's owner word
   std::shared_ptr<KvSlots> slots_;
   std::mutex mu_;         // one forward pass at a time: the activation maps are shared
   std::mutex sample_mu_;  // one qn_sample at a time: sample_buf is shared
@@ -157,6 +162,7 @@ BpfBackend::BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOpt
   convert_weights();
   if (opts.kernel_driver)
     kdriver_ = std::make_unique<KernelDriver>(*progs_, plan_, [this](const MatrixPlan& mp) { return mat_args(mp); });
+  if (opts.kernel_driver) kdoor_ = std::make_unique<KernelDoor>(*progs_, [this](int n) { return create_kv(n); });
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   progress(1.0, "weights resident");
 }
@@ -466,6 +472,7 @@ void BpfBackend::forward_batch(std::span<BatchItem> items) {
   for (const Sequence& s : seqs) lengths.push_back(static_cast<uint32_t>(s.item->tokens.size()));
   const std::vector<Pass> passes = pack_passes(lengths, QN_PMAX);
   std::lock_guard lock(mu_);
+  const EngineOwner::Hold own = hold_engine();
   for (Sequence& s : seqs) {
     s.start = static_cast<uint32_t>(s.kv->positions());
     s.item->result->positions.clear();
@@ -498,6 +505,7 @@ std::optional<KernelGenerateResult> BpfBackend::generate_in_kernel(KvCache& kv, 
     rest.feed = req.feed.subspan(head);
   }
   std::scoped_lock lock(mu_, sample_mu_);
+  const EngineOwner::Hold own = hold_engine();
   return kdriver_->generate(cache, rest, on_token);
 }
 

@@ -1,5 +1,7 @@
 #include "engine/bpf_programs.h"
 
+#include "kclient_abi.h"
+
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <sys/mman.h>
@@ -141,8 +143,10 @@ void configure(Skel* s, const ProgramLayout& l) {
   s->rodata->DRIVE_VOCAB = qn_drive_vocab_link(sh.n_layers, sh.threads);
   set(s->maps.drive_plan, sizeof(qn_drive_link), l.drive ? links : 1, "drive_plan");
   for (bpf_program* p : {s->progs.qn_drive_start, s->progs.qn_drive_join, s->progs.qn_drive_arm_ctl, s->progs.qn_drive_arm_mm,
-                         s->progs.qn_drive_arm_proj, s->progs.qn_drive_arm_att})
+                         s->progs.qn_drive_arm_proj, s->progs.qn_drive_arm_att, s->progs.qn_kdoor_arm,
+                         s->progs.qn_kdoor_ring})
     bpf_program__set_autoload(p, l.drive);
+  set(s->maps.kd_text, sizeof(qk_kd_text), l.drive ? sh.vocab : 1, "kd_text");  // kernel-started generations' text
 }
 
 // The outer KV map's template: libbpf takes an existing map as the inner map
@@ -302,6 +306,8 @@ void BpfPrograms::load(const ProgramLayout& layout, std::string& log) {
     prog_drive_arm_[QN_FAM_MM] = bpf_program__fd(s->progs.qn_drive_arm_mm);
     prog_drive_arm_[QN_FAM_PROJ] = bpf_program__fd(s->progs.qn_drive_arm_proj);
     prog_drive_arm_[QN_FAM_ATT] = bpf_program__fd(s->progs.qn_drive_arm_att);
+    prog_kdoor_arm_ = bpf_program__fd(s->progs.qn_kdoor_arm);
+    prog_kdoor_ring_ = bpf_program__fd(s->progs.qn_kdoor_ring);
   }
   bpf_map* weights = T::weights(s);
   if constexpr (T::arena) {
@@ -414,6 +420,30 @@ bool BpfPrograms::drive_join(uint32_t slot) {
   calls_.fetch_add(1, std::memory_order_relaxed);
   if (bpf_prog_test_run_opts(prog_drive_join_, &opts) != 0) return false;
   return a.status == 0;
+}
+
+void BpfPrograms::kdoor_arm() {
+  qn_args a{};
+  run(prog_kdoor_arm_, "qn_kdoor_arm", a);
+}
+
+void BpfPrograms::kdoor_ring() {
+  qn_args a{};
+  LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = &a, .ctx_size_in = sizeof a);
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  bpf_prog_test_run_opts(prog_kdoor_ring_, &opts);  // a doorbell already queued is not an error
+}
+
+int BpfPrograms::map_fd(const char* name) const {
+  bpf_map* m = bpf_object__find_map_by_name(obj_, name);
+  if (!m) throw Error(std::string("BPF object has no map ") + name);
+  return bpf_map__fd(m);
+}
+
+void* BpfPrograms::map_mmap(const char* name) {
+  bpf_map* m = bpf_object__find_map_by_name(obj_, name);
+  if (!m) throw Error(std::string("BPF object has no map ") + name);
+  return map_buffer(m, bpf_map__value_size(m), bpf_map__max_entries(m));
 }
 
 int BpfPrograms::drive_out_fd() const { return drive_out_ ? bpf_map__fd(drive_out_) : -1; }

@@ -73,6 +73,13 @@ class BpfPrograms {
   qn_drive_state* drive_state() const { return drive_state_; }
   int32_t* drive_prompt() const { return drive_prompt_; }
   int drive_out_fd() const;
+  // Kernel-started generations (bpf_ops/ops_kdoor_bell.h): the doorbell's
+  // callback set (once), the doorbell rung; a map of the object by name, its
+  // fd or its values mmapped (kept for the object's life).
+  void kdoor_arm();
+  void kdoor_ring();
+  int map_fd(const char* name) const;
+  void* map_mmap(const char* name);
 
   uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
   const ProgramLayout& layout() const { return layout_; }
@@ -132,6 +139,7 @@ class BpfPrograms {
   int prog_matmul_pre_ = -1, prog_matmul_proj_pre_ = -1;
   int prog_matmul_ = -1, prog_matmul_proj_ = -1, prog_attention_ = -1, prog_embed_ = -1;
   int prog_rope_ = -1, prog_topk_merge_ = -1, prog_sample_ = -1;
+  int prog_kdoor_arm_ = -1, prog_kdoor_ring_ = -1;
   int prog_drive_start_ = -1, prog_drive_join_ = -1, prog_drive_arm_[QN_FAM_COUNT] = {-1, -1, -1, -1};
   qn_drive_link* drive_plan_ = nullptr;
   qn_drive_state* drive_state_ = nullptr;

@@ -46,6 +46,8 @@ void Broker::start() {
   if (!ring_) throw Error("kernel clients: cannot read the submission ring: " + std::string(std::strerror(errno)));
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) throw Error("kernel clients: eventfd: " + std::string(std::strerror(errno)));
+  if (!options_.endpoint.pin_dir.empty() && options_.runtime)
+    kernel_path_ = std::make_unique<KernelPath>(options_.runtime, options_.endpoint.pin_dir, options_.owner_uid);
   core_.metrics().add_section([this] { return metrics_text(); });
   reader_ = std::thread([this] { read_loop(); });
   for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { work_loop(); });
@@ -59,6 +61,7 @@ void Broker::stop() {
   }
   cv_.notify_all();
   if (reader_.joinable()) reader_.join();
+  if (kernel_path_) kernel_path_->stop();
   for (auto& w : workers_)
     if (w.joinable()) w.join();
   workers_.clear();
@@ -108,7 +111,8 @@ void Broker::read_loop() {
   epoll_ctl(ep, EPOLL_CTL_ADD, wake_fd_, &ev);
   while (!stopping_) {
     epoll_event got[2];
-    const int n = epoll_wait(ep, got, 2, 1000);
+    if (kernel_path_) kernel_path_->poll();  // enabled once the model is ready
+    const int n = epoll_wait(ep, got, 2, kernel_path_ && !kernel_path_->enabled() ? 100 : 1000);
     if (n < 0 && errno != EINTR) {
       spdlog::error("kernel clients: epoll_wait: {}", std::strerror(errno));
       break;

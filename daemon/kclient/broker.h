@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "kclient/endpoint.h"
+#include "kclient/kernel_path.h"
 #include "kclient/request.h"
 #include "kclient/result_slots.h"
 
@@ -25,6 +27,7 @@ struct ring_buffer;
 namespace qwen3 {
 class InferenceCore;
 struct DaemonConfig;
+struct Runtime;
 }  // namespace qwen3
 
 namespace qwen3::kclient {
@@ -34,6 +37,9 @@ struct BrokerOptions {
   uint32_t owner_uid = 65534;
   int workers = 4;        // generations of kernel clients running at once
   size_t max_queued = 32; // requests waiting for a worker; more: QK_E_BUSY
+  // The loaded runtime or nullptr (set by the daemon): with a pin directory,
+  // the kernel path (kernel_path.h) is enabled once it is ready.
+  std::function<Runtime*()> runtime;
 };
 
 // What the daemon counts in user space (the XDP program counts the rest).
@@ -81,6 +87,7 @@ class Broker {
   BrokerOptions options_;
   std::unique_ptr<KernelEndpoint> endpoint_;
   std::unique_ptr<ResultSlots> slots_;
+  std::unique_ptr<KernelPath> kernel_path_;
   ring_buffer* ring_ = nullptr;
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};

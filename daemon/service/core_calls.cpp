@@ -6,6 +6,8 @@
 
 #include "common/error.h"
 #include "service/inference.h"
+
+#include "engine/kernel_door.h"
 #include "sessions/session.h"
 #include "verify/generate.h"
 
@@ -62,7 +64,15 @@ SessionSnapshot InferenceCore::session(const std::string& id, uint32_t caller_ui
 }
 
 std::vector<SessionSnapshot> InferenceCore::sessions(uint32_t caller_uid) {
-  return host_.runtime().sessions->list(caller_uid);
+  Runtime& rt = host_.runtime();
+  std::vector<SessionSnapshot> out = rt.sessions->list(caller_uid);
+  // The kernel path's sessions (engine/kernel_door.h): their KV and positions live in the kernel.
+  if (engine::KernelDoor* door = rt.backend->kernel_door(); door && door->enabled())
+    for (const engine::KernelSessionInfo& k : door->sessions())
+      if (caller_uid == 0 || caller_uid == k.owner_uid)
+        out.push_back({k.id, int(k.positions), int(k.positions), int(k.capacity), k.kv_bytes, {}, {}, k.running,
+                       k.owner_uid});
+  return out;
 }
 
 uint64_t InferenceCore::delete_session(const std::string& id, uint32_t caller_uid) {

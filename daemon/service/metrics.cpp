@@ -42,6 +42,14 @@ void histogram(std::ostringstream& out, const char* name, const char* help, cons
 
 }  // namespace
 
+void metric_header(std::ostringstream& out, const char* name, const char* type, const char* help) {
+  header(out, name, type, help);
+}
+
+void metric_sample(std::ostringstream& out, const std::string& name, double value) {
+  out << name << ' ' << number(value) << '\n';
+}
+
 std::string escape_label_value(const std::string& v) {
   std::string out;
   for (char c : v) {

@@ -8,12 +8,18 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace qwen3 {
+
+// The exposition's writer, for every section of /metrics (the kernel clients' too):
+// the HELP and TYPE lines of a family, and one sample (`name` with its labels).
+void metric_header(std::ostringstream& out, const char* name, const char* type, const char* help);
+void metric_sample(std::ostringstream& out, const std::string& name, double value);
 
 // A cumulative histogram with fixed upper bounds (seconds).
 class Histogram {
