@@ -9,6 +9,7 @@
 #include "verify/repair_mutations.h"
 #include "verify/repair_rules.h"
 #include "verify/repair_text.h"
+#include "verify/unified_diff.h"
 
 namespace qwen3::verify {
 namespace {
@@ -286,6 +287,18 @@ std::vector<Candidate> repair_candidates(const std::string& source, const Verify
       break;
     case Stage::behaviour: mutation_candidates(src, r, out); break;
     default: break;
+  }
+  return out;
+}
+
+std::vector<FixIt> proposed_fixits(const std::string& source, const VerifyResult& r, size_t max) {
+  std::vector<FixIt> out;
+  if (r.decision != Decision::fail || (r.first_failed_stage != Stage::compile && r.first_failed_stage != Stage::verify))
+    return out;
+  for (const Candidate& c : repair_candidates(source, r)) {
+    if (out.size() >= max) break;
+    std::string diff = unified_diff(source, c.source, "prog.c");
+    if (!diff.empty()) out.push_back({c.kind, c.description, c.line, std::move(diff)});
   }
   return out;
 }

@@ -198,6 +198,29 @@ TEST(VerifyRepair, ZeroInitialisedKey) {
   EXPECT_NE(out.diff.find("key = {}"), std::string::npos) << out.diff;
 }
 
+TEST(VerifyRepair, DiagnosticCarriesTheEnginesFirstEditsAsFixits) {
+  Pipeline p(test_options());
+  const VerifyRequest req{corpus("verifier_uninit_map_key.c"), {{"any", kTcp, "XDP_PASS", ""}}, {}};
+  const VerifyResult before = p.verify(req);
+  ASSERT_EQ(before.first_failed_stage, Stage::verify) << before.summary;
+  ASSERT_FALSE(before.fixits.empty());
+  EXPECT_LE(before.fixits.size(), 3u);
+  EXPECT_EQ(before.fixits[0].kind, "zero_init");
+  EXPECT_EQ(before.fixits[0].diff.rfind("--- a/prog.c\n+++ b/prog.c\n@@ ", 0), 0u) << before.fixits[0].diff;
+  // The first fix-it is the edit the engine keeps when it passes.
+  const RepairOutcome out = repair_program(p, req, before);
+  ASSERT_TRUE(out.fixed) << out.note;
+  EXPECT_EQ(out.diff, before.fixits[0].diff);
+  // In the bpfix-shaped diagnostic: help entries after next_action, "fixit KIND line N ...\n" + the diff.
+  const auto d = diagnostic_v2(before);
+  ASSERT_EQ(d["help"].size(), 1 + before.fixits.size());
+  const std::string help = d["help"][1];
+  EXPECT_EQ(help.rfind("fixit zero_init line ", 0), 0u) << help;
+  EXPECT_EQ(help.substr(help.find('\n') + 1), before.fixits[0].diff);
+  // A pass has none.
+  EXPECT_TRUE(out.result.fixits.empty());
+}
+
 TEST(VerifyRepair, MissingIncludeAndClangsSuggestion) {
   // tests/lib/xdp/drop_arp.c without its <bpf/bpf_endian.h>.
   std::string missing_endian = read(std::string(QWEN3_TEST_XDP_DIR) + "/drop_arp.c");
