@@ -68,6 +68,12 @@ json diagnostic_v2(const VerifyResult& r) {
   if (!r.proof_note.empty())
     j["evidence"].push_back({{"kind", "verifier_trace"}, {"detail", r.proof_note}, {"line", or_null(r.proof_line)}});
   j["help"] = r.next_action.empty() ? json::array() : json::array({r.next_action});
+  // bpfix's help is a list of strings and bpfix does not rewrite source: each fix-it (the
+  // edits the repair engine would try first) is one more entry, a header line and the
+  // unified diff: "fixit KIND line N (not checked): DESCRIPTION\n--- a/prog.c\n...".
+  for (const auto& f : r.fixits)
+    j["help"].push_back("fixit " + f.kind + " line " + std::to_string(f.line) + " (not checked): " + f.description +
+                        "\n" + f.diff);
   j["metadata"] = {{"case_id", nullptr},
                    {"input_kind", "verifier-log"},
                    {"object_path", nullptr},

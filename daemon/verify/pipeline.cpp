@@ -1,5 +1,7 @@
 #include "verify/pipeline.h"
 
+#include "verify/repair_candidates.h"
+
 #include <chrono>
 #include <cerrno>
 #include <condition_variable>
@@ -16,6 +18,7 @@
 #include "verify/include_tree.h"
 #include "verify/policy.h"
 #include "verify/proof_trace.h"
+#include "verify/repair_candidates.h"
 #include "verify/sandbox_compiler.h"
 #include "verify/verifier_log.h"
 
@@ -164,6 +167,7 @@ VerifyResult Pipeline::verify(const VerifyRequest& request) const {
     r = fail(VerifyResult{}, Decision::error, Stage::infrastructure, std::string("infrastructure: ") + e.what());
   }
   diagnose(r, request.source);
+  r.fixits = proposed_fixits(request.source, r);
   return r;
 }
 

@@ -7,7 +7,9 @@
 #include <sstream>
 
 #include "verify/repair_mutations.h"
+#include "verify/repair_rules.h"
 #include "verify/repair_text.h"
+#include "verify/unified_diff.h"
 
 namespace qwen3::verify {
 namespace {
@@ -90,44 +92,23 @@ void compile_candidates(const Source& src, const VerifyResult& r, std::vector<Ca
   }
 }
 
-// Ring-buffer reservations made before line `before` (other than `except`) and not yet
-// submitted or discarded in the text before it: an early return must discard them.
-std::string discard_live_reservations(const Source& src, int before, const std::string& except = "") {
-  static const std::regex reserve(R"((\w+)\s*=\s*(?:\([^)]*\)\s*)?bpf_ringbuf_reserve\s*\()");
-  std::string out;
-  for (int i = 1; i < before; ++i) {
-    std::smatch m;
-    const std::string l = src.line(i);
-    if (!std::regex_search(l, m, reserve) || m[1] == except) continue;
-    bool released = false;
-    for (int j = i + 1; j < before && !released; ++j) {
-      const std::string u = src.line(j);
-      released = (u.find("bpf_ringbuf_submit") != std::string::npos || u.find("bpf_ringbuf_discard") != std::string::npos) &&
-                 find_word(u, m[1]) != std::string::npos;
-    }
-    if (!released) out += "bpf_ringbuf_discard(" + m[1].str() + ", 0); ";
-  }
-  return out;
-}
-
-// "if (COND)" + a return that first discards what is still reserved: one statement either way.
-std::string early_return(const std::string& cond, const std::string& discards, const std::string& act) {
-  if (discards.empty()) return "if (" + cond + ")\n\treturn " + act + ";";
-  return "if (" + cond + ") {\n\t" + discards + "\n\treturn " + act + ";\n}";
-}
-
-std::vector<std::string> action_order(const Source& src, int proof_line) {
+// The returns tried after an inserted check: the action near the line where the proof was
+// lost, then what the function around the rejected line returns (at most 3).
+std::vector<std::string> action_order(const Source& src, int proof_line, int line) {
   std::vector<std::string> acts;
   if (std::string a = src.action_near(proof_line); !a.empty()) acts.push_back(a);
-  for (const char* a : {"XDP_PASS", "XDP_DROP"})
-    if (std::find(acts.begin(), acts.end(), a) == acts.end()) acts.push_back(a);
+  for (const auto& v : return_values(src, line))
+    if (std::find(acts.begin(), acts.end(), v) == acts.end() && acts.size() < 3) acts.push_back(v);
   return acts;
 }
 
 void bounds_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
   const int line = r.verifier_line;
   if (line <= 0) return;
-  const std::string end = src.data_end_expr(line);
+  // In a subprogram that is handed data_end, the check uses its parameter.
+  const int fn = function_start(src, line);
+  const bool param = fn > 0 && (src.mentions(fn, "data_end") || src.mentions(fn + 1, "data_end"));
+  const std::string end = param ? "data_end" : src.data_end_expr(line);
   std::vector<std::string> checks;
   static const std::regex arrow(R"((\w+)\s*->)");
   const std::string text = src.line(line);
@@ -142,7 +123,7 @@ void bounds_candidates(const Source& src, const VerifyResult& r, std::vector<Can
   if (!data.empty() && std::regex_search(r.required_proof, m, need))
     checks.push_back("(void *)" + data + " + " + m[1].str() + " > " + end);
   std::set<std::string> seen;
-  for (const auto& act : action_order(src, r.proof_line))
+  for (const auto& act : action_order(src, r.proof_line, line))
     for (const auto& cond : checks) {
       if (!seen.insert(cond + act).second) continue;
       const std::string stmt = early_return(cond, discard_live_reservations(src, line), act);
@@ -156,9 +137,32 @@ void null_candidates(const Source& src, const VerifyResult& r, std::vector<Candi
   const int line = r.verifier_line;
   if (line <= 0) return;
   std::vector<std::pair<int, std::string>> lookups = src.lookups_before(line);
-  for (const auto& act : action_order(src, 0))
+  // The compiler may attribute the access to a neighbouring statement (a hoisted load):
+  // when the rejected line names no lookup, each lookup never tested against NULL.
+  bool named = false;
+  for (const auto& [at, var] : lookups) named = named || src.mentions(line, var);
+  auto untested = [&](int at, const std::string& var) {
+    const std::regex test("(!\\s*" + var + "\\b|\\b" + var + "\\s*[!=]=\\s*(NULL|0)\\b|if\\s*\\(\\s*" + var + "\\s*\\))");
+    for (int i = at + 1; i <= line; ++i)
+      if (std::regex_search(src.line(i), test)) return false;
+    return true;
+  };
+  // "T *r = &fallback; r = lookup(...);": NULL falls back to what r held before.
+  for (const auto& [at, var] : lookups) {
+    if (named ? !src.mentions(line, var) : !untested(at, var)) continue;
+    const Declaration d = src.declaration_of(var, at - 1);
+    std::smatch m;
+    const std::string decl = src.line(d.line);
+    if (d.line <= 0 || !d.initialised || !std::regex_search(decl, m, std::regex("\\b" + var + "\\s*=\\s*([^;]+);")))
+      continue;
+    const int stmt_end = src.statement_end(at);
+    out.push_back({"null_check", "after the lookup at line " + std::to_string(at) + ": if (!" + var + ") " + var +
+                                     " = " + m[1].str() + ";",
+                   stmt_end, src.insert_after(stmt_end, "if (!" + var + ")\n\t" + var + " = " + m[1].str() + ";")});
+  }
+  for (const auto& act : action_order(src, 0, line))
     for (const auto& [at, var] : lookups) {
-      if (!src.mentions(line, var)) continue;
+      if (named ? !src.mentions(line, var) : !untested(at, var)) continue;
       const int stmt_end = src.statement_end(at);
       out.push_back({"null_check", "NULL check after the lookup at line " + std::to_string(at) + ": if (!" + var +
                                        ") return " + act + ";",
@@ -189,30 +193,16 @@ void release_candidates(const Source& src, const VerifyResult& r, std::vector<Ca
   for (int line = 1; line <= r.verifier_line; ++line) {
     const std::string l = src.line(line);
     std::smatch m;
-    const std::string discards = discard_live_reservations(src, line);
+    // In "if (!r) return ...;" r is NULL: it has nothing to release.
+    static const std::regex null_test(R"(if\s*\(\s*!\s*(\w+)\s*\))");
+    std::smatch t;
+    std::string tested;
+    const std::string head = src.line(line - 1) + " " + l;
+    if (std::regex_search(head, t, null_test)) tested = t[1];
+    const std::string discards = discard_live_reservations(src, line, tested);
     if (discards.empty() || !std::regex_search(l, m, ret)) continue;
     out.push_back({"release_reference", "line " + std::to_string(line) + ": " + discards + "before the return", line,
                    src.replace_line(line, std::string(l).replace(m.position(0), m.length(0), "{ " + discards + m.str(0) + " }"))});
-  }
-}
-
-// Packet pointers are invalid after bpf_xdp_adjust_head/tail/meta: reload data
-// and data_end right after the call, so what is derived from them later is fresh.
-void reload_after_adjust(const Source& src, const VerifyResult& r, std::vector<Candidate>& out) {
-  static const std::regex adjust(R"(bpf_xdp_adjust_(?:head|tail|meta)\s*\()");
-  const std::string data = src.data_var(src.size() + 1), ctx = src.ctx_name();
-  const std::string end = src.data_end_expr(src.size() + 1);
-  if (data.empty()) return;
-  for (int n = 1; n < r.verifier_line; ++n) {
-    const std::string l = src.line(n);
-    if (!std::regex_search(l, adjust)) continue;
-    int at = src.statement_end(n);
-    // Past the failure check of the call: if (bpf_xdp_adjust_head(...)) return ...;
-    if (src.line(at + 1).find("return") != std::string::npos && l.find("if") != std::string::npos) at += 1;
-    std::string reload = data + " = (void *)(long)" + ctx + "->data;";
-    if (end.find("->data_end") == std::string::npos) reload += "\n" + end + " = (void *)(long)" + ctx + "->data_end;";
-    out.push_back({"reload_packet_pointers", "reload " + data + " after the adjust call at line " + std::to_string(n), at,
-                   src.insert_after(at, reload)});
   }
 }
 
@@ -241,7 +231,7 @@ void index_candidates(const Source& src, const VerifyResult& r, std::vector<Cand
     const std::string array = (*it)[1], index = (*it)[2];
     const std::string size = src.array_size(array, line);
     if (size.empty()) continue;
-    for (const auto& act : action_order(src, 0))
+    for (const auto& act : action_order(src, 0, line))
       out.push_back({"index_clamp", "bound " + index + " by " + size + " before line " + std::to_string(line),
                      line, src.insert_before(line, "if (" + index + " >= " + size + ")\n\treturn " + act + ";")});
   }
@@ -259,7 +249,7 @@ void variable_offset_candidates(const Source& src, std::vector<Candidate>& out) 
     if (!std::regex_search(l, m, ihl)) continue;
     const std::string ip = m[1];
     const Source fixed(src.replace_line(n, std::string(l).replace(m.position(0), m.length(0), "sizeof(*" + ip + ")")));
-    for (const auto& act : action_order(src, 0))
+    for (const auto& act : action_order(src, 0, n))
       out.push_back({"variable_offset", "line " + std::to_string(n) + ": " + m.str(0) + " -> sizeof(*" + ip +
                                             "), for headers without options (if (" + ip + "->ihl != 5) return " + act + ";)",
                      n, fixed.insert_before(n, "if (" + ip + "->ihl != 5)\n\treturn " + act + ";")});
@@ -287,11 +277,28 @@ std::vector<Candidate> repair_candidates(const std::string& source, const Verify
           quoted_number_candidates(src, r.verifier_line, out);  // "8" compared with a byte: a pointer comparison
           break;
       }
+      pointer_asm_candidates(src, r, out);
+      map_type_candidates(src, r, out);
+      helper_buffer_candidates(src, r, out);
+      packet_to_stack_candidates(src, r, out);
+      dynptr_init_candidates(src, r, out);
       if (out.empty()) index_candidates(src, r, out);
-      reload_after_adjust(src, r, out);
+      stale_packet_candidates(src, r, out);
       break;
     case Stage::behaviour: mutation_candidates(src, r, out); break;
     default: break;
+  }
+  return out;
+}
+
+std::vector<FixIt> proposed_fixits(const std::string& source, const VerifyResult& r, size_t max) {
+  std::vector<FixIt> out;
+  if (r.decision != Decision::fail || (r.first_failed_stage != Stage::compile && r.first_failed_stage != Stage::verify))
+    return out;
+  for (const Candidate& c : repair_candidates(source, r)) {
+    if (out.size() >= max) break;
+    std::string diff = unified_diff(source, c.source, "prog.c");
+    if (!diff.empty()) out.push_back({c.kind, c.description, c.line, std::move(diff)});
   }
   return out;
 }

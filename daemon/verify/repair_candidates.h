@@ -31,4 +31,8 @@ struct Candidate {
 
 std::vector<Candidate> repair_candidates(const std::string& source, const VerifyResult& result);
 
+// The first `max` candidates of a compile or verifier failure as fix-its (unified diffs
+// against `source`), for the structured diagnostic; none for other stages.
+std::vector<FixIt> proposed_fixits(const std::string& source, const VerifyResult& result, size_t max = 3);
+
 }  // namespace qwen3::verify

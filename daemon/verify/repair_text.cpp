@@ -74,9 +74,9 @@ std::string Source::insert_before(int n, const std::string& statement) const {
   return join(out);
 }
 
-std::string Source::insert_after(int n, const std::string& statement) const {
+std::string Source::insert_after(int n, const std::string& statement, int indent_like) const {
   std::vector<std::string> out = lines_;
-  const auto add = statement_lines(statement, indentation(n));
+  const auto add = statement_lines(statement, indentation(indent_like > 0 ? indent_like : n));
   out.insert(out.begin() + std::clamp(n, 0, size()), add.begin(), add.end());
   return join(out);
 }
@@ -162,7 +162,7 @@ std::string Source::action_near(int n) const {
 
 std::vector<std::pair<int, std::string>> Source::lookups_before(int n) const {
   static const std::regex lookup(
-      R"((\w+)\s*=\s*(?:\([^)]*\)\s*)?(?:bpf_map_lookup_elem|bpf_map_lookup_percpu_elem|bpf_dynptr_slice|bpf_dynptr_slice_rdwr|bpf_ringbuf_reserve)\s*\()");
+      R"((\w+)\s*=\s*(?:\([^)]*\)\s*)?(?:bpf_map_lookup_elem|bpf_map_lookup_percpu_elem|bpf_dynptr_slice|bpf_dynptr_slice_rdwr|bpf_dynptr_data|bpf_ringbuf_reserve)\s*\()");
   std::vector<std::pair<int, std::string>> out;
   for (int i = n; i >= 1; --i) {
     std::smatch m;
@@ -228,6 +228,111 @@ std::string Source::array_size(const std::string& array, int before) const {
     if (std::regex_search(l, m, decl)) return m[1];
   }
   return "";
+}
+
+}  // namespace qwen3::verify
+
+namespace qwen3::verify {
+
+std::string Source::remove_lines(int from, int to) const {
+  std::vector<std::string> out = lines_;
+  from = std::clamp(from, 1, size() + 1);
+  to = std::clamp(to, from - 1, size());
+  out.erase(out.begin() + (from - 1), out.begin() + to);
+  return join(out);
+}
+
+int Source::block_end(int n) const {
+  int braces = 0, parens = 0;
+  bool opened = false;
+  for (int i = n; i <= size() && i < n + 200; ++i) {
+    for (char c : line(i)) {
+      if (c == '(') parens++;
+      if (c == ')') parens--;
+      if (c == '{') braces++, opened = true;
+      if (c == '}' && --braces <= 0 && opened) return i;
+      if (c == ';' && !opened && parens == 0) return i;
+    }
+  }
+  return n;
+}
+
+int Source::xdp_function_line() const {
+  for (int i = 1; i <= size(); ++i)
+    if (line(i).find("SEC(\"xdp") != std::string::npos) return i;
+  return 0;
+}
+
+int Source::map_type_line(const std::string& map) const {
+  const std::regex end(R"(^\s*\}\s*)" + map + R"(\s+SEC\s*\(\s*"\.maps"\s*\))");
+  for (int i = 1; i <= size(); ++i) {
+    if (!std::regex_search(line(i), end)) continue;
+    for (int j = i - 1; j >= 1 && j > i - 12; --j) {
+      if (line(j).find("__uint(type") != std::string::npos || line(j).find("__uint (type") != std::string::npos) return j;
+      if (line(j).find("struct {") != std::string::npos) break;
+    }
+  }
+  return 0;
+}
+
+std::string Source::map_key_type(const std::string& map) const {
+  const int at = map_type_line(map);
+  static const std::regex key(R"(__type\s*\(\s*key\s*,\s*([^)]+?)\s*\))");
+  for (int j = at; at > 0 && j <= size() && j < at + 12; ++j) {
+    std::smatch m;
+    const std::string l = line(j);
+    if (std::regex_search(l, m, key)) return m[1];
+    if (l.find(".maps") != std::string::npos) break;
+  }
+  return "";
+}
+
+std::string discard_live_reservations(const Source& src, int before, const std::string& except) {
+  static const std::regex reserve(R"((\w+)\s*=\s*(?:\([^)]*\)\s*)?bpf_ringbuf_reserve\s*\()");
+  static const std::regex exit(R"(^\s*(?:\}\s*)?return\b)");
+  std::string out;
+  for (int i = 1; i < before; ++i) {
+    std::smatch m;
+    const std::string l = src.line(i);
+    if (!std::regex_search(l, m, reserve) || m[1] == except) continue;
+    bool released = false;
+    for (int j = i + 1; j < before && !released; ++j) {
+      const std::string u = src.line(j);
+      const bool release = (u.find("bpf_ringbuf_submit") != std::string::npos ||
+                            u.find("bpf_ringbuf_discard") != std::string::npos) && find_word(u, m[1]) != std::string::npos;
+      released = release && !std::regex_search(src.line(j + 1), exit) && u.find("return") == std::string::npos;
+    }
+    if (!released) out += "bpf_ringbuf_discard(" + m[1].str() + ", 0); ";
+  }
+  return out;
+}
+
+std::string early_return(const std::string& cond, const std::string& discards, const std::string& act) {
+  if (discards.empty()) return "if (" + cond + ")\n\treturn " + act + ";";
+  return "if (" + cond + ") {\n\t" + discards + "\n\treturn " + act + ";\n}";
+}
+
+std::vector<std::string> call_arguments(const std::string& line, const std::string& function) {
+  const size_t at = find_word(line, function);
+  if (at == std::string::npos) return {};
+  size_t open = line.find('(', at + function.size());
+  if (open == std::string::npos || line.find_first_not_of(" \t", at + function.size()) != open) return {};
+  std::vector<std::string> out;
+  std::string cur;
+  int depth = 0;
+  for (size_t i = open + 1; i < line.size(); ++i) {
+    const char c = line[i];
+    if (depth == 0 && (c == ',' || c == ')')) {
+      const size_t b = cur.find_first_not_of(" \t"), e = cur.find_last_not_of(" \t");
+      out.push_back(b == std::string::npos ? "" : cur.substr(b, e - b + 1));
+      cur.clear();
+      if (c == ')') return out;
+      continue;
+    }
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    cur += c;
+  }
+  return {};  // the call continues on the next line
 }
 
 }  // namespace qwen3::verify

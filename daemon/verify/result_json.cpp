@@ -39,6 +39,9 @@ nlohmann::json to_json(const VerifyResult& r) {
                 {"required", r.required_proof}};
   j["short_diagnostic"] = r.short_diagnostic;
   j["diagnostic"] = diagnostic_v2(r);
+  auto& fixits = j["fixits"] = nlohmann::json::array();
+  for (const auto& f : r.fixits)
+    fixits.push_back({{"kind", f.kind}, {"description", f.description}, {"line", f.line}, {"diff", f.diff}});
   auto& fx = j["fixtures"] = nlohmann::json::array();
   for (const auto& f : r.fixtures)
     fx.push_back({{"name", f.name},

@@ -69,6 +69,16 @@ struct FixtureResult {
   int64_t cpu_ns = 0;
 };
 
+// An edit the repair engine would try first for this failure (repair_candidates.h),
+// as a unified diff of the whole program. Proposed, not checked: only the engine
+// (`verify --fix`) compiles, verifies and runs a candidate before keeping it.
+struct FixIt {
+  std::string kind;         // "packet_bounds_check", "null_check", "pointer_asm", ...
+  std::string description;  // the edit in words
+  int line = 0;             // the line it edits (of the program as given)
+  std::string diff;         // unified diff, "--- a/prog.c" / "+++ b/prog.c"
+};
+
 struct VerifyResult {
   Decision decision = Decision::error;
   Stage first_failed_stage = Stage::none;
@@ -116,6 +126,8 @@ struct VerifyResult {
   // The diagnosis in under 1,200 characters, for a model's repair turn
   // (short_diagnostic.h); empty on pass.
   std::string short_diagnostic;
+  // Compile and verifier failures: the first edits the repair engine would try (at most 3).
+  std::vector<FixIt> fixits;
 };
 
 const char* to_string(Decision d);

@@ -198,30 +198,41 @@ TEST(VerifyRepair, ZeroInitialisedKey) {
   EXPECT_NE(out.diff.find("key = {}"), std::string::npos) << out.diff;
 }
 
-TEST(VerifyRepair, MissingIncludeAndClangsSuggestion) {
-  const std::string missing_endian = R"(#include <linux/bpf.h>
-#include <linux/if_ether.h>
-#include <bpf/bpf_helpers.h>
-
-SEC("xdp")
-int drop_arp(struct xdp_md *ctx)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > data_end)
-		return XDP_PASS;
-	return eth->h_proto == bpf_htons(ETH_P_ARP) ? XDP_DROP : XDP_PASS;
+TEST(VerifyRepair, DiagnosticCarriesTheEnginesFirstEditsAsFixits) {
+  Pipeline p(test_options());
+  const VerifyRequest req{corpus("verifier_uninit_map_key.c"), {{"any", kTcp, "XDP_PASS", ""}}, {}};
+  const VerifyResult before = p.verify(req);
+  ASSERT_EQ(before.first_failed_stage, Stage::verify) << before.summary;
+  ASSERT_FALSE(before.fixits.empty());
+  EXPECT_LE(before.fixits.size(), 3u);
+  EXPECT_EQ(before.fixits[0].kind, "zero_init");
+  EXPECT_EQ(before.fixits[0].diff.rfind("--- a/prog.c\n+++ b/prog.c\n@@ ", 0), 0u) << before.fixits[0].diff;
+  // The first fix-it is the edit the engine keeps when it passes.
+  const RepairOutcome out = repair_program(p, req, before);
+  ASSERT_TRUE(out.fixed) << out.note;
+  EXPECT_EQ(out.diff, before.fixits[0].diff);
+  // In the bpfix-shaped diagnostic: help entries after next_action, "fixit KIND line N ...\n" + the diff.
+  const auto d = diagnostic_v2(before);
+  ASSERT_EQ(d["help"].size(), 1 + before.fixits.size());
+  const std::string help = d["help"][1];
+  EXPECT_EQ(help.rfind("fixit zero_init line ", 0), 0u) << help;
+  EXPECT_EQ(help.substr(help.find('\n') + 1), before.fixits[0].diff);
+  // A pass has none.
+  EXPECT_TRUE(out.result.fixits.empty());
 }
 
-char LICENSE[] SEC("license") = "GPL";
-)";
-  const std::vector<Fixture> fx = {{"arp", kMacs + "0806" + std::string(56, '0'), "XDP_DROP", ""},
-                                   {"tcp", kTcp, "XDP_PASS", ""}};
+TEST(VerifyRepair, MissingIncludeAndClangsSuggestion) {
+  // tests/lib/xdp/drop_arp.c without its <bpf/bpf_endian.h>.
+  std::string missing_endian = read(std::string(QWEN3_TEST_XDP_DIR) + "/drop_arp.c");
+  const std::string endian = "#include <bpf/bpf_endian.h>\n";
+  ASSERT_NE(missing_endian.find(endian), std::string::npos) << missing_endian;
+  missing_endian.erase(missing_endian.find(endian), endian.size());
+  const std::vector<Fixture> fx =
+      parse_fixture_file(read(std::string(QWEN3_TEST_XDP_DIR) + "/drop_arp.fixtures.json")).fixtures;
+  ASSERT_EQ(fx.size(), 2u);
   auto out = expect_fixed(missing_endian, fx, "include", 1);
   EXPECT_NE(out.diff.find("+#include <bpf/bpf_endian.h>"), std::string::npos) << out.diff;
-  std::string typo = missing_endian;
-  typo.replace(typo.find("#include <bpf/bpf_helpers.h>"), 28, "#include <bpf/bpf_helpers.h>\n#include <bpf/bpf_endian.h>");
+  std::string typo = read(std::string(QWEN3_TEST_XDP_DIR) + "/drop_arp.c");
   typo.replace(typo.find("return eth->h_proto"), 19, "return eth->h_protoo");
   out = expect_fixed(typo, fx, "compiler_fixit", 1);
   EXPECT_NE(out.diff.find("+\treturn eth->h_proto =="), std::string::npos) << out.diff;
@@ -417,4 +428,51 @@ char LICENSE[] SEC("license") = "GPL";
 )";
   const auto out = expect_fixed(source, {{"tcp", kTcp, "XDP_PASS", ""}}, "release_reference", 1);
   EXPECT_NE(out.diff.find("+\t\t{ bpf_ringbuf_discard(rec, 0); return XDP_DROP; }"), std::string::npos) << out.diff;
+}
+
+// Rules of repair_rules.h end to end (their candidates are unit-tested in repair_rules_test).
+const std::string kIpHead = R"(#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+
+SEC("xdp")
+int f(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct iphdr *ip = data + sizeof(struct ethhdr);
+	if ((void *)(ip + 1) > data_end)
+		return XDP_PASS;
+)";
+
+TEST(VerifyRepair, InlineAsmOnAPointerIsRemoved) {
+  const std::string source = kIpHead + R"(	__u64 cookie = (__u64)(long)ip;
+	asm volatile("%[c] <<= 32; %[c] >>= 32" : [c] "+r"(cookie));
+	struct iphdr *shadow = (void *)(long)cookie;
+	return shadow->protocol == IPPROTO_UDP ? XDP_DROP : XDP_PASS;
+}
+char LICENSE[] SEC("license") = "GPL";
+)";
+  const auto out = expect_fixed(source, {{"udp", kUdp, "XDP_DROP", ""}, {"tcp", kTcp, "XDP_PASS", ""}}, "pointer_asm", 0);
+  EXPECT_NE(out.diff.find("-\tasm volatile"), std::string::npos) << out.diff;
+}
+
+TEST(VerifyRepair, PacketPointerDerivedAgainAfterAdjustHead) {
+  // After bpf_xdp_adjust_head(ctx, 14) the IPv4 header starts the packet: the fixtures
+  // choose `ip = data` over the original derivation (data + 14 would read the UDP header).
+  const std::string source = kIpHead + R"(	if (bpf_xdp_adjust_head(ctx, (int)sizeof(struct ethhdr)))
+		return XDP_ABORTED;
+	return ip->protocol == IPPROTO_UDP ? XDP_DROP : XDP_PASS;
+}
+char LICENSE[] SEC("license") = "GPL";
+)";
+  // Frames long enough that a check at the old offsets passes too: only the right offset drops UDP.
+  const std::string pad(64, '0');
+  const auto out = expect_fixed(source, {{"udp", kUdp + pad, "XDP_DROP", ""}, {"tcp", kTcp + pad, "XDP_PASS", ""}},
+                                "stale_packet_pointer", 5);
+  EXPECT_NE(out.diff.find("+\tdata = (void *)(long)ctx->data;\n+\tdata_end = (void *)(long)ctx->data_end;\n+\tip = data;\n"),
+            std::string::npos)
+      << out.diff;
 }

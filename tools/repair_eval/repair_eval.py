@@ -103,7 +103,7 @@ def judge(case, doc):
     out = {"before": before, "stage": stage, "class": cls if stage == "verify" else "",
            "fixed": bool(rep.get("fixed")), "kinds": [s.get("kind") for s in rep.get("steps", [])],
            "candidates": rep.get("candidates_tried", 0), "note": rep.get("note", ""),
-           "ms": rep.get("elapsed_ms", 0)}
+           "ms": rep.get("elapsed_ms", 0), "message": r.get("verifier_message", "") or r.get("summary", "")}
     if before == "pass":
         out["note"] = "passes before any fix (the label does not hold here)"
     return out
