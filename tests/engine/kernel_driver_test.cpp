@@ -74,7 +74,7 @@ KernelRun kernel_decode(BpfBackendApi& b, const std::vector<int32_t>& prompt, in
   KernelGenerateRequest req;
   req.feed = prompt;
   req.history = prompt;
-  req.params = sp;
+  req.params = kernel_params(sp);
   req.wants = sampler.wants();
   req.max_tokens = n;
   req.stop_ids = stops;
