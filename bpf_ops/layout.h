@@ -172,6 +172,7 @@ QN_INLINE qn_u32 qn_topk_key(qn_u32 thread, qn_u32 c) { return thread * QN_PMAX 
 #define QN_SAMPLE_PENALTY 2u          /* flags: apply the repetition penalty to seen ids */
 #define QN_SAMPLE_LSE 4u              /* flags, alone: only lse_q16 of the candidates as given (T = 1, no cut) */
 #define QN_SAMPLE_DRAW 8u             /* flags: also pick the token (drawn_id) by the seeded draw */
+#define QN_SAMPLE_LOGITS 16u          /* flags: cand is logits_buf's row `row` (ids 0..vocab-1, n = vocab), read in the kernel */
 struct qn_sample_hdr {
   /* in (user space) */
   qn_u32 n;         /* candidates, <= min(vocab, QN_SAMPLE_MAX) */
@@ -181,7 +182,7 @@ struct qn_sample_hdr {
   qn_s32 te;
   qn_u32 pm;        /* penalty = pm * 2^-pe, pm in [2^23, 2^24), pe <= 32 */
   qn_u32 pe;
-  qn_u32 pad0;
+  qn_u32 row;       /* QN_SAMPLE_LOGITS: the logits row (< QN_PMAX) the forward pass left */
   qn_u64 min_p_q44; /* min_p * 2^44 (< 2^44) */
   qn_u64 top_p_q32; /* top_p * 2^32, in [1, 2^32]; 2^32: no top-p cut */
   qn_u64 seed;      /* QN_SAMPLE_DRAW: the request's seed */

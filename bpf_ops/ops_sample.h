@@ -2,7 +2,10 @@
  * (formulas: numerics.h; buffer layout: layout.h, qn_sample_*). User space
  * writes the candidates (the kernel's top-k list or the whole vocabulary,
  * Q16 logits), the parameters and a bitmap of the history's ids into
- * sample_buf; the program writes the kept ids with Q40 probabilities:
+ * sample_buf; with QN_SAMPLE_LOGITS the candidates are instead the whole
+ * vocabulary of a row of logits_buf, where the forward pass left them, and
+ * step 1 writes them into cand as it reads them (no copy through user space).
+ * The program writes the kept ids with Q40 probabilities:
  *   1. repetition penalty on seen ids, the best logit (first among equals);
  *      greedy stops here with that one id;
  *   2. top-k (k < n): the first k in the order of qn_sample_key (logit
@@ -66,10 +69,18 @@ static __always_inline long smp_fail(struct qn_sample_hdr *h, s32 line) {
 #define SMP_FOR_STRIP(it, n, i)                      \
   for (u32 _u = 0, i = (u32)(it) * SMP_STRIP; _u < SMP_STRIP && i < (n); _u++, i++)
 
-/* 1. penalty and the best candidate */
-static __always_inline long smp_penalty_one(u8 *b, struct qn_sample_hdr *h, u32 i) {
+/* 1. penalty and the best candidate (with QN_SAMPLE_LOGITS: cand i filled
+ * from the logits row first, lg its start) */
+static __always_inline long smp_penalty_one(u8 *b, struct qn_sample_hdr *h, const s32 *lg, u32 i) {
   struct qn_topk_entry *c = smp_cand(b, i);
   if (!c) return smp_fail(h, __LINE__);
+  if (lg) {
+    u64 k = (u64)h->row * SHAPE.vocab + i;
+    QN_BARRIER(k); /* check the final index right before the load */
+    if (h->row >= QN_PMAX || k >= (u64)QN_PMAX * SHAPE.vocab) return smp_fail(h, __LINE__);
+    c->id = (s32)i;
+    c->logit = lg[k];
+  }
   s32 id = c->id, l = c->logit;
   if (id < 0 || (u32)id >= SHAPE.vocab) return smp_fail(h, __LINE__);
   if (h->flags & QN_SAMPLE_PENALTY) {
@@ -94,7 +105,12 @@ static long smp_penalty_cb(u64 it, void *ctx) {
   u8 *b = smp_buf();
   if (!b) return 1;
   struct qn_sample_hdr *h = (void *)b;
-  SMP_FOR_STRIP(it, lp->n, i) if (smp_penalty_one(b, h, i)) return 1;
+  const s32 *lg = 0;
+  if (h->flags & QN_SAMPLE_LOGITS) {
+    lg = buf_lookup(&logits_buf, 0);
+    if (!lg) return smp_fail(h, __LINE__);
+  }
+  SMP_FOR_STRIP(it, lp->n, i) if (smp_penalty_one(b, h, lg, i)) return 1;
   return 0;
 }
 
@@ -329,6 +345,7 @@ static __always_inline s32 smp_run(struct qn_sample_hdr *h, u8 *b) {
   const u32 n = h->n;
   if (n == 0 || n > SHAPE.vocab || n > QN_SAMPLE_MAX) return __LINE__;
   if (h->flags & QN_SAMPLE_LSE) return smp_lse(h, b, n);
+  if ((h->flags & QN_SAMPLE_LOGITS) && (n != SHAPE.vocab || h->row >= QN_PMAX)) return __LINE__;
   const int greedy = (h->flags & QN_SAMPLE_GREEDY) != 0;
   if ((h->flags & QN_SAMPLE_PENALTY) && (h->pm < (1u << 23) || h->pm >= (1u << 24) || h->pe > 32))
     return __LINE__;

@@ -32,10 +32,24 @@ class KvCache {
 };
 
 // What the caller wants back from one forward step of one sequence.
+// Sampling in the forward pass (ForwardWants::sample; Sampler::in_pass
+// fills it): the token of the step's last position drawn right after the
+// pass, from the logits where the pass left them.
+struct PassSampling {
+  KernelSamplingParams params;       // the candidates: those the wants' scores carry, as sample_token takes them
+  std::span<const int32_t> history;   // the repetition penalty's ids; must outlive the call
+  uint64_t draw_index = 0;
+  bool scores_unused = false;         // the caller reads only `sampled`: the scores may be left out
+};
+
 struct ForwardWants {
   bool all_positions = false;  // logits info for every fed position, not just the last
   int top_k = 0;               // top-k (id, logit) per reported position (0 = none)
   bool full_logits = false;    // the whole vocabulary's logits per reported position
+  // A backend that samples in the pass (Backend::samples_in_pass) reports the
+  // token in PositionLogits::sampled; ignored with all_positions, and by the
+  // other backends.
+  std::optional<PassSampling> sample;
 };
 
 struct PositionLogits {
@@ -52,6 +66,10 @@ struct PositionLogits {
   // the top-k asked for is more than the backend's kernel selects (BPF: 64),
   // so that sampling makes that cut in the kernel, not from the sorted list.
   std::vector<int32_t> full_q16;
+  // ForwardWants::sample's token, drawn in the pass with draw index
+  // sampled_draw; -1: not sampled in the pass.
+  int32_t sampled = -1;
+  uint64_t sampled_draw = 0;
 };
 
 struct ForwardResult {
@@ -83,7 +101,7 @@ struct BackendInfo {
 struct KernelGenerateRequest {
   std::span<const int32_t> feed;     // after the cache's positions (>= 1 token)
   std::span<const int32_t> history;  // every id before the first chosen one (the repetition penalty's)
-  SamplingParams params;
+  KernelSamplingParams params;       // daemon/sampling's kernel_params
   ForwardWants wants;                // Sampler::wants(): which candidates sampling takes
   uint64_t draw0 = 0;                // the first token's draw index
   int max_tokens = 1;
@@ -131,7 +149,7 @@ class Backend {
   // leaves it to the caller (the Sampler's float computation), which is the
   // default. Safe to call from any thread, also while forward() runs.
   virtual std::optional<TokenDistribution> sampling_distribution(const PositionLogits& scores,
-                                                                 const SamplingParams& params,
+                                                                 const KernelSamplingParams& params,
                                                                  std::span<const int32_t> history) {
     (void)scores, (void)params, (void)history;
     return std::nullopt;
@@ -142,11 +160,15 @@ class Backend {
   // backend itself (bpf_ops/draw.h: the same rule as the Sampler's
   // draw_token, so the same token). nullopt: the caller draws from the
   // distribution, which is the default. Safe to call from any thread.
-  virtual std::optional<int32_t> sample_token(const PositionLogits& scores, const SamplingParams& params,
+  virtual std::optional<int32_t> sample_token(const PositionLogits& scores, const KernelSamplingParams& params,
                                               std::span<const int32_t> history, uint64_t draw_index) {
     (void)scores, (void)params, (void)history, (void)draw_index;
     return std::nullopt;
   }
+
+  // Whether forward() honours ForwardWants::sample (the BPF backend: in the
+  // kernel, over the logits the pass left in its buffer).
+  virtual bool samples_in_pass() const { return false; }
 
   // The log-normalizer of one position's scores, for the logprobs the API
   // reports (position_logprobs, daemon/sampling): lse = max + ln(sum_i

@@ -66,17 +66,19 @@ class BpfBackend final : public BpfBackendApi {
   void set_debug_trace(std::function<void(const BpfTracePoint&)> fn) override { trace_ = std::move(fn); }
   // In the kernel (qn_sample). Its own lock: the program touches only
   // sample_buf, so request threads sample while the engine thread runs passes.
-  std::optional<TokenDistribution> sampling_distribution(const PositionLogits& scores, const SamplingParams& params,
+  std::optional<TokenDistribution> sampling_distribution(const PositionLogits& scores, const KernelSamplingParams& params,
                                                          std::span<const int32_t> history) override {
     std::lock_guard lock(sample_mu_);
     return kernel_distribution(*progs_, scores, params, history);
   }
   // The draw in the kernel too (qn_sample, QN_SAMPLE_DRAW), under the same lock.
-  std::optional<int32_t> sample_token(const PositionLogits& scores, const SamplingParams& params,
+  std::optional<int32_t> sample_token(const PositionLogits& scores, const KernelSamplingParams& params,
                                       std::span<const int32_t> history, uint64_t draw_index) override {
     std::lock_guard lock(sample_mu_);
     return kernel_sample_token(*progs_, scores, params, history, draw_index);
   }
+  // ForwardWants::sample: in the kernel, right after the pass (sample_in_pass).
+  bool samples_in_pass() const override { return true; }
   // The logprobs' normalizer in the kernel too (qn_sample, QN_SAMPLE_LSE), under the same lock.
   std::optional<int64_t> log_normalizer_q16(const PositionLogits& scores) override {
     std::lock_guard lock(sample_mu_);
@@ -113,6 +115,7 @@ class BpfBackend final : public BpfBackendApi {
   void attention_op(uint32_t layer, const Pass& pass, std::span<const Sequence> seqs);
   void run_pass(const Pass& pass, std::span<const Sequence> seqs);
   PositionLogits collect(uint32_t c, const ForwardWants& wants) const;
+  PositionLogits sample_in_pass(uint32_t c, const ForwardWants& wants);
   // The engine from kernel-started generations (engine_owner.h); free without the kernel driver.
   EngineOwner::Hold hold_engine() { return kdoor_ ? kdoor_->owner().hold() : EngineOwner::Hold(nullptr); }
 
@@ -379,6 +382,35 @@ PositionLogits BpfBackend::collect(uint32_t c, const ForwardWants& wants) const 
   return pl;
 }
 
+// Logits row c's report, and with ForwardWants::sample its token drawn in
+// the kernel while the row is still in logits_buf, over the candidates
+// sample_token would take from collect's scores: the whole vocabulary (full
+// logits asked, or a top-k beyond the kernel's list: the cut is qn_sample's)
+// straight from the row (kernel_sample_row), else the kernel's top-k list.
+// Scores the caller does not read are left out; declined (a vocabulary above
+// QN_SAMPLE_MAX): the scores as asked, for the caller's Sampler.
+PositionLogits BpfBackend::sample_in_pass(uint32_t c, const ForwardWants& wants) {
+  if (!wants.sample || wants.all_positions) return collect(c, wants);
+  const PassSampling& ps = *wants.sample;
+  const bool whole = wants.full_logits || wants.top_k > QN_TOPK_MAX;
+  ForwardWants own = wants;
+  if (ps.scores_unused) {  // what the draw needs: the argmax, or the top-k list
+    own.full_logits = false;
+    if (whole) own.top_k = 1;
+  }
+  PositionLogits pl = collect(c, own);
+  std::optional<int32_t> id;
+  {
+    std::lock_guard lock(sample_mu_);
+    id = whole ? kernel_sample_row(*progs_, c, ps.params, ps.history, ps.draw_index)
+               : kernel_sample_token(*progs_, pl, ps.params, ps.history, ps.draw_index);
+  }
+  if (!id) return collect(c, wants);
+  pl.sampled = *id;
+  pl.sampled_draw = ps.draw_index;
+  return pl;
+}
+
 // One pass: the positions of every slice embedded together, each weight
 // matrix run once over all of them, attention per slice, and the vocabulary
 // projection only for the positions whose sequence wants logits there.
@@ -421,7 +453,7 @@ void BpfBackend::run_pass(const Pass& pass, std::span<const Sequence> seqs) {
   uint32_t c = 0;  // logits rows are compact: one per set bit of the mask, in pass order
   for (const PassSlice& s : pass.slices)
     for (uint32_t p = s.pass_off; p < s.pass_off + s.npos; p++)
-      if (mask >> p & 1) seqs[s.item].item->result->positions.push_back(collect(c++, seqs[s.item].item->wants));
+      if (mask >> p & 1) seqs[s.item].item->result->positions.push_back(sample_in_pass(c++, seqs[s.item].item->wants));
 }
 
 BpfKvCache& BpfBackend::checked_cache(KvCache* kv, std::span<const int32_t> tokens) const {

@@ -121,8 +121,8 @@ qn_drive_submit KernelDriver::submission(const BpfKvCache& kv, const KernelGener
   sub.pos = static_cast<uint32_t>(kv.positions());
   sub.feed_len = static_cast<uint32_t>(req.feed.size());
   sub.max_tokens = static_cast<uint32_t>(req.max_tokens);
-  const bool penalty = req.params.repetition_penalty != 1.0f;
-  const bool greedy = req.params.temperature < kMinSamplingTemperature;
+  const bool penalty = req.params.penalty;
+  const bool greedy = req.params.greedy;
   const bool whole = req.wants.full_logits || req.wants.top_k > QN_TOPK_MAX;
   sub.vocab_top_k = static_cast<uint32_t>(std::clamp(req.wants.top_k, 0, QN_TOPK_MAX));
   if (greedy && !penalty && !whole) sub.mode = QN_DRIVE_ARGMAX;
@@ -132,8 +132,7 @@ qn_drive_submit KernelDriver::submission(const BpfKvCache& kv, const KernelGener
   sub.n_stop = static_cast<uint32_t>(req.stop_ids.size());
   for (size_t i = 0; i < req.stop_ids.size(); i++) sub.stop_ids[i] = req.stop_ids[i];
   sub.draw0 = req.draw0;
-  sub.params = sample_params_fixed(req.params, 0);
-  sub.params.seed = req.params.seed;
+  sub.params = sample_hdr(req.params, 0);
   return sub;
 }
 
@@ -144,7 +143,7 @@ KernelGenerateResult KernelDriver::generate(BpfKvCache& kv, const KernelGenerate
   tag_++;
   const uint32_t vocab = progs_.layout().shape.vocab;
   std::copy(req.feed.begin(), req.feed.end(), progs_.drive_prompt());
-  if (req.params.repetition_penalty != 1.0f) {  // the history's ids, as Sampler::sample gets them
+  if (req.params.penalty) {  // the history's ids, as Sampler::sample gets them
     auto* seen = reinterpret_cast<uint32_t*>(progs_.sample_buf() + qn_sample_seen_off(vocab));
     std::memset(seen, 0, size_t(qn_sample_seen_words(vocab)) * 4);
     for (int32_t id : req.history)

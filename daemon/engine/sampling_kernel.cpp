@@ -13,36 +13,19 @@
 
 namespace qwen3::engine {
 
-qn_sample_hdr sample_params_fixed(const SamplingParams& params, uint32_t n) {
+qn_sample_hdr sample_hdr(const KernelSamplingParams& params, uint32_t n) {
   qn_sample_hdr h{};
   h.n = n;
-  h.top_k = params.top_k > 0 ? static_cast<uint32_t>(params.top_k) : 0;
-  if (params.temperature < kMinSamplingTemperature) h.flags |= QN_SAMPLE_GREEDY;
-  if (params.repetition_penalty != 1.0f) {
-    h.flags |= QN_SAMPLE_PENALTY;
-    int e = 0;
-    const double f = std::frexp(double(params.repetition_penalty), &e);  // pen = f * 2^e, f in [0.5, 1)
-    if (e < -8) {  // below 2^-9: clamped
-      h.pm = 1u << 23, h.pe = 32;
-    } else if (e > 24) {  // 2^24 and above: clamped
-      h.pm = (1u << 24) - 1, h.pe = 0;
-    } else {
-      h.pm = static_cast<uint32_t>(std::ldexp(f, 24));  // a float's 24-bit mantissa: exact
-      h.pe = static_cast<uint32_t>(24 - e);
-    }
-  }
-  int e = 0;
-  const double f = std::frexp(double(std::max(params.temperature, kMinSamplingTemperature)), &e);
-  if (e > 48) {  // T >= 2^48: clamped to 2^47 (every weight within 2^-15 nats of 1 either way)
-    h.tm = 1u << 31, h.te = -16;
-  } else {
-    h.tm = static_cast<uint32_t>(std::ldexp(f, 32));
-    h.te = 32 - e;
-  }
-  const double mp = std::nearbyint(std::ldexp(double(params.min_p), 44));
-  h.min_p_q44 = static_cast<uint64_t>(std::clamp(mp, 0.0, std::ldexp(1.0, 44) - 1));
-  const double tp = std::nearbyint(std::ldexp(double(params.top_p), 32));
-  h.top_p_q32 = static_cast<uint64_t>(std::clamp(tp, 1.0, std::ldexp(1.0, 32)));
+  h.top_k = params.top_k;
+  if (params.greedy) h.flags |= QN_SAMPLE_GREEDY;
+  if (params.penalty) h.flags |= QN_SAMPLE_PENALTY;
+  h.tm = params.tm;
+  h.te = params.te;
+  h.pm = params.pm;
+  h.pe = params.pe;
+  h.min_p_q44 = params.min_p_q44;
+  h.top_p_q32 = params.top_p_q32;
+  h.seed = params.seed;
   return h;
 }
 
@@ -128,16 +111,12 @@ std::optional<uint32_t> load_candidates(BpfPrograms& progs, const PositionLogits
 
 namespace {
 
-// Runs qn_sample over the scores' candidates with the params (and the draw
-// when `draw` is set: flags QN_SAMPLE_DRAW, seed, index); false when the
-// kernel declines the scores (see load_candidates).
-bool run_sample(BpfPrograms& progs, const PositionLogits& scores, const SamplingParams& params,
-                std::span<const int32_t> history, std::optional<uint64_t> draw) {
-  const std::optional<uint32_t> loaded = load_candidates(progs, scores, false);
-  if (!loaded) return false;
-  const uint32_t n = *loaded, vocab = progs.layout().shape.vocab;
+// Writes the header (params over n candidates, the draw when `draw` is set:
+// flags QN_SAMPLE_DRAW, index) and the history bitmap, then runs qn_sample.
+void run_program(BpfPrograms& progs, qn_sample_hdr h, std::span<const int32_t> history,
+                 std::optional<uint64_t> draw) {
+  const uint32_t vocab = progs.layout().shape.vocab;
   uint8_t* buf = progs.sample_buf();
-  qn_sample_hdr h = sample_params_fixed(params, n);
   if (h.flags & QN_SAMPLE_PENALTY) {
     auto* seen = reinterpret_cast<uint32_t*>(buf + qn_sample_seen_off(vocab));
     std::memset(seen, 0, size_t(qn_sample_seen_words(vocab)) * 4);
@@ -146,18 +125,27 @@ bool run_sample(BpfPrograms& progs, const PositionLogits& scores, const Sampling
   }
   if (draw) {
     h.flags |= QN_SAMPLE_DRAW;
-    h.seed = params.seed;
     h.draw_index = *draw;
   }
   *progs.sample_hdr() = h;
   progs.sample();
+}
+
+// Runs qn_sample over the scores' candidates with the params (and the draw
+// when `draw` is set); false when the kernel declines the scores (see
+// load_candidates).
+bool run_sample(BpfPrograms& progs, const PositionLogits& scores, const KernelSamplingParams& params,
+                std::span<const int32_t> history, std::optional<uint64_t> draw) {
+  const std::optional<uint32_t> loaded = load_candidates(progs, scores, false);
+  if (!loaded) return false;
+  run_program(progs, sample_hdr(params, *loaded), history, draw);
   return true;
 }
 
 }  // namespace
 
 std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const PositionLogits& scores,
-                                                     const SamplingParams& params, std::span<const int32_t> history) {
+                                                     const KernelSamplingParams& params, std::span<const int32_t> history) {
   if (!run_sample(progs, scores, params, history, std::nullopt)) return std::nullopt;
   const uint32_t kept = progs.sample_hdr()->kept;
   const auto* out = reinterpret_cast<const qn_sample_entry*>(progs.sample_buf() +
@@ -170,9 +158,22 @@ std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const P
 }
 
 std::optional<int32_t> kernel_sample_token(BpfPrograms& progs, const PositionLogits& scores,
-                                           const SamplingParams& params, std::span<const int32_t> history,
+                                           const KernelSamplingParams& params, std::span<const int32_t> history,
                                            uint64_t draw_index) {
   if (!run_sample(progs, scores, params, history, draw_index)) return std::nullopt;
+  return progs.sample_hdr()->drawn_id;
+}
+
+std::optional<int32_t> kernel_sample_row(BpfPrograms& progs, uint32_t row, const KernelSamplingParams& params,
+                                         std::span<const int32_t> history, uint64_t draw_index) {
+  const uint32_t vocab = progs.layout().shape.vocab;
+  if (vocab > QN_SAMPLE_MAX) return decline(Decline::too_many, vocab, vocab);
+  if (row >= QN_PMAX) throw invalid_argument("sampling: logits row " + std::to_string(row) + " is past the pass's " +
+                                             std::to_string(QN_PMAX));
+  qn_sample_hdr h = sample_hdr(params, vocab);
+  h.flags |= QN_SAMPLE_LOGITS;
+  h.row = row;
+  run_program(progs, h, history, draw_index);
   return progs.sample_hdr()->drawn_id;
 }
 

@@ -1,6 +1,8 @@
 // The sampling probabilities in the kernel (qn_sample, bpf_ops/ops_sample.h):
-// the parameters in the program's fixed point, one position's candidates and
-// the history bitmap written into sample_buf, the kept set read back.
+// the parameters (converted to the program's fixed point by daemon/sampling:
+// KernelSamplingParams) and the history bitmap written into sample_buf with
+// one position's candidates, or with the row of logits_buf the forward pass
+// left them in (kernel_sample_row); the kept set or the drawn token read back.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +16,9 @@ namespace qwen3::engine {
 
 class BpfPrograms;
 
-// The program's parameters for `params` (exact: the floats' own mantissas and
-// exponents; out-of-range values clamped, docs/numerics.md) over n candidates.
-qn_sample_hdr sample_params_fixed(const SamplingParams& params, uint32_t n);
+// The program's header for `params` over n candidates: the fields copied as
+// they are (the conversion is daemon/sampling's kernel_params).
+qn_sample_hdr sample_hdr(const KernelSamplingParams& params, uint32_t n);
 
 // Runs qn_sample over the scores' candidates: the whole vocabulary when they
 // carry it (full_q16, else full; a top-k cut is then made in the kernel),
@@ -32,7 +34,7 @@ qn_sample_hdr sample_params_fixed(const SamplingParams& params, uint32_t n);
 // caller serialises calls (one sample_buf). The tokens come in the kernel's
 // (candidate) order, the order the seeded draw walks.
 std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const PositionLogits& scores,
-                                                     const SamplingParams& params, std::span<const int32_t> history);
+                                                     const KernelSamplingParams& params, std::span<const int32_t> history);
 
 // The token draw `draw_index` of a request seeded params.seed picks from that
 // distribution, picked in the kernel (qn_sample with QN_SAMPLE_DRAW,
@@ -40,8 +42,20 @@ std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const P
 // in user space, without copying the kept set out. nullopt and throws as
 // kernel_distribution.
 std::optional<int32_t> kernel_sample_token(BpfPrograms& progs, const PositionLogits& scores,
-                                           const SamplingParams& params, std::span<const int32_t> history,
+                                           const KernelSamplingParams& params, std::span<const int32_t> history,
                                            uint64_t draw_index);
+
+// The token draw `draw_index` picks from the whole vocabulary's logits in row
+// `row` of logits_buf, where the last forward pass left them (qn_sample with
+// QN_SAMPLE_LOGITS | QN_SAMPLE_DRAW): the same candidates, in the same (id)
+// order, as kernel_sample_token over scores carrying that row's full_q16, so
+// the same token, without the row's 151,936 logits going out to user space
+// and back. The caller holds the pass's lock (the row is the last pass's) and
+// serialises calls (one sample_buf). nullopt (logged once) for a vocabulary
+// above QN_SAMPLE_MAX; throws qwen3::Error(invalid_argument) for a row past
+// QN_PMAX and qwen3::Error when the program rejects its input.
+std::optional<int32_t> kernel_sample_row(BpfPrograms& progs, uint32_t row, const KernelSamplingParams& params,
+                                         std::span<const int32_t> history, uint64_t draw_index);
 
 // The log-normalizer of the logprobs the API reports (Backend::
 // log_normalizer_q16), by qn_sample with QN_SAMPLE_LSE: lse = max + ln(sum

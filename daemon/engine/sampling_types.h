@@ -1,8 +1,10 @@
 // What sampling asks and what it gets, as plain data: the parameters of a
-// request and one position's distribution over the next token. They live
-// with the engine so that a backend can compute the distribution itself
-// (Backend::sampling_distribution: the BPF backend does it in the kernel);
-// daemon/sampling re-exports them with the Sampler.
+// request (as the API gives them, and converted to the kernel's fixed point),
+// and one position's distribution over the next token. They live with the
+// engine so that a backend can compute the distribution itself
+// (Backend::sampling_distribution, or in the forward pass: ForwardWants::
+// sample; the BPF backend does it in the kernel). Their defaults, validation
+// and the conversion are daemon/sampling's.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +24,24 @@ struct SamplingParams {
   float top_p = 1.0f;               // 1: no nucleus cut
   float min_p = 0.0f;               // 0: no min-p cut
   float repetition_penalty = 1.0f;  // 1: none; >1 discourages tokens already in the history
+  uint64_t seed = 0;
+};
+
+// SamplingParams in the fixed point of the kernel's qn_sample (bpf_ops/
+// layout.h, struct qn_sample_hdr: temperature = tm * 2^-te, penalty = pm *
+// 2^-pe, min_p * 2^44, top_p * 2^32), converted once per request by
+// daemon/sampling (kernel_params.h: kernel_params); the engine copies it into
+// the program's header as it is (no arithmetic).
+struct KernelSamplingParams {
+  bool greedy = true;    // temperature < kMinSamplingTemperature: the (penalised) argmax
+  bool penalty = false;  // repetition_penalty != 1
+  uint32_t top_k = 0;    // 0: no top-k cut
+  uint32_t tm = 0;
+  int32_t te = 0;
+  uint32_t pm = 0;
+  uint32_t pe = 0;
+  uint64_t min_p_q44 = 0;
+  uint64_t top_p_q32 = uint64_t(1) << 32;  // 2^32: no top-p cut
   uint64_t seed = 0;
 };
 

@@ -99,6 +99,7 @@ Sampler::Sampler(const SamplingParams& params, Backend* backend) : params_(param
     throw bad("min_p must be in [0, 1) (got " + std::to_string(params.min_p) + ")");
   if (!(params.repetition_penalty > 0.0f && std::isfinite(params.repetition_penalty)))
     throw bad("repetition_penalty must be > 0 (got " + std::to_string(params.repetition_penalty) + ")");
+  fixed_ = kernel_params(params);
 }
 
 ForwardWants Sampler::wants() const {
@@ -117,6 +118,16 @@ ForwardWants Sampler::wants() const {
   return w;
 }
 
+ForwardWants Sampler::in_pass(const ForwardWants& base, std::span<const int32_t> history) const {
+  const bool penalty = params_.repetition_penalty != 1.0f;
+  if (!backend_ || !backend_->samples_in_pass() || (greedy() && !penalty)) return base;
+  const ForwardWants mine = wants();
+  ForwardWants w = base;
+  w.sample = PassSampling{fixed_, history, next_draw_,
+                          base.full_logits == mine.full_logits && base.top_k == mine.top_k};
+  return w;
+}
+
 int32_t Sampler::sample(const PositionLogits& scores, std::span<const int32_t> history) {
   const int32_t id = peek_sample(scores, history, 0);
   ++next_draw_;
@@ -125,9 +136,10 @@ int32_t Sampler::sample(const PositionLogits& scores, std::span<const int32_t> h
 
 int32_t Sampler::peek_sample(const PositionLogits& scores, std::span<const int32_t> history, uint64_t ahead) const {
   const uint64_t index = next_draw_ + ahead;
+  if (scores.sampled >= 0 && scores.sampled_draw == index) return scores.sampled;  // drawn in the pass
   const bool penalty = params_.repetition_penalty != 1.0f;
   if (!(greedy() && !penalty && scores.argmax >= 0) && backend_)
-    if (auto id = backend_->sample_token(scores, params_, history, index)) return *id;
+    if (auto id = backend_->sample_token(scores, fixed_, history, index)) return *id;
   return draw_token(distribution(scores, history), params_.seed, index);
 }
 
@@ -139,7 +151,7 @@ TokenDistribution Sampler::distribution(const PositionLogits& scores, std::span<
     return dist;
   }
   if (backend_)
-    if (auto d = backend_->sampling_distribution(scores, params_, history)) return std::move(*d);
+    if (auto d = backend_->sampling_distribution(scores, fixed_, history)) return std::move(*d);
   auto cand = candidates_of(scores);
   if (cand.empty()) throw Error("sampler: the backend reported no scores for this position");
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/backend.h"  // also SamplingParams, TokenDistribution (engine/sampling_types.h)
+#include "sampling/kernel_params.h"
 
 namespace qwen3 {
 
@@ -64,9 +65,17 @@ class Sampler {
   // What to ask the backend for so that sample() has what it needs: the
   // argmax, the top-k list (params' top_k, no penalty) or the full logits.
   ForwardWants wants() const;
+  // `base` (wants(), plus what the caller reports itself, e.g. logprobs) with
+  // this step's sampling in the pass (ForwardWants::sample: the params, the
+  // history and the next draw index) when the backend samples in the pass and
+  // the choice is more than the argmax; base unchanged otherwise. When base
+  // asks nothing beyond wants(), the backend may leave the scores out (only
+  // the token comes back). The history must outlive the forward call.
+  ForwardWants in_pass(const ForwardWants& base, std::span<const int32_t> history) const;
   // Chooses the next token from one position's scores and the ids seen so far,
   // with the next draw index (one per token chosen; the BPF backend draws in
-  // the kernel). Never fails on the scores' values: NaN logits count as -inf,
+  // the kernel): the token sampled in the pass when the scores carry it for
+  // this draw index (in_pass), else from the scores. Never fails on the scores' values: NaN logits count as -inf,
   // an +inf logit wins outright, and the result is always one of the candidates.
   int32_t sample(const PositionLogits& scores, std::span<const int32_t> history);
   // The same choice in two steps, for callers that need the probabilities
@@ -88,6 +97,7 @@ class Sampler {
 
  private:
   SamplingParams params_;
+  KernelSamplingParams fixed_;  // params_ in the kernel's fixed point, for the backend
   Backend* backend_ = nullptr;
   uint64_t next_draw_ = 0;
 };

@@ -276,7 +276,7 @@ std::optional<FinishReason> decode_in_kernel(Runtime& rt, const GenerateOptions&
   const ModelConfig& mc = rt.backend->config();
   KernelGenerateRequest req;
   req.feed = feed;
-  req.params = sp;
+  req.params = kernel_params(sp);
   req.wants = wants;
   req.max_tokens = o.max_new_tokens;  // the kernel stops at the context's end itself
   if (!o.ignore_eos) req.stop_ids = mc.eos_token_ids;
@@ -349,7 +349,7 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   const auto t_prefill = Steady::now();
   ForwardResult r;
   try {
-    r = rt.scheduler->run(*s.kv, feed, wants, o.cancelled);
+    r = rt.scheduler->run(*s.kv, feed, sampler.in_pass(wants, p.sequence), o.cancelled);
   } catch (const Error& e) {
     if (!is_cancel(e)) throw;
     out.finish = FinishReason::cancelled;
@@ -387,7 +387,7 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
         step_scores = nullptr;
       } else {
         const int32_t next[1] = {s.history.back()};
-        r = forward(*s.kv, next, wants);
+        r = forward(*s.kv, next, sampler.in_pass(wants, s.history));
         if (r.positions.empty()) throw Error("the backend reported no logits for the decode step");
         step_scores = &r.positions.back();
         step = {sampler.sample(*step_scores, s.history)};

@@ -456,6 +456,89 @@ json run_in_child(const std::string& object, const std::vector<PacketInput>& pac
   return out;
 }
 
+// Reads the child's frames from fd until it closes or the deadline passes
+// (then *timed_out).
+std::string read_until(int fd, Clock::time_point deadline, bool* timed_out) {
+  std::string data;
+  char buf[65536];
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      *timed_out = true;
+      break;
+    }
+    struct pollfd p = {fd, POLLIN, 0};
+    int rc = poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    if (rc < 0 && errno != EINTR) break;
+    if (rc <= 0) continue;
+    ssize_t r = read(fd, buf, sizeof buf);
+    if (r > 0) {
+      data.append(buf, static_cast<size_t>(r));
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    break;
+  }
+  return data;
+}
+
+// The last complete frame is the report (earlier ones are partial).
+std::string last_frame(const std::string& data) {
+  std::string last;
+  for (size_t off = 0; off + 4 <= data.size();) {
+    uint32_t len;
+    std::memcpy(&len, data.data() + off, sizeof len);
+    if (off + 4 + len > data.size()) break;
+    last = data.substr(off + 4, len);
+    off += 4 + len;
+  }
+  return last;
+}
+
+// The child's report (msgpack) into `report`; throws on a malformed one.
+void read_report(const std::string& data, LoadReport& report) {
+  json j = json::from_msgpack(data);
+  report.finished = true;
+  report.opened = j.value("opened", false);
+  report.loaded = j.value("loaded", false);
+  report.reject_reason = j.value("reject_reason", "");
+  report.infrastructure = j.value("infrastructure", false);
+  report.libbpf_messages = j.value("libbpf", "");
+  report.load_errno = j.value("load_errno", 0);
+  report.log_level1 = j.value("log1", "");
+  report.log_level2 = j.value("log2", "");
+  report.verified_insns = j.value("verified_insns", 0u);
+  report.program_name = j.value("program_name", "");
+  report.map_init_error = j.value("map_init_error", "");
+  report.private_netns = j.value("private_netns", false);
+  report.loop_insn = j.value("loop_insn", -1);
+  report.loop_iterations = j.value("loop_iterations", uint64_t{0});
+  report.run_work = j.value("run_work", uint64_t{0});
+  if (j.contains("runs")) {
+    for (const auto& r : j["runs"]) {
+      PacketRun run;
+      run.name = r.value("name", "");
+      run.ran = r.value("ran", false);
+      run.retval = r.value("retval", 0u);
+      run.error = r.value("error", "");
+      run.error_errno = r.value("errno", 0);
+      run.run_ns = r.value("run_ns", uint64_t{0});
+      run.cpu_ns = r.value("cpu_ns", int64_t{0});
+      if (r.contains("output")) {
+        const auto& b = r["output"].get_binary();
+        run.output.assign(b.begin(), b.end());
+      }
+      if (r.contains("maps"))
+        for (const auto& mv : r["maps"]) {
+          const auto& b = mv["value"].get_binary();
+          run.map_values.emplace_back(b.begin(), b.end());
+          run.map_errors.push_back(mv.value("error", ""));
+        }
+      report.runs.push_back(std::move(run));
+    }
+  }
+}
+
 }  // namespace
 
 LoadReport load_and_run(const std::string& object, const std::vector<PacketInput>& packets,
@@ -497,41 +580,15 @@ LoadReport load_and_run(const std::string& object, const std::vector<PacketInput
     _exit(0);
   }
   close(pipefd[1]);
-  std::string data;
-  char buf[65536];
-  const auto deadline = start + std::chrono::milliseconds(cfg.timeout_ms);
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      report.timed_out = true;
-      break;
-    }
-    struct pollfd p = {pipefd[0], POLLIN, 0};
-    int rc = poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
-    if (rc < 0 && errno != EINTR) break;
-    if (rc <= 0) continue;
-    ssize_t r = read(pipefd[0], buf, sizeof buf);
-    if (r > 0) {
-      data.append(buf, static_cast<size_t>(r));
-      continue;
-    }
-    if (r < 0 && errno == EINTR) continue;
-    break;
-  }
+  bool timed_out = false;
+  std::string data = read_until(pipefd[0], start + std::chrono::milliseconds(cfg.timeout_ms), &timed_out);
+  report.timed_out = timed_out;
   close(pipefd[0]);
   int status = 0;
   if (report.timed_out) kill(pid, SIGKILL);
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  // The last complete frame is the report (earlier ones are partial).
-  std::string last;
-  for (size_t off = 0; off + 4 <= data.size();) {
-    uint32_t len;
-    std::memcpy(&len, data.data() + off, sizeof len);
-    if (off + 4 + len > data.size()) break;
-    last = data.substr(off + 4, len);
-    off += 4 + len;
-  }
+  const std::string last = last_frame(data);
   const bool partial = report.timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
   if (partial && !last.empty()) {
     // Killed during the level-2 retry: the level-1 diagnosis stands.
@@ -549,46 +606,7 @@ LoadReport load_and_run(const std::string& object, const std::vector<PacketInput
     data = last;
   }
   try {
-    json j = json::from_msgpack(data);
-    report.finished = true;
-    report.opened = j.value("opened", false);
-    report.loaded = j.value("loaded", false);
-    report.reject_reason = j.value("reject_reason", "");
-    report.infrastructure = j.value("infrastructure", false);
-    report.libbpf_messages = j.value("libbpf", "");
-    report.load_errno = j.value("load_errno", 0);
-    report.log_level1 = j.value("log1", "");
-    report.log_level2 = j.value("log2", "");
-    report.verified_insns = j.value("verified_insns", 0u);
-    report.program_name = j.value("program_name", "");
-    report.map_init_error = j.value("map_init_error", "");
-    report.private_netns = j.value("private_netns", false);
-    report.loop_insn = j.value("loop_insn", -1);
-    report.loop_iterations = j.value("loop_iterations", uint64_t{0});
-    report.run_work = j.value("run_work", uint64_t{0});
-    if (j.contains("runs")) {
-      for (const auto& r : j["runs"]) {
-        PacketRun run;
-        run.name = r.value("name", "");
-        run.ran = r.value("ran", false);
-        run.retval = r.value("retval", 0u);
-        run.error = r.value("error", "");
-        run.error_errno = r.value("errno", 0);
-        run.run_ns = r.value("run_ns", uint64_t{0});
-        run.cpu_ns = r.value("cpu_ns", int64_t{0});
-        if (r.contains("output")) {
-          const auto& b = r["output"].get_binary();
-          run.output.assign(b.begin(), b.end());
-        }
-        if (r.contains("maps"))
-          for (const auto& mv : r["maps"]) {
-            const auto& b = mv["value"].get_binary();
-            run.map_values.emplace_back(b.begin(), b.end());
-            run.map_errors.push_back(mv.value("error", ""));
-          }
-        report.runs.push_back(std::move(run));
-      }
-    }
+    read_report(data, report);
   } catch (const std::exception& e) {
     report.finished = false;
     report.child_failure = std::string("cannot read the loader's report: ") + e.what();

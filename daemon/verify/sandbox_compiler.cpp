@@ -238,30 +238,10 @@ bool drop_all_capabilities() {
   _exit(code);
 }
 
-// Runs in the forked child: syscalls only, no allocation.
-[[noreturn]] void run_child(const SandboxPlan& plan, char* const* argv, char* const* envp, int in_fd, int out_fd,
-                            int err_fd, int deps_fd, uid_t uid, gid_t gid, const SandboxConfig& cfg) {
-  setpgid(0, 0);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (dup2(in_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(kSetupFailed);
-  // Namespace mode: fd 3 carries clang's dependency list back out of the tmpfs.
-  const int keep_from = plan.mode == SandboxMode::namespaces && deps_fd >= 0 ? 4 : 3;
-  if (keep_from == 4 && dup2(deps_fd, kDepsFd) < 0) _exit(kSetupFailed);
-  // Nothing of the daemon's (sockets, maps, model files) may leak into the compiler.
-  if (syscall(SYS_close_range, static_cast<unsigned>(keep_from), ~0u, 0u) != 0) {
-    struct rlimit nofile {};
-    getrlimit(RLIMIT_NOFILE, &nofile);
-    for (rlim_t fd = keep_from; fd < std::min<rlim_t>(nofile.rlim_cur, 1 << 20); ++fd) close(static_cast<int>(fd));
-  }
-  // Restore default signal dispositions the daemon may have changed.
-  for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-
-  if (plan.mode == SandboxMode::landlock) {
-    if (chdir(plan.cwd.c_str()) != 0) child_fail(kSetupFailed, "chdir");
-  } else {
+// Namespace mode, in the child: private mounts, network, IPC and UTS; a
+// tmpfs root with the plan's directories, links and read-only binds; the
+// source from stdin as a file there; then chroot into it.
+void enter_private_root(const SandboxPlan& plan) {
   if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) != 0) child_fail(kSetupFailed, "unshare");
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) child_fail(kSetupFailed, "make mounts private");
   if (mount("tmpfs", plan.root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=8m,nr_inodes=4096,mode=0755") != 0)
@@ -297,8 +277,10 @@ bool drop_all_capabilities() {
     close(fd);
   }
   if (chdir(plan.root.c_str()) != 0 || chroot(".") != 0 || chdir("/tmp") != 0) child_fail(kSetupFailed, "chroot");
-  }
+}
 
+// The compiler's limits: CPU time, address space, file size, open files, no core.
+void set_child_limits(const SandboxConfig& cfg) {
   const rlim_t cpu = static_cast<rlim_t>((cfg.timeout_ms + 999) / 1000);
   struct rlimit r;
   r = {cpu, cpu + 1};
@@ -311,27 +293,11 @@ bool drop_all_capabilities() {
   if (setrlimit(RLIMIT_NOFILE, &r) != 0) child_fail(kSetupFailed, "RLIMIT_NOFILE");
   r = {0, 0};
   setrlimit(RLIMIT_CORE, &r);
+}
 
-  if (plan.mode == SandboxMode::landlock) {
-    // Still uid 0 but without any capability; no_new_privs keeps execve from
-    // handing them back, Landlock keeps root-owned files out of reach.
-    if (!drop_all_capabilities()) child_fail(kSetupFailed, "drop capabilities");
-  } else {
-    if (setgroups(0, nullptr) != 0) child_fail(kSetupFailed, "setgroups");
-    if (setresgid(gid, gid, gid) != 0) child_fail(kSetupFailed, "setresgid");
-    if (setresuid(uid, uid, uid) != 0) child_fail(kSetupFailed, "setresuid");
-  }
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(kSetupFailed, "no_new_privs");
-  if (int e = landlock_confine(plan.landlock_rules.data(), plan.landlock_rules.size()); e != 0) {
-    errno = e;
-    if (plan.landlock_required) child_fail(kSetupFailed, "landlock");
-  }
-  if (plan.mode == SandboxMode::landlock) {
-    execve(plan.exe.c_str(), argv, envp);
-    child_fail(kExecFailed, "exec compiler");
-  }
-  // Namespace mode: the dependency file lives in the private tmpfs, so this
-  // process (already confined) waits for clang and copies it to fd 3.
+// Namespace mode, confined: runs clang, copies its dependency file to fd 3
+// and exits as clang did.
+[[noreturn]] void run_compiler_copy_deps(const SandboxPlan& plan, char* const* argv, char* const* envp) {
   pid_t compiler = fork();
   if (compiler < 0) child_fail(kSetupFailed, "fork compiler");
   if (compiler == 0) {
@@ -365,6 +331,58 @@ bool drop_all_capabilities() {
     _exit(128 + WTERMSIG(status));
   }
   _exit(WIFEXITED(status) ? WEXITSTATUS(status) : kSetupFailed);
+}
+
+// Runs in the forked child: syscalls only, no allocation.
+[[noreturn]] void run_child(const SandboxPlan& plan, char* const* argv, char* const* envp, int in_fd, int out_fd,
+                            int err_fd, int deps_fd, uid_t uid, gid_t gid, const SandboxConfig& cfg) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (dup2(in_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(kSetupFailed);
+  // Namespace mode: fd 3 carries clang's dependency list back out of the tmpfs.
+  const int keep_from = plan.mode == SandboxMode::namespaces && deps_fd >= 0 ? 4 : 3;
+  if (keep_from == 4 && dup2(deps_fd, kDepsFd) < 0) _exit(kSetupFailed);
+  // Nothing of the daemon's (sockets, maps, model files) may leak into the compiler.
+  if (syscall(SYS_close_range, static_cast<unsigned>(keep_from), ~0u, 0u) != 0) {
+    struct rlimit nofile {};
+    getrlimit(RLIMIT_NOFILE, &nofile);
+    for (rlim_t fd = keep_from; fd < std::min<rlim_t>(nofile.rlim_cur, 1 << 20); ++fd) close(static_cast<int>(fd));
+  }
+  // Restore default signal dispositions the daemon may have changed.
+  for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  if (plan.mode == SandboxMode::landlock) {
+    if (chdir(plan.cwd.c_str()) != 0) child_fail(kSetupFailed, "chdir");
+  } else {
+    enter_private_root(plan);
+  }
+
+  set_child_limits(cfg);
+
+  if (plan.mode == SandboxMode::landlock) {
+    // Still uid 0 but without any capability; no_new_privs keeps execve from
+    // handing them back, Landlock keeps root-owned files out of reach.
+    if (!drop_all_capabilities()) child_fail(kSetupFailed, "drop capabilities");
+  } else {
+    if (setgroups(0, nullptr) != 0) child_fail(kSetupFailed, "setgroups");
+    if (setresgid(gid, gid, gid) != 0) child_fail(kSetupFailed, "setresgid");
+    if (setresuid(uid, uid, uid) != 0) child_fail(kSetupFailed, "setresuid");
+  }
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(kSetupFailed, "no_new_privs");
+  if (int e = landlock_confine(plan.landlock_rules.data(), plan.landlock_rules.size()); e != 0) {
+    errno = e;
+    if (plan.landlock_required) child_fail(kSetupFailed, "landlock");
+  }
+  if (plan.mode == SandboxMode::landlock) {
+    execve(plan.exe.c_str(), argv, envp);
+    child_fail(kExecFailed, "exec compiler");
+  }
+  // Namespace mode: the dependency file lives in the private tmpfs, so this
+  // process (already confined) waits for clang and copies it to fd 3.
+  run_compiler_copy_deps(plan, argv, envp);
 }
 
 std::string first_line_of(const std::string& s) {

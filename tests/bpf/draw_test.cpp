@@ -17,6 +17,7 @@
 
 #include "draw.h"
 #include "engine/sampling_kernel.h"
+#include "sampling/kernel_params.h"
 #include "sample_programs.h"
 #include "sampling/sampler.h"
 
@@ -110,8 +111,8 @@ TEST(Draw, KernelPicksWhatUserSpacePicksFromTheSameProbabilities) {
       SamplingParams p = base;
       p.seed = rng();
       const uint64_t index = rng() % 100000;
-      const auto d = kernel_distribution(progs, s, p, history);
-      const auto t = kernel_sample_token(progs, s, p, history, index);
+      const auto d = kernel_distribution(progs, s, kernel_params(p), history);
+      const auto t = kernel_sample_token(progs, s, kernel_params(p), history, index);
       ASSERT_TRUE(d && t);
       ASSERT_EQ(*t, draw_token(*d, p.seed, index)) << "T " << p.temperature << " iter " << iter;
     }
@@ -124,7 +125,7 @@ TEST(Draw, KernelDrawsFollowTheProbabilities) {
   BpfPrograms& progs = programs(vocab);
   std::vector<qn_topk_entry> cand;
   for (int i = 0; i < 12; i++) cand.push_back({int32_t(100 + 7 * i), int32_t(-i * 40000)});  // 0.61 nats apart
-  const qn_sample_hdr params = sample_params_fixed({.temperature = 1.0f, .top_p = 0.99f}, uint32_t(cand.size()));
+  const qn_sample_hdr params = sample_hdr(kernel_params({.temperature = 1.0f, .top_p = 0.99f}), uint32_t(cand.size()));
   const auto seen = bitmap(vocab, {});
   const fixed::SampleOut m = fixed::sample_model(params, cand, seen);
   ASSERT_GE(m.kept.size(), 6u);

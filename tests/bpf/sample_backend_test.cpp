@@ -7,6 +7,10 @@
 //     whole vocabulary's Q16 logits, not from the list selected in user space;
 //   - one bpf() call per distribution, none for plain greedy; Sampler::sample
 //     draws in the kernel with one call, the token user space would draw;
+//   - sampling in the pass (Sampler::in_pass: qn_sample over the logits row
+//     where the pass left them, QN_SAMPLE_LOGITS) picks the token sampling
+//     from the copied scores picks, for every candidate kind and draw index,
+//     and leaves the scores out when the caller reads only the token;
 //   - request threads computing distributions while the engine thread runs
 //     forward passes on the same backend get the single-threaded results.
 //   - the logprobs the API reports (position_logprobs) come from the kernel's
@@ -27,6 +31,7 @@
 #include "../engine/test_backends.h"
 #include "engine/bpf_backend.h"
 #include "engine/sampling_kernel.h"
+#include "sampling/kernel_params.h"
 #include "fixed_sample.h"
 #include "sampling/sampler.h"
 
@@ -66,7 +71,7 @@ TokenDistribution model_distribution(const PositionLogits& s, const SamplingPara
   const uint32_t vocab = uint32_t(backend().config().vocab_size);
   std::vector<uint32_t> seen(qn_sample_seen_words(vocab), 0);
   for (int32_t id : hist) seen[uint32_t(id) >> 5] |= 1u << (id & 31);
-  const auto out = fixed::sample_model(engine::sample_params_fixed(p, uint32_t(cand.size())), cand, seen);
+  const auto out = fixed::sample_model(engine::sample_hdr(kernel_params(p), uint32_t(cand.size())), cand, seen);
   TokenDistribution d;
   for (auto& e : out.kept) d.tokens.emplace_back(e.id, std::ldexp(double(e.w), -QN_SAMPLE_PFRAC));
   return d;
@@ -161,6 +166,42 @@ TEST(SampleBackend, SampleDrawsInTheKernelWithOneCall) {
     seen[t]++;
   }
   EXPECT_GT(seen.size(), 1u) << "the draws never left one token";
+}
+
+TEST(SampleBackend, InPassSamplingPicksWhatTheCopiedScoresPick) {
+  struct Case {
+    SamplingParams p;
+    int logprobs;  // the caller's own ask beyond sampling's (full logits and a top-k list), as Generate's
+  };
+  const Case cases[] = {
+      {{.temperature = 0.8f, .top_p = 0.9f, .repetition_penalty = 1.2f, .seed = 3}, 0},  // whole, penalty
+      {{.temperature = 1.0f, .top_p = 0.95f, .seed = 5}, 0},                              // whole, nucleus
+      {{.temperature = 0.6f, .top_k = 20, .top_p = 0.95f, .seed = 7}, 0},                 // the kernel's list
+      {{.temperature = 1.0f, .top_k = 100, .seed = 11}, 0},                               // beyond the list
+      {{.temperature = 0.6f, .top_k = 20, .top_p = 0.95f, .seed = 7}, 5},                 // logprobs: whole
+      {{.temperature = 0.0f, .repetition_penalty = 1.3f}, 0},                             // greedy, penalty
+  };
+  for (const Case& c : cases) {
+    Sampler copied(c.p, &backend()), in_pass(c.p, &backend());
+    ForwardWants base = copied.wants();
+    if (c.logprobs > 0) base.full_logits = true, base.top_k = std::max(base.top_k, c.logprobs);
+    for (uint64_t i = 0; i < 3; i++) {
+      auto kv = backend().create_kv(64);
+      const ForwardResult plain = backend().forward(*kv, kPrompt, base);
+      const int32_t want = copied.sample(plain.positions.back(), kPrompt);
+      auto kv2 = backend().create_kv(64);
+      const ForwardWants w = in_pass.in_pass(base, kPrompt);
+      ASSERT_TRUE(w.sample.has_value());
+      EXPECT_EQ(w.sample->scores_unused, c.logprobs == 0);
+      const PositionLogits got = backend().forward(*kv2, kPrompt, w).positions.back();
+      ASSERT_EQ(got.sampled, want) << "top_k " << c.p.top_k << " draw " << i;
+      EXPECT_EQ(got.sampled_draw, i);
+      EXPECT_EQ(got.full_q16.empty(), c.logprobs == 0);  // the 151,936 logits stayed in the kernel
+      const uint64_t c0 = calls();
+      EXPECT_EQ(in_pass.sample(got, kPrompt), want);
+      EXPECT_EQ(calls(), c0);  // drawn already
+    }
+  }
 }
 
 TEST(SampleBackend, PlainGreedyNeedsNoCall) {

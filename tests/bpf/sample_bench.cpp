@@ -17,6 +17,7 @@
 #include "engine/bpf_programs.h"
 #include "engine/model_plan.h"
 #include "engine/sampling_kernel.h"
+#include "sampling/kernel_params.h"
 #include "sampling/sampler.h"
 
 using namespace qwen3;
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
     auto t0 = Clock::now();
     for (int i = 0; i < n; i++) {
       std::lock_guard lock(mu);  // what the backend holds around each call
-      kept = kernel_distribution(progs, s, p, history)->tokens.size();
+      kept = kernel_distribution(progs, s, kernel_params(p), history)->tokens.size();
     }
     const double kernel_us = (Clock::now() - t0) / n;
     const uint64_t calls = progs.calls() - c0;

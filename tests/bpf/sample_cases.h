@@ -22,6 +22,7 @@
 #include "engine/bpf_programs.h"
 #include "engine/model_plan.h"
 #include "engine/sampling_kernel.h"
+#include "sampling/kernel_params.h"
 #include "fixed_sample.h"
 #include "sample_programs.h"
 #include "sampling/sampler.h"
@@ -50,7 +51,7 @@ inline void expect_kernel_equals_model(const Case& c, uint32_t vocab) {
   static uint64_t call = 0;
   ++call;
   BpfPrograms& progs = programs(vocab);
-  qn_sample_hdr h = sample_params_fixed(c.params, uint32_t(c.cand.size()));
+  qn_sample_hdr h = sample_hdr(kernel_params(c.params), uint32_t(c.cand.size()));
   h.flags |= QN_SAMPLE_DRAW;
   h.seed = call * 0x9E3779B97F4A7C15ull;
   h.draw_index = call % 3 == 0 ? call : call << 37 | call;

@@ -41,9 +41,9 @@ TEST(SampleKernel, UsesTheExactQ16LogitsBeyondTheFloatsPrecision) {
   for (const SamplingParams& p : {SamplingParams{.temperature = 1.0f}, SamplingParams{.temperature = 1.0f, .top_k = 1},
                                   SamplingParams{.temperature = 0.01f, .top_p = 0.5f}}) {
     SCOPED_TRACE("top_k " + std::to_string(p.top_k) + " top_p " + std::to_string(p.top_p));
-    const auto k = kernel_distribution(progs, s, p, {});
+    const auto k = kernel_distribution(progs, s, kernel_params(p), {});
     ASSERT_TRUE(k.has_value());
-    const fixed::SampleOut m = fixed::sample_model(sample_params_fixed(p, uint32_t(list.size())), list, {});
+    const fixed::SampleOut m = fixed::sample_model(sample_hdr(kernel_params(p), uint32_t(list.size())), list, {});
     EXPECT_EQ(as_map(*k), as_map(m));
     ASSERT_FALSE(k->tokens.empty());
     EXPECT_EQ(k->tokens.front().first, 7);  // the list's order: one Q16 unit above id 3
@@ -55,7 +55,7 @@ TEST(SampleKernel, UsesTheExactQ16LogitsBeyondTheFloatsPrecision) {
       EXPECT_NEAR(k->prob_of(7) / k->prob_of(3), std::exp(std::ldexp(1.0, -16)), 1e-8);
     }
     // Through float the two tie: what the exact values avoid.
-    const auto r = kernel_distribution(progs, rounded, p, {});
+    const auto r = kernel_distribution(progs, rounded, kernel_params(p), {});
     ASSERT_TRUE(r.has_value());
     if (p.top_k == 0 && p.top_p >= 1.0f) {
       EXPECT_EQ(r->prob_of(7), r->prob_of(3));
@@ -74,14 +74,14 @@ TEST(SampleKernel, UsesTheExactQ16LogitsBeyondTheFloatsPrecision) {
       w.full.push_back(float(q) / 65536.0f);
     }
     const SamplingParams p{.temperature = 1.0f, .top_k = 1};
-    const auto k = kernel_distribution(progs, w, p, {});
+    const auto k = kernel_distribution(progs, w, kernel_params(p), {});
     ASSERT_TRUE(k.has_value());
-    EXPECT_EQ(as_map(*k), as_map(fixed::sample_model(sample_params_fixed(p, vocab), all, {})));
+    EXPECT_EQ(as_map(*k), as_map(fixed::sample_model(sample_hdr(kernel_params(p), vocab), all, {})));
     ASSERT_EQ(k->tokens.size(), 1u);
     EXPECT_EQ(k->tokens[0].first, 7);
     PositionLogits r = w;
     r.full_q16.clear();
-    const auto kr = kernel_distribution(progs, r, p, {});
+    const auto kr = kernel_distribution(progs, r, kernel_params(p), {});
     ASSERT_TRUE(kr.has_value());
     ASSERT_EQ(kr->tokens.size(), 1u);
     EXPECT_EQ(kr->tokens[0].first, 3);
@@ -102,26 +102,26 @@ TEST(SampleKernel, UsesTheExactQ16LogitsBeyondTheFloatsPrecision) {
         SamplingParams{.temperature = 1.0f, .min_p = 0.5f, .repetition_penalty = 1.3f}}) {
     SCOPED_TRACE("top_k " + std::to_string(p.top_k) + " penalty " + std::to_string(p.repetition_penalty));
     const std::vector<int32_t> history = {400, 9};
-    const auto k = kernel_distribution(progs, w, p, history);
+    const auto k = kernel_distribution(progs, w, kernel_params(p), history);
     ASSERT_TRUE(k.has_value());
-    const fixed::SampleOut m = fixed::sample_model(sample_params_fixed(p, vocab), all, bitmap(vocab, history));
+    const fixed::SampleOut m = fixed::sample_model(sample_hdr(kernel_params(p), vocab), all, bitmap(vocab, history));
     EXPECT_EQ(as_map(*k), as_map(m));
     if (p.repetition_penalty == 1.0f) {
       EXPECT_GT(k->prob_of(500), k->prob_of(400));
     }
     PositionLogits only_q16 = w;  // what collect reports for a wide top-k: Q16 only
     only_q16.full.clear();
-    const auto k2 = kernel_distribution(progs, only_q16, p, history);
+    const auto k2 = kernel_distribution(progs, only_q16, kernel_params(p), history);
     ASSERT_TRUE(k2.has_value());
     EXPECT_EQ(k2->tokens, k->tokens);
   }
   PositionLogits floats_only = w;  // |logit| >= 32768 as a float: the kernel declines (logged once)
   floats_only.full_q16.clear();
-  EXPECT_FALSE(kernel_distribution(progs, floats_only, SamplingParams{.temperature = 1.0f}, {}).has_value());
+  EXPECT_FALSE(kernel_distribution(progs, floats_only, kernel_params(SamplingParams{.temperature = 1.0f}), {}).has_value());
 
   PositionLogits mismatched = s;  // Q16 values that do not match the list
   mismatched.top_k_q16.pop_back();
-  EXPECT_THROW(kernel_distribution(progs, mismatched, SamplingParams{.temperature = 1.0f}, {}), Error);
+  EXPECT_THROW(kernel_distribution(progs, mismatched, kernel_params(SamplingParams{.temperature = 1.0f}), {}), Error);
 }
 
 // A vocabulary above QN_SAMPLE_MAX (not Qwen3's): its top-k lists are still
@@ -133,13 +133,13 @@ TEST(SampleKernel, DeclinesMoreCandidatesThanItTakesButNotTheirTopKList) {
   PositionLogits s;
   for (uint32_t i = 0; i < vocab; i++) s.full_q16.push_back(int32_t(i % 977) * 1000);
   const SamplingParams p{.temperature = 1.0f, .top_p = 0.9f};
-  EXPECT_FALSE(kernel_distribution(progs, s, p, {}).has_value());
+  EXPECT_FALSE(kernel_distribution(progs, s, kernel_params(p), {}).has_value());
   for (int32_t id = vocab - 20; id < int32_t(vocab); id++) {
     s.top_k.push_back({id, float(id) / 65536.0f});
     s.top_k_q16.push_back(id);
   }
   s.full_q16.clear();
-  const auto k = kernel_distribution(progs, s, p, {});
+  const auto k = kernel_distribution(progs, s, kernel_params(p), {});
   ASSERT_TRUE(k.has_value());
   EXPECT_FALSE(k->tokens.empty());
 }
@@ -162,7 +162,7 @@ TEST(SampleFormulas, ExponentialAndTemperatureFactorWithinTheirBounds) {
   std::printf("2^-t: worst error %.3g of its bound; relative %.3g above 2^-10 (bound %.3g)\n", worst, rel, exp_rel);
   for (int i = 0; i < 20000; i++) {
     const float T = float(std::exp(std::uniform_real_distribution<double>(std::log(1e-3), std::log(1e12))(rng)));
-    const qn_sample_hdr h = sample_params_fixed({.temperature = T}, 1);
+    const qn_sample_hdr h = sample_hdr(kernel_params({.temperature = T}), 1);
     int csh = 0;
     const uint64_t cm = qn_temp_factor(h.tm, h.te, &csh);
     ASSERT_GE(cm, uint64_t(1) << 31);
@@ -240,7 +240,7 @@ TEST(SampleProgram, WithinTheDerivedBoundOfTheFloatSampler) {
     } else {
       for (auto& c : raw) s.top_k.push_back({c.id, c.logit / 65536.0f});
     }
-    const auto kd = kernel_distribution(progs, s, p, history);
+    const auto kd = kernel_distribution(progs, s, kernel_params(p), history);
     ASSERT_TRUE(kd.has_value());
     const TokenDistribution fd = Sampler(p).distribution(s, history);
     double lmax = 0;

@@ -100,7 +100,7 @@ TEST(SampleProgram, RejectsParametersOutsideItsRanges) {
   BpfPrograms& progs = programs(1000);
   std::vector<qn_topk_entry> cand = {{1, 0}, {2, 1 << 16}};
   const auto seen = bitmap(1000, {});
-  const qn_sample_hdr good = sample_params_fixed({.temperature = 1.0f}, 2);
+  const qn_sample_hdr good = sample_hdr(kernel_params({.temperature = 1.0f}), 2);
   EXPECT_NO_THROW(run_kernel(progs, good, cand, seen));
   auto bad = [&](auto edit) {
     qn_sample_hdr h = good;

@@ -50,13 +50,13 @@ Decoded user_decode(Backend& b, const std::vector<int32_t>& prompt, int n, const
   auto kv = b.create_kv(static_cast<int>(prompt.size()) + n + 1);
   std::vector<int32_t> history = prompt;
   Decoded d;
-  ForwardResult r = b.forward(*kv, prompt, wants);
+  ForwardResult r = b.forward(*kv, prompt, sampler.in_pass(wants, history));  // sampled in the pass
   for (;;) {
     const int32_t id = sampler.sample(r.positions.back(), history);
     history.push_back(id);
     d.tokens.push_back(id);
     if (std::find(stops.begin(), stops.end(), id) != stops.end() || static_cast<int>(d.tokens.size()) >= n) break;
-    r = b.forward(*kv, std::span<const int32_t>(&history.back(), 1), wants);
+    r = b.forward(*kv, std::span<const int32_t>(&history.back(), 1), sampler.in_pass(wants, history));
   }
   d.positions = kv->positions();
   return d;
@@ -74,7 +74,7 @@ KernelRun kernel_decode(BpfBackendApi& b, const std::vector<int32_t>& prompt, in
   KernelGenerateRequest req;
   req.feed = prompt;
   req.history = prompt;
-  req.params = sp;
+  req.params = kernel_params(sp);
   req.wants = sampler.wants();
   req.max_tokens = n;
   req.stop_ids = stops;

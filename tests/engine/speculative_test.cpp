@@ -36,7 +36,7 @@ class UserDraw : public Backend {
   ForwardResult forward(KvCache& kv, std::span<const int32_t> t, const ForwardWants& w) override {
     return b_.forward(kv, t, w);
   }
-  std::optional<TokenDistribution> sampling_distribution(const PositionLogits& s, const SamplingParams& p,
+  std::optional<TokenDistribution> sampling_distribution(const PositionLogits& s, const KernelSamplingParams& p,
                                                          std::span<const int32_t> h) override {
     return b_.sampling_distribution(s, p, h);
   }

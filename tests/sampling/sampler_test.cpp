@@ -331,11 +331,11 @@ class DistributionBackend : public Backend {
   BackendInfo info() const override { return {}; }
   std::unique_ptr<KvCache> create_kv(int) override { return nullptr; }
   ForwardResult forward(KvCache&, std::span<const int32_t>, const ForwardWants&) override { return {}; }
-  std::optional<TokenDistribution> sampling_distribution(const PositionLogits&, const SamplingParams& p,
+  std::optional<TokenDistribution> sampling_distribution(const PositionLogits&, const KernelSamplingParams& p,
                                                          std::span<const int32_t> history) override {
     calls++;
     last_history = history.size();
-    last_temperature = p.temperature;
+    last_params = p;
     if (!answer) return std::nullopt;
     return TokenDistribution{{{7, 0.25}, {9, 0.75}}};
   }
@@ -343,7 +343,7 @@ class DistributionBackend : public Backend {
   bool answer = true;
   int calls = 0;
   size_t last_history = 0;
-  float last_temperature = 0;
+  KernelSamplingParams last_params;  // what the Sampler converted
 };
 
 TEST(SamplerBackend, TakesTheBackendsDistributionAndDrawsFromIt) {
@@ -354,7 +354,11 @@ TEST(SamplerBackend, TakesTheBackendsDistributionAndDrawsFromIt) {
   const TokenDistribution d = s.distribution(scores, hist);
   EXPECT_EQ(b.calls, 1);
   EXPECT_EQ(b.last_history, 2u);
-  EXPECT_EQ(b.last_temperature, 0.7f);
+  const KernelSamplingParams want = kernel_params({.temperature = 0.7f, .top_p = 0.9f, .seed = 4});
+  EXPECT_EQ(b.last_params.tm, want.tm);
+  EXPECT_EQ(b.last_params.te, want.te);
+  EXPECT_EQ(b.last_params.top_p_q32, want.top_p_q32);
+  EXPECT_FALSE(b.last_params.greedy);
   ASSERT_EQ(d.tokens.size(), 2u);
   EXPECT_EQ(d.prob_of(9), 0.75);
   std::map<int32_t, int> counts;

@@ -1,0 +1,115 @@
+// Not a test: what sampling in the pass saves per sampled token, at the
+// Qwen3 vocabulary (151,936), the rest of the forward pass left out. With one
+// position's Q16 logits in logits_buf (row 0, random normal, sigma 3), two
+// ways to draw its token, in alternated rounds:
+//   copied:  what the user driver did: the row copied out as the Q16 and float
+//            scores (BpfBackend::collect with full logits: full_q16, full),
+//            then kernel_sample_token, which writes them back into sample_buf
+//            (load_candidates) and runs qn_sample;
+//   in pass: kernel_sample_row: qn_sample reads the row in the kernel.
+// Both draw the same token (checked every time). Times are this thread's CPU
+// time (BPF_PROG_TEST_RUN runs the program in the caller's context) and wall
+// time per token; best and median over the rounds.
+// Usage: bpf_sample_pass_bench [rounds, default 9] [tokens per round, default 30]
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "engine/bpf_programs.h"
+#include "engine/model_plan.h"
+#include "engine/sampling_kernel.h"
+#include "sampling/kernel_params.h"
+
+using namespace qwen3;
+using namespace qwen3::engine;
+
+namespace {
+
+double cpu_us() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+double wall_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Stat {
+  std::vector<double> cpu, wall;
+  void print(const char* what) {
+    std::sort(cpu.begin(), cpu.end());
+    std::sort(wall.begin(), wall.end());
+    std::printf("%-8s CPU us/token best %8.1f median %8.1f   wall best %8.1f median %8.1f\n", what, cpu.front(),
+                cpu[cpu.size() / 2], wall.front(), wall[wall.size() / 2]);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::max(1, atoi(argv[1])) : 9;
+  const int tokens = argc > 2 ? std::max(1, atoi(argv[2])) : 30;
+  ModelConfig c;
+  c.hidden_size = 128, c.num_hidden_layers = 1, c.num_attention_heads = 2, c.num_key_value_heads = 1;
+  c.head_dim = 64, c.intermediate_size = 128, c.vocab_size = 151936, c.rms_norm_eps = 1e-6, c.rope_theta = 1e6;
+  c.tie_word_embeddings = true;
+  ModelPlan plan = make_model_plan(c, Precision::q24, false, 1, 16, 16);
+  plan.layout.weight_entries = 1;
+  BpfPrograms progs(plan.layout);
+  const uint32_t vocab = plan.layout.shape.vocab;
+  std::mt19937_64 rng(1);
+  std::normal_distribution<double> g(0, 3);
+  int32_t* row = progs.logits();
+  for (uint32_t i = 0; i < vocab; i++) row[i] = int32_t(std::lround(g(rng) * 65536.0));
+  std::vector<int32_t> history;
+  for (int i = 0; i < 200; i++) history.push_back(int32_t(rng() % vocab));
+  // Qwen3's generation defaults with the shipped model's penalty: the whole vocabulary is sampled.
+  const KernelSamplingParams p =
+      kernel_params({.temperature = 0.7f, .top_p = 0.9f, .repetition_penalty = 1.1f, .seed = 5});
+  std::printf("vocabulary %u, %d rounds of %d tokens, T 0.7 top_p 0.9 penalty 1.1\n", vocab, rounds, tokens);
+
+  Stat copied, in_pass;
+  uint64_t draw = 0;
+  for (int r = 0; r < rounds; r++) {
+    for (int k = 0; k < 2; k++) {
+      const bool pass = (r + k) % 2 == 1;  // the order swapped every round
+      const double c0 = cpu_us(), w0 = wall_us();
+      for (int t = 0; t < tokens; t++) {
+        const uint64_t index = draw + uint64_t(t);
+        if (pass) {
+          (void)kernel_sample_row(progs, 0, p, history, index);
+        } else {
+          PositionLogits pl;  // as collect() builds it
+          pl.full_q16.assign(row, row + vocab);
+          pl.full.resize(vocab);
+          for (uint32_t i = 0; i < vocab; i++) pl.full[i] = row[i] / 65536.0f;
+          (void)kernel_sample_token(progs, pl, p, history, index);
+        }
+      }
+      (pass ? in_pass : copied).cpu.push_back((cpu_us() - c0) / tokens);
+      (pass ? in_pass : copied).wall.push_back((wall_us() - w0) / tokens);
+    }
+    // The same tokens both ways (the draw indexes of this round once more).
+    for (int t = 0; t < tokens; t++) {
+      PositionLogits pl;
+      pl.full_q16.assign(row, row + vocab);
+      const auto a = kernel_sample_token(progs, pl, p, history, draw + uint64_t(t));
+      const auto b = kernel_sample_row(progs, 0, p, history, draw + uint64_t(t));
+      if (a != b) {
+        std::fprintf(stderr, "draw %llu: copied %d, in pass %d\n", (unsigned long long)(draw + t), a.value_or(-1),
+                     b.value_or(-1));
+        return 1;
+      }
+    }
+    draw += uint64_t(tokens);
+  }
+  copied.print("copied");
+  in_pass.print("in pass");
+  return 0;
+}
