@@ -268,9 +268,11 @@ class TokenSink {
   bool stopped_by_string_ = false;
 };
 
-// The kernel driver (docs/kernel-driver.md): the feed and every token in one
-// submission; the stream and stop strings as on the user driver. nullopt:
-// the backend declined (the caller decodes in user space).
+// The kernel driver (docs/kernel-driver.md): the feed and every token in
+// submissions that take turns with the other sessions' work on the engine
+// thread (Scheduler::generate_in_kernel); the stream and stop strings as on
+// the user driver. nullopt: the backend declined (the caller decodes in user
+// space).
 std::optional<FinishReason> decode_in_kernel(Runtime& rt, const GenerateOptions& o, Session& s, std::span<const int32_t> feed,
                                              const SamplingParams& sp, const ForwardWants& wants, TokenSink& sink) {
   const ModelConfig& mc = rt.backend->config();
@@ -284,11 +286,17 @@ std::optional<FinishReason> decode_in_kernel(Runtime& rt, const GenerateOptions&
   const std::vector<int32_t> history = s.history;  // the sink grows s.history meanwhile
   req.history = history;
   std::optional<FinishReason> finish;
-  auto r = rt.backend->generate_in_kernel(*s.kv, req, [&](int32_t id, int index) {
-    if (finish) return false;
-    finish = sink.take(id, index, nullptr);
-    return !finish;
-  });
+  std::optional<KernelGenerateResult> r;
+  try {
+    r = rt.scheduler->generate_in_kernel(*s.kv, req, [&](int32_t id, int index) {
+      if (finish) return false;
+      finish = sink.take(id, index, nullptr);
+      return !finish;
+    }, o.cancelled);
+  } catch (const Error& e) {
+    if (!is_cancel(e)) throw;
+    return finish ? finish : FinishReason::cancelled;
+  }
   if (!r) return std::nullopt;
   if (!finish) finish = r->finish == KernelFinish::cancelled ? FinishReason::cancelled : FinishReason::length;
   return finish;
@@ -452,6 +460,7 @@ InferenceCore::InferenceCore(ModelHost& host) : host_(host), started_(std::chron
   default_max_new_tokens_ = host.config().default_max_new_tokens;
   set_default_speculative(host.config().speculative);
   set_default_driver(host.config().driver == "kernel" ? Driver::kernel : Driver::user);
+  kernel_loaded_ = host.config().driver != "user";
   verify::PipelineOptions po;
   po.data_dir = host.config().state_dir + "/verify";  // vmlinux.h and the header tree are cached there
   pipeline_ = std::make_unique<verify::Pipeline>(po);
@@ -499,6 +508,8 @@ GenerateOutcome InferenceCore::generate(GenerateOptions o, const std::function<b
     o.speculative = d == kAuto ? speculation_pays(rt.backend->info()) : d == kOn;
   }
   if (!o.driver) o.driver = default_kernel_driver_.load() ? Driver::kernel : Driver::user;
+  // driver = user does not load the kernel driver's programs: no turn to try.
+  if (*o.driver == Driver::kernel && !kernel_loaded_) o.driver = Driver::user;
   GenerateOutcome r = run_generate(rt, o, emit);
   metrics_.count_speculative(r.draft_tokens, r.accepted_tokens);
   if (r.kernel_driven) metrics_.count_kernel_driven(r.completion_tokens);

@@ -264,6 +264,7 @@ class InferenceCore {
   static constexpr int kAuto = 0, kOn = 1, kOff = 2;
   std::atomic<int> default_speculative_{kAuto};
   std::atomic<bool> default_kernel_driver_{false};
+  bool kernel_loaded_ = true;  // the backend has the kernel driver (config driver != user)
   RequestCounters counters_;
   ServiceMetrics metrics_;
   std::chrono::steady_clock::time_point started_;
