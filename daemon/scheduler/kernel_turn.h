@@ -23,6 +23,9 @@ struct Scheduler::KernelTurn {
   std::atomic<bool> stop{false};
   bool done = false;
   bool dropped = false;  // cancelled before it ran
+  // Set by the engine thread before `done` (read after it, under the mutex):
+  bool yielded = false;        // ended after kernel_turn because other work waits
+  bool cancelled_now = false;  // `cancelled` said so at a token
   std::optional<KernelGenerateResult> result;
   std::exception_ptr error;
   std::condition_variable cv;

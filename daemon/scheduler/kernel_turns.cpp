@@ -14,8 +14,10 @@ namespace qwen3 {
 
 namespace {
 
-bool ends_generation(const KernelGenerateResult& turn, size_t given, int asked) {
-  return turn.finish != KernelFinish::length || given < static_cast<size_t>(asked);
+// A turn that was not yielded ends the generation unless it gave every
+// token asked (fewer: the context's end).
+bool ends_generation(const KernelGenerateResult& turn, bool yielded, int asked) {
+  return turn.finish != KernelFinish::length || (!yielded && turn.tokens.size() < static_cast<size_t>(asked));
 }
 
 void add_figures(KernelGenerateResult& all, const KernelGenerateResult& turn) {
@@ -31,6 +33,10 @@ void add_figures(KernelGenerateResult& all, const KernelGenerateResult& turn) {
 
 int Scheduler::kernel_turn_tokens() const {
   std::lock_guard lock(mu_);
+  return turn_tokens_locked();
+}
+
+int Scheduler::turn_tokens_locked() const {
   if (kernel_ms_per_token_ <= 0) return 1;
   const double n = double(options_.kernel_turn.count()) / kernel_ms_per_token_;
   return std::clamp(static_cast<int>(n), 1, kMaxKernelTurnTokens);
@@ -63,8 +69,9 @@ std::optional<KernelGenerateResult> Scheduler::generate_in_kernel(KvCache& kv, c
     turn.feed = feed;
     turn.history = history;
     turn.draw0 = req.draw0 + all.tokens.size();
-    turn.max_tokens = std::min(req.max_tokens - static_cast<int>(all.tokens.size()), kernel_turn_tokens());
-    auto r = kernel_turn(kv, turn, static_cast<int>(all.tokens.size()), on_token, cancelled);
+    turn.max_tokens = req.max_tokens - static_cast<int>(all.tokens.size());  // the engine ends it early (yields)
+    bool yielded = false;
+    auto r = kernel_turn(kv, turn, static_cast<int>(all.tokens.size()), on_token, cancelled, yielded);
     if (!r) {
       if (!all.tokens.empty()) throw Error("the kernel driver declined a generation's later turn");
       kv.truncate(start);
@@ -74,7 +81,7 @@ std::optional<KernelGenerateResult> Scheduler::generate_in_kernel(KvCache& kv, c
     all.tokens.insert(all.tokens.end(), r->tokens.begin(), r->tokens.end());
     history.insert(history.end(), r->tokens.begin(), r->tokens.end());
     all.finish = r->finish;
-    if (ends_generation(*r, r->tokens.size(), turn.max_tokens) || static_cast<int>(all.tokens.size()) >= req.max_tokens)
+    if (ends_generation(*r, yielded, turn.max_tokens) || static_cast<int>(all.tokens.size()) >= req.max_tokens)
       break;
     // The next turn feeds the last chosen token: none when the context is full
     // (one long generation stops there too, at length).
@@ -90,7 +97,7 @@ std::optional<KernelGenerateResult> Scheduler::generate_in_kernel(KvCache& kv, c
 // given to on_token; the cache holds every fed token but the last of them.
 std::optional<KernelGenerateResult> Scheduler::kernel_turn(KvCache& kv, const KernelGenerateRequest& req, int index0,
                                                            const std::function<bool(int32_t, int)>& on_token,
-                                                           const std::function<bool()>& cancelled) {
+                                                           const std::function<bool()>& cancelled, bool& yielded) {
   auto t = std::make_shared<KernelTurn>();
   t->kv = &kv;
   t->req = req;
@@ -131,12 +138,21 @@ std::optional<KernelGenerateResult> Scheduler::kernel_turn(KvCache& kv, const Ke
   if (r.tokens.size() > given.size())  // the engine chose more than were taken: forget them
     kv.truncate(given.empty() ? before : before + static_cast<int>(req.feed.size() + given.size()) - 1);
   r.tokens = std::move(given);
-  if (stopped) r.finish = KernelFinish::cancelled;
+  if (stopped || t->cancelled_now) {
+    r.finish = KernelFinish::cancelled;
+  } else if (t->yielded) {  // ended by the engine, not by the chain: what the chain would have said
+    yielded = true;
+    const bool stop_id = !r.tokens.empty() &&
+                         std::find(req.stop_ids.begin(), req.stop_ids.end(), r.tokens.back()) != req.stop_ids.end();
+    r.finish = stop_id ? KernelFinish::stop : KernelFinish::length;
+  }
   return r;
 }
 
-// The engine thread's side: the next turn in arrival order, run unlocked; its
-// time per token (decode turns) sizes the next turns.
+// The engine thread's side: the next turn in arrival order, run unlocked. It
+// runs until the generation ends, or, once it has run kernel_turn while other
+// work waits, ends after the token at hand (the next turn continues from it).
+// Its time per token (decode turns) is what the pacing of prefills charges.
 void Scheduler::run_kernel_turn(std::unique_lock<std::mutex>& lock) {
   std::shared_ptr<KernelTurn> t = kernel_queue_.front();
   kernel_queue_.pop_front();
@@ -144,12 +160,23 @@ void Scheduler::run_kernel_turn(std::unique_lock<std::mutex>& lock) {
   const auto start = std::chrono::steady_clock::now();
   try {
     t->result = backend_.generate_in_kernel(*t->kv, t->req, [&](int32_t id, int) {
+      bool others = false;
       {
         std::lock_guard g(mu_);
         t->chosen.push_back(id);
+        others = !queue_.empty() || !kernel_queue_.empty();
       }
       t->cv.notify_all();
-      return !t->stop.load();
+      if (t->stop.load()) return false;
+      if (t->cancelled && t->cancelled()) {
+        t->cancelled_now = true;
+        return false;
+      }
+      if (others && std::chrono::steady_clock::now() - start >= options_.kernel_turn) {
+        t->yielded = true;
+        return false;
+      }
+      return true;
     });
   } catch (...) {
     t->error = std::current_exception();

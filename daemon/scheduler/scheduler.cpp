@@ -141,7 +141,8 @@ bool Scheduler::pick_batch_locked(std::vector<std::pair<std::shared_ptr<Job>, in
   // decode step). A long prefill would multiply their step time.
   bool latency_waits = !kernel_queue_.empty();
   double latency_cost = 0;
-  for (auto& turn : kernel_queue_) latency_cost += turn->req.max_tokens * cost_.cost(1, turn->kv->positions(), false);
+  for (auto& turn : kernel_queue_)
+    latency_cost += std::min(turn->req.max_tokens, turn_tokens_locked()) * cost_.cost(1, turn->kv->positions(), false);
   for (auto& job : queue_) {
     const size_t left = job->tokens.size() - job->fed;
     if (left <= static_cast<size_t>(options_.prefill_chunk)) {

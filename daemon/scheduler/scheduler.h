@@ -11,8 +11,9 @@
 // take about 1.5x as long as alone on average while the prefill still advances.
 //
 // Kernel-driven generations (Backend::generate_in_kernel, docs/kernel-driver.md)
-// go through the same thread in turns: a turn is one submission of a few
-// tokens (about kernel_turn of work), the next turn feeds the last chosen
+// go through the same thread in turns: a turn is one submission that runs
+// until the generation ends or, once it has run kernel_turn while other work
+// waits, ends after the token at hand; the next turn feeds the last chosen
 // token and continues the draw index and the penalty history, so the tokens
 // are those of one long generation. Kernel turns and the batched user-driven
 // steps alternate, and the kernel generations take turns in arrival order, so
@@ -42,8 +43,8 @@ struct SchedulerOptions {
   // When fewer steps are waiting than ran in the previous batch, wait this long
   // for the others to come back (they are usually streaming their last token).
   std::chrono::microseconds gather_wait{1000};
-  // The work of one kernel-driven turn: its tokens are this over the measured
-  // time per token (at least 1, at most kMaxKernelTurnTokens).
+  // How long a kernel-driven turn runs while other work waits (it ends at
+  // the first token after this; alone it runs on).
   std::chrono::milliseconds kernel_turn{50};
 };
 
@@ -104,7 +105,8 @@ class Scheduler {
   std::optional<KernelGenerateResult> generate_in_kernel(KvCache& kv, const KernelGenerateRequest& req,
                                                          const std::function<bool(int32_t, int)>& on_token,
                                                          const std::function<bool()>& cancelled = {});
-  // Tokens of the next kernel turn (from the measured time per token).
+  // Tokens of a kernel turn while other work waits (kernel_turn over the
+  // measured time per token; 1 before any measurement).
   int kernel_turn_tokens() const;
 
   // Stops accepting work; queued and later calls throw unavailable.
@@ -119,7 +121,8 @@ class Scheduler {
   void run_kernel_turn(std::unique_lock<std::mutex>& lock);
   std::optional<KernelGenerateResult> kernel_turn(KvCache& kv, const KernelGenerateRequest& req, int index0,
                                                   const std::function<bool(int32_t, int)>& on_token,
-                                                  const std::function<bool()>& cancelled);
+                                                  const std::function<bool()>& cancelled, bool& yielded);
+  int turn_tokens_locked() const;
   void fail_all_locked();
   void drop_cancelled(std::unique_lock<std::mutex>& lock);
   void finish_step_locked(const std::vector<std::pair<std::shared_ptr<Job>, int>>& picked);

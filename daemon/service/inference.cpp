@@ -459,7 +459,9 @@ std::vector<int32_t> encode_chat_continuation(const Tokenizer& tok, std::span<co
 InferenceCore::InferenceCore(ModelHost& host) : host_(host), started_(std::chrono::steady_clock::now()) {
   default_max_new_tokens_ = host.config().default_max_new_tokens;
   set_default_speculative(host.config().speculative);
-  set_default_driver(host.config().driver == "kernel" ? Driver::kernel : Driver::user);
+  // auto: the kernel driver, faster by measurement for one session and for
+  // several (docs/kernel-driver.md, "Several sessions").
+  set_default_driver(host.config().driver == "user" ? Driver::user : Driver::kernel);
   kernel_loaded_ = host.config().driver != "user";
   verify::PipelineOptions po;
   po.data_dir = host.config().state_dir + "/verify";  // vmlinux.h and the header tree are cached there
