@@ -274,7 +274,8 @@ class TokenSink {
 // the user driver. nullopt: the backend declined (the caller decodes in user
 // space).
 std::optional<FinishReason> decode_in_kernel(Runtime& rt, const GenerateOptions& o, Session& s, std::span<const int32_t> feed,
-                                             const SamplingParams& sp, const ForwardWants& wants, TokenSink& sink) {
+                                             const SamplingParams& sp, const ForwardWants& wants, TokenSink& sink,
+                                             Steady::time_point& first_token) {
   const ModelConfig& mc = rt.backend->config();
   KernelGenerateRequest req;
   req.feed = feed;
@@ -290,6 +291,7 @@ std::optional<FinishReason> decode_in_kernel(Runtime& rt, const GenerateOptions&
   try {
     r = rt.scheduler->generate_in_kernel(*s.kv, req, [&](int32_t id, int index) {
       if (finish) return false;
+      if (index == 0) first_token = Steady::now();
       finish = sink.take(id, index, nullptr);
       return !finish;
     }, o.cancelled);
@@ -344,10 +346,12 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   if (o.driver == Driver::kernel && !speculate && o.logprobs == 0) {
     s.history = p.sequence;
     TokenSink sink(rt, o, s, out, t0, emit);
-    const auto t_decode = Steady::now();
-    if (auto finish = decode_in_kernel(rt, o, s, feed, sp, wants, sink)) {
+    const auto t_prefill = Steady::now();
+    Steady::time_point first_token = t_prefill;  // the prompt's passes end with the first token
+    if (auto finish = decode_in_kernel(rt, o, s, feed, sp, wants, sink, first_token)) {
       out.kernel_driven = true;
-      out.decode_ms = ms_since(t_decode);
+      out.prefill_ms = std::chrono::duration<double, std::milli>(first_token - t_prefill).count();
+      out.decode_ms = ms_since(first_token);
       sink.flush(*finish);
       return out;
     }
