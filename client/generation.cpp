@@ -43,6 +43,9 @@ std::vector<OptionSpec> generation_options() {
       {"speculative", true, false,
        "on|off  prompt-lookup speculative decoding: same output, faster when it copies the prompt "
        "(default: the daemon's config)"},
+      {"driver", true, false,
+       "kernel|user|auto  who steers decoding: the kernel after one submission per turn, or the engine's threads "
+       "(same tokens; default auto: the daemon's config)"},
       {"stats", false, false, "print finish reason, token counts and timings to stderr"},
   };
 }
@@ -96,6 +99,12 @@ void apply_generation_options(const Args& args, v1::GenerateRequest& request) {
     if (*v == "on") request.set_speculative(v1::SPECULATIVE_ON);
     else if (*v == "off") request.set_speculative(v1::SPECULATIVE_OFF);
     else throw usage_error("--speculative wants on or off (got '" + *v + "')");
+  }
+  if (auto v = args.get("driver")) {
+    if (*v == "kernel") request.set_driver(v1::DRIVER_KERNEL);
+    else if (*v == "user") request.set_driver(v1::DRIVER_USER);
+    else if (*v == "auto") request.set_driver(v1::DRIVER_DEFAULT);
+    else throw usage_error("--driver wants kernel, user or auto (got '" + *v + "')");
   }
 }
 

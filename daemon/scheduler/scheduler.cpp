@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "scheduler/kernel_turn.h"
 
 namespace qwen3 {
 
@@ -90,87 +91,33 @@ ForwardResult Scheduler::run(KvCache& kv, std::span<const int32_t> tokens, const
 void Scheduler::engine_loop() {
   std::unique_lock lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !kernel_queue_.empty(); });
     if (stopping_) {
       fail_all_locked();
       return;
     }
-    // Let the sessions of the previous step come back so they share this one.
-    if (queue_.size() < last_batch_size_ && options_.gather_wait.count() > 0) {
+    // Let the sessions of the previous step come back so they share this one
+    // (not while a kernel-driven turn waits: it goes first then).
+    if (kernel_queue_.empty() && queue_.size() < last_batch_size_ && options_.gather_wait.count() > 0) {
       work_cv_.wait_for(lock, options_.gather_wait, [&] { return stopping_ || queue_.size() >= last_batch_size_; });
       if (stopping_) continue;
     }
 
     drop_cancelled(lock);
+    // Kernel-driven turns and user-driven steps alternate.
+    if (!kernel_queue_.empty() && (queue_.empty() || kernel_next_)) {
+      kernel_next_ = false;
+      run_kernel_turn(lock);
+      continue;
+    }
+    kernel_next_ = true;
     if (queue_.empty()) continue;
 
-    // Decode steps (one token left) first, then prefill chunks in round-robin turns.
     std::vector<std::pair<std::shared_ptr<Job>, int>> picked;
-    int budget = options_.max_batch_tokens;
-    std::vector<std::shared_ptr<Job>> prefills;
-    // What the waiting latency-bound work costs: decoding sessions, and prompts
-    // that fit in one chunk. A long prefill would multiply their step time.
-    bool latency_waits = false;
-    double latency_cost = 0;
-    for (auto& job : queue_) {
-      const size_t left = job->tokens.size() - job->fed;
-      if (left <= static_cast<size_t>(options_.prefill_chunk)) {
-        latency_waits = true;
-        latency_cost += cost_.cost(static_cast<int>(left), job->kv->positions(), job->wants.all_positions);
-      }
-      if (left == 1 && budget > 0) {
-        picked.emplace_back(job, 1);
-        budget -= 1;
-      } else if (left > 1) {
-        prefills.push_back(job);
-      }
-    }
-    // Latency-bound work that ran just now is usually only away sending its
-    // token: keep pacing long prefills for a moment rather than let them take
-    // full chunks in the gap.
-    const auto now = std::chrono::steady_clock::now();
-    const bool latency_here = latency_waits;  // (credit is earned only beside work that is really here)
-    if (latency_waits) {
-      latency_seen_ = now;
-      latency_cost_seen_ = latency_cost;
-    } else if (now - latency_seen_ < std::max<std::chrono::steady_clock::duration>(2 * last_step_time_,
-                                                                                    std::chrono::milliseconds(2))) {
-      latency_waits = true;
-      latency_cost = latency_cost_seen_;
-    }
-    for (size_t i = 0; i < prefills.size(); ++i) {
-      auto& job = prefills[(prefill_turn_ + i) % prefills.size()];
-      if (budget <= 0 && !picked.empty()) break;
-      const int left = static_cast<int>(job->tokens.size() - job->fed);
-      int chunk = options_.prefill_chunk;
-      if (latency_waits && left > options_.prefill_chunk) {
-        // A long prefill beside latency-bound work earns kLongPrefillShare of that
-        // work's cost per step and spends it on chunks (skipping steps until one
-        // token is paid for), so their steps take at most about 1.5x as long as
-        // alone while it still advances. Alone it runs at full chunks.
-        if (latency_here) job->credit += kLongPrefillShare * latency_cost;
-        const int start = job->kv->positions();
-        chunk = std::min(cost_.fair_chunk(chunk, start, job->wants.all_positions, job->credit), budget);
-        if (chunk < 1) continue;  // not this step
-        job->credit -= cost_.cost(chunk, start, job->wants.all_positions);
-      } else {
-        job->credit = 0;
-        // Every step stays bounded: a chunk that reports every position costs no
-        // more than a plain chunk would (or kMaxStepDecodes decode steps), so
-        // whoever arrives next waits for a short step.
-        const int start = job->kv->positions();
-        const double bound = std::max(cost_.cost(chunk, start, false), kMaxStepDecodes * cost_.cost(1, 0, false));
-        chunk = std::max(1, cost_.fair_chunk(chunk, start, job->wants.all_positions, bound));
-      }
-      const int n = std::max(1, std::min({left, chunk, budget}));
-      picked.emplace_back(job, n);
-      budget -= n;
-    }
-    if (!prefills.empty()) prefill_turn_ = (prefill_turn_ + 1) % prefills.size();
-    if (picked.empty()) {
+    if (!pick_batch_locked(picked)) {
       // Only paced prefills wait, saving up for their next token: until the
       // latency-bound work is back (or the pause is over).
-      work_cv_.wait_for(lock, std::chrono::milliseconds(1));
+      if (kernel_queue_.empty()) work_cv_.wait_for(lock, std::chrono::milliseconds(1));
       continue;
     }
     last_batch_size_ = picked.size();
@@ -184,6 +131,76 @@ void Scheduler::engine_loop() {
   }
 }
 
+// The user-driven step: decode steps (one token left) first, then prefill
+// chunks in round-robin turns. False: nothing may run now (paced prefills).
+bool Scheduler::pick_batch_locked(std::vector<std::pair<std::shared_ptr<Job>, int>>& picked) {
+  int budget = options_.max_batch_tokens;
+  std::vector<std::shared_ptr<Job>> prefills;
+  // What the waiting latency-bound work costs: decoding sessions, prompts
+  // that fit in one chunk, and kernel-driven turns (a turn's tokens, each a
+  // decode step). A long prefill would multiply their step time.
+  bool latency_waits = !kernel_queue_.empty();
+  double latency_cost = 0;
+  for (auto& turn : kernel_queue_)
+    latency_cost += std::min(turn->req.max_tokens, turn_tokens_locked()) * cost_.cost(1, turn->kv->positions(), false);
+  for (auto& job : queue_) {
+    const size_t left = job->tokens.size() - job->fed;
+    if (left <= static_cast<size_t>(options_.prefill_chunk)) {
+      latency_waits = true;
+      latency_cost += cost_.cost(static_cast<int>(left), job->kv->positions(), job->wants.all_positions);
+    }
+    if (left == 1 && budget > 0) {
+      picked.emplace_back(job, 1);
+      budget -= 1;
+    } else if (left > 1) {
+      prefills.push_back(job);
+    }
+  }
+  // Latency-bound work that ran just now is usually only away sending its
+  // token: keep pacing long prefills for a moment rather than let them take
+  // full chunks in the gap.
+  const auto now = std::chrono::steady_clock::now();
+  const bool latency_here = latency_waits;  // (credit is earned only beside work that is really here)
+  if (latency_waits) {
+    latency_seen_ = now;
+    latency_cost_seen_ = latency_cost;
+  } else if (now - latency_seen_ < std::max<std::chrono::steady_clock::duration>(2 * last_step_time_,
+                                                                                  std::chrono::milliseconds(2))) {
+    latency_waits = true;
+    latency_cost = latency_cost_seen_;
+  }
+  for (size_t i = 0; i < prefills.size(); ++i) {
+    auto& job = prefills[(prefill_turn_ + i) % prefills.size()];
+    if (budget <= 0 && !picked.empty()) break;
+    const int left = static_cast<int>(job->tokens.size() - job->fed);
+    int chunk = options_.prefill_chunk;
+    if (latency_waits && left > options_.prefill_chunk) {
+      // A long prefill beside latency-bound work earns kLongPrefillShare of that
+      // work's cost per step and spends it on chunks (skipping steps until one
+      // token is paid for), so their steps take at most about 1.5x as long as
+      // alone while it still advances. Alone it runs at full chunks.
+      if (latency_here) job->credit += kLongPrefillShare * latency_cost;
+      const int start = job->kv->positions();
+      chunk = std::min(cost_.fair_chunk(chunk, start, job->wants.all_positions, job->credit), budget);
+      if (chunk < 1) continue;  // not this step
+      job->credit -= cost_.cost(chunk, start, job->wants.all_positions);
+    } else {
+      job->credit = 0;
+      // Every step stays bounded: a chunk that reports every position costs no
+      // more than a plain chunk would (or kMaxStepDecodes decode steps), so
+      // whoever arrives next waits for a short step.
+      const int start = job->kv->positions();
+      const double bound = std::max(cost_.cost(chunk, start, false), kMaxStepDecodes * cost_.cost(1, 0, false));
+      chunk = std::max(1, cost_.fair_chunk(chunk, start, job->wants.all_positions, bound));
+    }
+    const int n = std::max(1, std::min({left, chunk, budget}));
+    picked.emplace_back(job, n);
+    budget -= n;
+  }
+  if (!prefills.empty()) prefill_turn_ = (prefill_turn_ + 1) % prefills.size();
+  return !picked.empty();
+}
+
 // Stopping: every waiting job fails with unavailable.
 void Scheduler::fail_all_locked() {
   for (auto& job : queue_) {
@@ -192,15 +209,24 @@ void Scheduler::fail_all_locked() {
     job->cv.notify_all();
   }
   queue_.clear();
+  for (auto& turn : kernel_queue_) {
+    turn->error = std::make_exception_ptr(unavailable("the daemon is stopping"));
+    turn->done = true;
+    turn->cv.notify_all();
+  }
+  kernel_queue_.clear();
 }
 
 // Drops cancelled jobs before spending work on them (the checks run unlocked:
-// they call into gRPC); their KV is rolled back.
+// they call into gRPC); their KV is rolled back. A cancelled kernel-driven
+// turn ends without running (its generation finishes cancelled).
 void Scheduler::drop_cancelled(std::unique_lock<std::mutex>& lock) {
   std::vector<std::shared_ptr<Job>> waiting(queue_.begin(), queue_.end());
-  std::vector<char> cancel(waiting.size(), 0);
+  std::vector<std::shared_ptr<KernelTurn>> turns(kernel_queue_.begin(), kernel_queue_.end());
+  std::vector<char> cancel(waiting.size(), 0), cancel_turn(turns.size(), 0);
   lock.unlock();
   for (size_t i = 0; i < waiting.size(); ++i) cancel[i] = waiting[i]->cancelled && waiting[i]->cancelled();
+  for (size_t i = 0; i < turns.size(); ++i) cancel_turn[i] = turns[i]->cancelled && turns[i]->cancelled();
   lock.lock();
   for (size_t i = 0; i < waiting.size(); ++i) {
     if (!cancel[i]) continue;
@@ -210,6 +236,15 @@ void Scheduler::drop_cancelled(std::unique_lock<std::mutex>& lock) {
     job->done = true;
     job->cv.notify_all();
     queue_.erase(std::find(queue_.begin(), queue_.end(), job));
+  }
+  for (size_t i = 0; i < turns.size(); ++i) {
+    if (!cancel_turn[i]) continue;
+    auto it = std::find(kernel_queue_.begin(), kernel_queue_.end(), turns[i]);
+    if (it == kernel_queue_.end()) continue;  // failed meanwhile (stopping)
+    turns[i]->dropped = true;
+    turns[i]->done = true;
+    turns[i]->cv.notify_all();
+    kernel_queue_.erase(it);
   }
 }
 

@@ -9,6 +9,15 @@
 // StepCostModel to half that work's cost (kLongPrefillShare): small chunks,
 // skipping steps when even one token costs more, so a short request's steps
 // take about 1.5x as long as alone on average while the prefill still advances.
+//
+// Kernel-driven generations (Backend::generate_in_kernel, docs/kernel-driver.md)
+// go through the same thread in turns: a turn is one submission that runs
+// until the generation ends or, once it has run kernel_turn while other work
+// waits, ends after the token at hand; the next turn feeds the last chosen
+// token and continues the draw index and the penalty history, so the tokens
+// are those of one long generation. Kernel turns and the batched user-driven
+// steps alternate, and the kernel generations take turns in arrival order, so
+// no session waits more than about one turn per other session.
 #pragma once
 
 #include <atomic>
@@ -19,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -33,7 +43,12 @@ struct SchedulerOptions {
   // When fewer steps are waiting than ran in the previous batch, wait this long
   // for the others to come back (they are usually streaming their last token).
   std::chrono::microseconds gather_wait{1000};
+  // How long a kernel-driven turn runs while other work waits (it ends at
+  // the first token after this; alone it runs on).
+  std::chrono::milliseconds kernel_turn{50};
 };
+
+inline constexpr int kMaxKernelTurnTokens = 64;
 
 // What a step costs, in multiply-adds from the model's shape: every fed token
 // passes the layers, every reported position the vocabulary projection, and
@@ -62,6 +77,8 @@ struct SchedulerStats {
   uint64_t tokens = 0;         // positions computed
   int max_batch = 0;           // most sequences in one step
   int queued = 0;              // waiting now
+  uint64_t kernel_turns = 0;   // kernel-driven submissions run
+  uint64_t kernel_tokens = 0;  // tokens they chose
 };
 
 class Scheduler {
@@ -77,13 +94,35 @@ class Scheduler {
   ForwardResult run(KvCache& kv, std::span<const int32_t> tokens, const ForwardWants& wants,
                     const std::function<bool()>& cancelled = {});
 
+  // A whole generation on the kernel driver, in turns (see above). Same
+  // contract as Backend::generate_in_kernel: on_token(id, index) for each
+  // chosen token, called on this (the caller's) thread; returning false ends
+  // the generation within about one token (finish cancelled), and so does
+  // `cancelled` (polled between turns). The cache then holds every fed token
+  // but the last token given to on_token. A feed longer than prefill_chunk
+  // has its head prefilled as run() does (paced). nullopt: the backend
+  // declined the request (the cache is as before; decode in user space).
+  std::optional<KernelGenerateResult> generate_in_kernel(KvCache& kv, const KernelGenerateRequest& req,
+                                                         const std::function<bool(int32_t, int)>& on_token,
+                                                         const std::function<bool()>& cancelled = {});
+  // Tokens of a kernel turn while other work waits (kernel_turn over the
+  // measured time per token; 1 before any measurement).
+  int kernel_turn_tokens() const;
+
   // Stops accepting work; queued and later calls throw unavailable.
   void stop();
   SchedulerStats stats() const;
 
  private:
   struct Job;
+  struct KernelTurn;
   void engine_loop();
+  bool pick_batch_locked(std::vector<std::pair<std::shared_ptr<Job>, int>>& picked);
+  void run_kernel_turn(std::unique_lock<std::mutex>& lock);
+  std::optional<KernelGenerateResult> kernel_turn(KvCache& kv, const KernelGenerateRequest& req, int index0,
+                                                  const std::function<bool(int32_t, int)>& on_token,
+                                                  const std::function<bool()>& cancelled, bool& yielded);
+  int turn_tokens_locked() const;
   void fail_all_locked();
   void drop_cancelled(std::unique_lock<std::mutex>& lock);
   void finish_step_locked(const std::vector<std::pair<std::shared_ptr<Job>, int>>& picked);
@@ -95,6 +134,9 @@ class Scheduler {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
   std::deque<std::shared_ptr<Job>> queue_;
+  std::deque<std::shared_ptr<KernelTurn>> kernel_queue_;  // in arrival order
+  bool kernel_next_ = true;           // a kernel turn goes before the next user-driven step
+  double kernel_ms_per_token_ = 0;    // measured on decode turns (0: not yet)
   bool stopping_ = false;
   size_t prefill_turn_ = 0;
   size_t last_batch_size_ = 0;

@@ -169,10 +169,10 @@ std::vector<ConfigKey> model_keys() {
       choice({"driver", "auto", kRestart,
               "Who steers decoding for requests that do not choose (gRPC and HTTP `driver`): user (a bpf() call "
               "per operator share from the engine's threads) or kernel (one submission, then a chain of bpf_wq "
-              "links computes, samples and stops in the kernel; docs/kernel-driver.md). auto: user, the faster "
-              "here by measurement (docs/performance.md), with the kernel driver loaded for requests that ask. "
-              "user does not load the kernel driver's programs. Speculative decoding and logprobs always decode "
-              "in user space"},
+              "links computes, samples and stops in the kernel, in turns of a few tokens shared with the other "
+              "sessions; docs/kernel-driver.md). auto: kernel, the faster here by measurement for one session and "
+              "for four (docs/performance.md), and user for requests it cannot serve. user does not load the "
+              "kernel driver's programs. Speculative decoding and logprobs always decode in user space"},
              &DaemonConfig::driver, {"auto", "kernel", "user"}),
   };
 }

@@ -268,11 +268,14 @@ class TokenSink {
   bool stopped_by_string_ = false;
 };
 
-// The kernel driver (docs/kernel-driver.md): the feed and every token in one
-// submission; the stream and stop strings as on the user driver. nullopt:
-// the backend declined (the caller decodes in user space).
+// The kernel driver (docs/kernel-driver.md): the feed and every token in
+// submissions that take turns with the other sessions' work on the engine
+// thread (Scheduler::generate_in_kernel); the stream and stop strings as on
+// the user driver. nullopt: the backend declined (the caller decodes in user
+// space).
 std::optional<FinishReason> decode_in_kernel(Runtime& rt, const GenerateOptions& o, Session& s, std::span<const int32_t> feed,
-                                             const SamplingParams& sp, const ForwardWants& wants, TokenSink& sink) {
+                                             const SamplingParams& sp, const ForwardWants& wants, TokenSink& sink,
+                                             Steady::time_point& first_token) {
   const ModelConfig& mc = rt.backend->config();
   KernelGenerateRequest req;
   req.feed = feed;
@@ -284,11 +287,18 @@ std::optional<FinishReason> decode_in_kernel(Runtime& rt, const GenerateOptions&
   const std::vector<int32_t> history = s.history;  // the sink grows s.history meanwhile
   req.history = history;
   std::optional<FinishReason> finish;
-  auto r = rt.backend->generate_in_kernel(*s.kv, req, [&](int32_t id, int index) {
-    if (finish) return false;
-    finish = sink.take(id, index, nullptr);
-    return !finish;
-  });
+  std::optional<KernelGenerateResult> r;
+  try {
+    r = rt.scheduler->generate_in_kernel(*s.kv, req, [&](int32_t id, int index) {
+      if (finish) return false;
+      if (index == 0) first_token = Steady::now();
+      finish = sink.take(id, index, nullptr);
+      return !finish;
+    }, o.cancelled);
+  } catch (const Error& e) {
+    if (!is_cancel(e)) throw;
+    return finish ? finish : FinishReason::cancelled;
+  }
   if (!r) return std::nullopt;
   if (!finish) finish = r->finish == KernelFinish::cancelled ? FinishReason::cancelled : FinishReason::length;
   return finish;
@@ -336,10 +346,12 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   if (o.driver == Driver::kernel && !speculate && o.logprobs == 0) {
     s.history = p.sequence;
     TokenSink sink(rt, o, s, out, t0, emit);
-    const auto t_decode = Steady::now();
-    if (auto finish = decode_in_kernel(rt, o, s, feed, sp, wants, sink)) {
+    const auto t_prefill = Steady::now();
+    Steady::time_point first_token = t_prefill;  // the prompt's passes end with the first token
+    if (auto finish = decode_in_kernel(rt, o, s, feed, sp, wants, sink, first_token)) {
       out.kernel_driven = true;
-      out.decode_ms = ms_since(t_decode);
+      out.prefill_ms = std::chrono::duration<double, std::milli>(first_token - t_prefill).count();
+      out.decode_ms = ms_since(first_token);
       sink.flush(*finish);
       return out;
     }
@@ -451,7 +463,10 @@ std::vector<int32_t> encode_chat_continuation(const Tokenizer& tok, std::span<co
 InferenceCore::InferenceCore(ModelHost& host) : host_(host), started_(std::chrono::steady_clock::now()) {
   default_max_new_tokens_ = host.config().default_max_new_tokens;
   set_default_speculative(host.config().speculative);
-  set_default_driver(host.config().driver == "kernel" ? Driver::kernel : Driver::user);
+  // auto: the kernel driver, faster by measurement for one session and for
+  // several (docs/kernel-driver.md, "Several sessions").
+  set_default_driver(host.config().driver == "user" ? Driver::user : Driver::kernel);
+  kernel_loaded_ = host.config().driver != "user";
   verify::PipelineOptions po;
   po.data_dir = host.config().state_dir + "/verify";  // vmlinux.h and the header tree are cached there
   pipeline_ = std::make_unique<verify::Pipeline>(po);
@@ -499,6 +514,8 @@ GenerateOutcome InferenceCore::generate(GenerateOptions o, const std::function<b
     o.speculative = d == kAuto ? speculation_pays(rt.backend->info()) : d == kOn;
   }
   if (!o.driver) o.driver = default_kernel_driver_.load() ? Driver::kernel : Driver::user;
+  // driver = user does not load the kernel driver's programs: no turn to try.
+  if (*o.driver == Driver::kernel && !kernel_loaded_) o.driver = Driver::user;
   GenerateOutcome r = run_generate(rt, o, emit);
   metrics_.count_speculative(r.draft_tokens, r.accepted_tokens);
   if (r.kernel_driven) metrics_.count_kernel_driven(r.completion_tokens);

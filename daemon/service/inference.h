@@ -211,8 +211,8 @@ class InferenceCore {
   // Whether requests that do not say use speculative decoding (config
   // `speculative`: on, off, or nullopt = auto, on where speculation_pays()).
   void set_default_speculative(std::optional<bool> on) { default_speculative_ = !on ? kAuto : *on ? kOn : kOff; }
-  // The driver of requests that do not say (config `driver`: kernel, or
-  // user for user and auto; docs/kernel-driver.md).
+  // The driver of requests that do not say (config `driver`: user, or
+  // kernel for kernel and auto; docs/kernel-driver.md).
   void set_default_driver(Driver d) { default_kernel_driver_ = d == Driver::kernel; }
   // 0 (or absent): the configured default; must be >= 0.
   int max_new_tokens(int requested) const;
@@ -264,6 +264,7 @@ class InferenceCore {
   static constexpr int kAuto = 0, kOn = 1, kOff = 2;
   std::atomic<int> default_speculative_{kAuto};
   std::atomic<bool> default_kernel_driver_{false};
+  bool kernel_loaded_ = true;  // the backend has the kernel driver (config driver != user)
   RequestCounters counters_;
   ServiceMetrics metrics_;
   std::chrono::steady_clock::time_point started_;

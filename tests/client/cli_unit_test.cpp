@@ -336,6 +336,22 @@ TEST(GenerationOptions, EachFlagSetsOnlyItsField) {
   }
 }
 
+TEST(GenerationOptions, DriverChoosesWhoSteersDecoding) {
+  EXPECT_EQ(request_of({"generate", "x"}).driver(), qwen3bpf::v1::DRIVER_DEFAULT);
+  EXPECT_EQ(request_of({"generate", "--driver", "kernel", "x"}).driver(), qwen3bpf::v1::DRIVER_KERNEL);
+  EXPECT_EQ(request_of({"generate", "--driver", "user", "x"}).driver(), qwen3bpf::v1::DRIVER_USER);
+  EXPECT_EQ(request_of({"generate", "--driver", "auto", "x"}).driver(), qwen3bpf::v1::DRIVER_DEFAULT);
+  std::ostringstream out, err;
+  ParsedCommandLine p = parse_command_line({"generate", "--driver", "bpf", "x"}, {generate_command()}, out, err);
+  qwen3bpf::v1::GenerateRequest req;
+  try {
+    apply_generation_options(p.args, req);
+    ADD_FAILURE() << "--driver bpf accepted";
+  } catch (const CliError& e) {
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+  }
+}
+
 std::string show(ThinkDisplay& d, const std::vector<std::string>& pieces) {
   std::string out;
   for (const auto& p : pieces) out += d.push(p);

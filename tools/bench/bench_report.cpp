@@ -44,6 +44,24 @@ size_t leading_equal(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 
 }  // namespace
 
+namespace {
+
+nlohmann::json driver_sessions_json(const Run& r) {
+  nlohmann::json ds = nlohmann::json::array();
+  for (auto& d : r.driver_sessions)
+    ds.push_back({{"driver", d.driver},
+                  {"sessions", d.n},
+                  {"aggregate_tokens_per_second_best", d.best_tps},
+                  {"aggregate_tokens_per_second_median", d.median_tps},
+                  {"cpu_ms_per_token_median", d.median_cpu_ms},
+                  {"ratio_vs_user_median", d.ratio_vs_user},
+                  {"round_tokens_per_second", d.tps},
+                  {"round_cpu_ms_per_token", d.cpu_ms}});
+  return ds;
+}
+
+}  // namespace
+
 void print_json(const Report& report) {
   const Options& o = report.o;
   const Run& ref = report.ref;
@@ -138,6 +156,10 @@ void print_json(const Report& report) {
       x["drivers"] = ds;
       x["drivers_identical_ids"] = r.drivers_identical;
     }
+    if (!r.driver_sessions.empty()) {
+      x["driver_sessions"] = driver_sessions_json(r);
+      x["driver_sessions_identical_ids"] = r.driver_sessions_identical;
+    }
     if (o.reference && r.name == "bpf") {
       x["decode_ratio_vs_reference"] = r.decode_ms / ref.decode_ms;
       x["prefill_ratio_vs_reference"] = ref.prefill_tok_s / r.prefill_tok_s;
@@ -151,6 +173,24 @@ void print_json(const Report& report) {
   j["runs"] = arr;
   std::printf("%s\n", j.dump(2).c_str());
 }
+
+namespace {
+
+void print_driver_sessions(const Options& o, const std::vector<Run>& runs) {
+  std::printf("sessions at once through the scheduler, per driver (%d rounds alternated; greedy, %d tokens each):\n",
+              o.rounds, o.decode);
+  std::printf("%-6s %-5s %-7s %9s %14s %14s %12s %10s\n", "path", "prec", "driver", "sessions", "best tok/s",
+              "median tok/s", "cpu ms/t", "vs user");
+  for (auto& r : runs) {
+    for (auto& d : r.driver_sessions)
+      std::printf("%-6s %-5s %-7s %9d %14.2f %14.2f %12.1f %9.2fx\n", r.weights.c_str(), r.precision.c_str(),
+                  d.driver.c_str(), d.n, d.best_tps, d.median_tps, d.median_cpu_ms, d.ratio_vs_user);
+    std::printf("%s %s: identical ids on both drivers, every session and round: %s\n", r.weights.c_str(),
+                r.precision.c_str(), r.driver_sessions_identical ? "yes" : "NO");
+  }
+}
+
+}  // namespace
 
 void print_tables(const Report& report) {
   const Options& o = report.o;
@@ -245,6 +285,7 @@ void print_tables(const Report& report) {
                   r.drivers_identical ? "yes" : "NO");
     }
   }
+  if (!o.drivers.empty() && !o.sessions.empty()) print_driver_sessions(o, runs);
   std::printf("peak resident memory of this process: %.0f MiB (1-minute load average %.1f)\n",
               rss_bytes("VmHWM:") / 1048576.0, load_average());
 }

@@ -73,6 +73,17 @@ struct Run {
   };
   std::vector<Driver> drivers;          // per --driver, rounds alternated
   bool drivers_identical = true;
+  // --sessions with --driver: N sessions generating at once through the
+  // daemon's scheduler on each driver (kernel: in turns), alternated.
+  struct DriverSessions {
+    std::string driver;
+    int n = 0;
+    std::vector<double> tps, cpu_ms;    // per round: aggregate decode tokens/s, CPU ms per token
+    double best_tps = 0, median_tps = 0, median_cpu_ms = 0;
+    double ratio_vs_user = 0;           // median of the per-round ratios (kernel rows)
+  };
+  std::vector<DriverSessions> driver_sessions;
+  bool driver_sessions_identical = true;  // every session's ids alike on both drivers, every round
 };
 
 // What a report needs: the options, the prompt, the reference run (meaningful when o.reference)
@@ -91,6 +102,10 @@ void print_tables(const Report& report);
 // --driver: greedy generations of o.decode tokens from `prompt` on each
 // driver, alternated over o.rounds (bench_driver.cpp).
 void time_drivers(Backend& b, const Options& o, const std::vector<int32_t>& prompt, Run& r);
+
+// --sessions with --driver: aggregate decode tokens/s of 1 and N concurrent
+// sessions on each driver through a Scheduler, alternated (bench_sessions.cpp).
+void time_driver_sessions(Backend& b, const Options& o, const std::vector<int32_t>& prompt, Run& r);
 
 // Resident memory of this process (kB -> bytes), from /proc/self/status.
 size_t rss_bytes(const char* key = "VmRSS:");

@@ -15,7 +15,9 @@
 //   run's prompt and generated ids.
 // --sessions: aggregate decode tokens/s of N sessions stepping together
 //   (one forward_batch per step) against one session, A and B interleaved
-//   over --rounds rounds so machine noise hits both.
+//   over --rounds rounds so machine noise hits both. With --driver: instead,
+//   1 and N sessions generating at once through the daemon's scheduler on
+//   each driver (kernel: in turns), alternated (bench_sessions.cpp).
 // --context: decode ms/token after N cached positions against the
 //   --prompt-tokens context, interleaved the same way. `copy` (default) fills
 //   the cache by a real prefill of --prompt-tokens positions repeated up to N
@@ -441,9 +443,10 @@ Run run_bpf(std::shared_ptr<const qwen3::ModelDir> model, const Options& o, qwen
                  r.precision.c_str(), r.load_s, r.prefill_tok_s, r.decode_ms);
   const int vocab = model->config().vocab_size;
   if (o.prefill) r.prefill_n_tok_s = time_prefill(*b, prefill_prompt);
-  if (!o.sessions.empty()) time_sessions(*b, o, prompt, vocab, r);
+  if (!o.sessions.empty() && o.drivers.empty()) time_sessions(*b, o, prompt, vocab, r);
   if (o.context) time_context(*b, o, prompt, vocab, r);
-  if (!o.drivers.empty()) time_drivers(*b, o, prompt, r);
+  if (!o.sessions.empty() && !o.drivers.empty()) time_driver_sessions(*b, o, prompt, r);
+  else if (!o.drivers.empty()) time_drivers(*b, o, prompt, r);
   for (bool on : o.speculative) {
     r.speculative.emplace_back();
     r.speculative.back().on = on;

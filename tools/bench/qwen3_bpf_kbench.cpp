@@ -112,20 +112,26 @@ void fill_weights(const ModelPlan& plan, BpfPrograms& progs, Precision p) {
   }
 }
 
+// Qwen3-0.6B's shape with `layers` layers.
+ModelConfig shape_0_6b(uint32_t layers) {
+  ModelConfig c;
+  c.hidden_size = 1024;
+  c.num_hidden_layers = int(layers);
+  c.num_attention_heads = 16;
+  c.num_key_value_heads = 8;
+  c.head_dim = 128;
+  c.intermediate_size = 3072;
+  c.vocab_size = 151936;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   try {
-    ModelConfig c;  // Qwen3-0.6B
-    c.hidden_size = 1024;
-    c.num_hidden_layers = int(o.layers);
-    c.num_attention_heads = 16;
-    c.num_key_value_heads = 8;
-    c.head_dim = 128;
-    c.intermediate_size = 3072;
-    c.vocab_size = 151936;
-    c.tie_word_embeddings = true;
+    const ModelConfig c = shape_0_6b(o.layers);
     const bool q8 = o.precision == Precision::q8;
     ModelPlan plan = make_model_plan(c, o.precision, o.arena, o.threads, 256);
     BpfPrograms progs(plan.layout);
