@@ -308,6 +308,123 @@ static __always_inline void dot8_q8_lanes(const QN_WQ u8 *blk, const s32 *xsum, 
   out->y[7] += hi * sc[7];
 }
 
+/* q8, several positions (the multi-position kernel, prefill and sessions
+ * stepping together): one row of a block against a block of QN_Q8_PBLK
+ * positions. The positions' inputs are packed in pairs, P_q = x_{2q} +
+ * x_{2q+1} * 2^32 mod 2^64 (layout.h: the packed inputs, built once per
+ * pass), so one byte load of the row's code + 128 and, per pair, a load, a
+ * multiply and an add make two products: 13 instructions per 8 products (the
+ * one-position kernel: 20), each weight byte loaded once for 8 positions.
+ * Each pair's sum t_q = sum (code + 128) * P_q = L + H * 2^32 mod 2^64 has
+ * the form q8_lanes recovers: S_lo = (s32)(L - 128 X_lo), then S_hi from the
+ * exact low lane, with each position's own group input sum X. */
+#define QN_Q8M_ASM_COL(ob, x0, x1, x2, x3)                \
+  "%[b] = *(u8 *)(%[pb] + " ob ")\n\t"         \
+  "%[t] = *(u64 *)(%[px] + " x0 ")\n\t"        \
+  "%[t] *= %[b]\n\t"                            \
+  "%[a0] += %[t]\n\t"                           \
+  "%[t] = *(u64 *)(%[px] + " x1 ")\n\t"    \
+  "%[t] *= %[b]\n\t"                            \
+  "%[a1] += %[t]\n\t"                           \
+  "%[t] = *(u64 *)(%[px] + " x2 ")\n\t"   \
+  "%[t] *= %[b]\n\t"                            \
+  "%[a2] += %[t]\n\t"                           \
+  "%[t] = *(u64 *)(%[px] + " x3 ")\n\t"   \
+  "%[t] *= %[b]\n\t"                            \
+  "%[a3] += %[t]\n\t"
+
+/* Row j of group g: pb = the block's column bytes of that group plus j
+ * (column k's byte at pb + 8k), px = the packed inputs of the group's first
+ * column (column k, pair q at px + 32k + 8q). */
+_Static_assert(QN_GROUP == 64 && QN_Q8_BLOCK_ROWS == 8 && QN_Q8_PBLK == 8,
+               "q8m_row_asm's offsets: 64 columns, u64 of 8 rows' codes, 4 packed pairs per column");
+static __always_inline void q8m_row_asm(const QN_WQ u8 *pb, const u64 *px, u64 *s0, u64 *s1, u64 *s2, u64 *s3) {
+  u64 a0, a1, a2, a3, b, t;
+  asm volatile("%[a0] = 0\n\t"
+               "%[a1] = 0\n\t"
+               "%[a2] = 0\n\t"
+               "%[a3] = 0\n\t"
+  QN_Q8M_ASM_COL("0", "0", "8", "16", "24")
+  QN_Q8M_ASM_COL("8", "32", "40", "48", "56")
+  QN_Q8M_ASM_COL("16", "64", "72", "80", "88")
+  QN_Q8M_ASM_COL("24", "96", "104", "112", "120")
+  QN_Q8M_ASM_COL("32", "128", "136", "144", "152")
+  QN_Q8M_ASM_COL("40", "160", "168", "176", "184")
+  QN_Q8M_ASM_COL("48", "192", "200", "208", "216")
+  QN_Q8M_ASM_COL("56", "224", "232", "240", "248")
+  QN_Q8M_ASM_COL("64", "256", "264", "272", "280")
+  QN_Q8M_ASM_COL("72", "288", "296", "304", "312")
+  QN_Q8M_ASM_COL("80", "320", "328", "336", "344")
+  QN_Q8M_ASM_COL("88", "352", "360", "368", "376")
+  QN_Q8M_ASM_COL("96", "384", "392", "400", "408")
+  QN_Q8M_ASM_COL("104", "416", "424", "432", "440")
+  QN_Q8M_ASM_COL("112", "448", "456", "464", "472")
+  QN_Q8M_ASM_COL("120", "480", "488", "496", "504")
+  QN_Q8M_ASM_COL("128", "512", "520", "528", "536")
+  QN_Q8M_ASM_COL("136", "544", "552", "560", "568")
+  QN_Q8M_ASM_COL("144", "576", "584", "592", "600")
+  QN_Q8M_ASM_COL("152", "608", "616", "624", "632")
+  QN_Q8M_ASM_COL("160", "640", "648", "656", "664")
+  QN_Q8M_ASM_COL("168", "672", "680", "688", "696")
+  QN_Q8M_ASM_COL("176", "704", "712", "720", "728")
+  QN_Q8M_ASM_COL("184", "736", "744", "752", "760")
+  QN_Q8M_ASM_COL("192", "768", "776", "784", "792")
+  QN_Q8M_ASM_COL("200", "800", "808", "816", "824")
+  QN_Q8M_ASM_COL("208", "832", "840", "848", "856")
+  QN_Q8M_ASM_COL("216", "864", "872", "880", "888")
+  QN_Q8M_ASM_COL("224", "896", "904", "912", "920")
+  QN_Q8M_ASM_COL("232", "928", "936", "944", "952")
+  QN_Q8M_ASM_COL("240", "960", "968", "976", "984")
+  QN_Q8M_ASM_COL("248", "992", "1000", "1008", "1016")
+  QN_Q8M_ASM_COL("256", "1024", "1032", "1040", "1048")
+  QN_Q8M_ASM_COL("264", "1056", "1064", "1072", "1080")
+  QN_Q8M_ASM_COL("272", "1088", "1096", "1104", "1112")
+  QN_Q8M_ASM_COL("280", "1120", "1128", "1136", "1144")
+  QN_Q8M_ASM_COL("288", "1152", "1160", "1168", "1176")
+  QN_Q8M_ASM_COL("296", "1184", "1192", "1200", "1208")
+  QN_Q8M_ASM_COL("304", "1216", "1224", "1232", "1240")
+  QN_Q8M_ASM_COL("312", "1248", "1256", "1264", "1272")
+  QN_Q8M_ASM_COL("320", "1280", "1288", "1296", "1304")
+  QN_Q8M_ASM_COL("328", "1312", "1320", "1328", "1336")
+  QN_Q8M_ASM_COL("336", "1344", "1352", "1360", "1368")
+  QN_Q8M_ASM_COL("344", "1376", "1384", "1392", "1400")
+  QN_Q8M_ASM_COL("352", "1408", "1416", "1424", "1432")
+  QN_Q8M_ASM_COL("360", "1440", "1448", "1456", "1464")
+  QN_Q8M_ASM_COL("368", "1472", "1480", "1488", "1496")
+  QN_Q8M_ASM_COL("376", "1504", "1512", "1520", "1528")
+  QN_Q8M_ASM_COL("384", "1536", "1544", "1552", "1560")
+  QN_Q8M_ASM_COL("392", "1568", "1576", "1584", "1592")
+  QN_Q8M_ASM_COL("400", "1600", "1608", "1616", "1624")
+  QN_Q8M_ASM_COL("408", "1632", "1640", "1648", "1656")
+  QN_Q8M_ASM_COL("416", "1664", "1672", "1680", "1688")
+  QN_Q8M_ASM_COL("424", "1696", "1704", "1712", "1720")
+  QN_Q8M_ASM_COL("432", "1728", "1736", "1744", "1752")
+  QN_Q8M_ASM_COL("440", "1760", "1768", "1776", "1784")
+  QN_Q8M_ASM_COL("448", "1792", "1800", "1808", "1816")
+  QN_Q8M_ASM_COL("456", "1824", "1832", "1840", "1848")
+  QN_Q8M_ASM_COL("464", "1856", "1864", "1872", "1880")
+  QN_Q8M_ASM_COL("472", "1888", "1896", "1904", "1912")
+  QN_Q8M_ASM_COL("480", "1920", "1928", "1936", "1944")
+  QN_Q8M_ASM_COL("488", "1952", "1960", "1968", "1976")
+  QN_Q8M_ASM_COL("496", "1984", "1992", "2000", "2008")
+  QN_Q8M_ASM_COL("504", "2016", "2024", "2032", "2040")
+               : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [b] "=&r"(b), [t] "=&r"(t)
+               : [pb] "r"((const u8 *)pb), [px] "r"(px) /* arena: the cast makes it a kernel address */
+               : "memory");
+  *s0 = a0;
+  *s1 = a1;
+  *s2 = a2;
+  *s3 = a3;
+}
+
+/* Lane pair sum t of positions (lo, hi): both lanes exact, biases 128 X of each. */
+static __always_inline void q8m_lanes(u64 t, s64 bias_lo, s64 bias_hi, s64 *lo, s64 *hi) {
+  s64 a = (s64)(s32)((u32)t - (u32)bias_lo);
+  u64 rest = t - (u64)(a + bias_lo); /* a + bias_lo is the low lane exactly: rest = H * 2^32 mod 2^64 */
+  *lo = a;
+  *hi = (s64)(s32)((u32)(rest >> 32) - (u32)bias_hi);
+}
+
 /* The outlier columns of a block: exact int64 weights, per row. */
 static __always_inline void dot8_q8_tail(const QN_WQ u8 *blk, s64 xv, u32 groups, int k, struct qn_dot8 *out) {
 #pragma unroll
