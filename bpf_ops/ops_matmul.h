@@ -20,6 +20,7 @@
 
 #include "ops_vector.h"
 #include "ops_weights.h"
+#include "ops_q8multi.h"
 
 /* The two op classes, each its own program (and for q8 a prefill variant
  * of each), verified separately: one program for all five ops exceeds the
@@ -310,7 +311,7 @@ static __always_inline u32 mm_block_finish(const struct mm_state *st, u32 r, u32
  * A pass's positions in blocks of QN_Q8_PBLK; one step is a block of 8 rows
  * against a block of positions: each row's code bytes are loaded once for
  * the 8 positions, whose inputs are packed in pairs into 64-bit operands
- * (layout.h, ops_weights.h q8m_row_asm). Same integers as mm_block_pos. */
+ * (layout.h, ops_q8multi.h). Same integers as mm_block_pos. */
 static __always_inline u64 *xq_xp(u32 thread) {
   s32 *b = buf_lookup(&xq_buf, thread);
   if (!b) return 0;
@@ -357,35 +358,55 @@ struct q8m_ctx {
   const u64 *xp;     /* the position block's packed inputs */
   const s32 *xs;     /* the group sums of its first position (rows of IN_PAD / QN_GROUP) */
   s64 *y;            /* [QN_Q8_PBLK][8] */
+  u32 np;            /* pairs to compute: 4, 2 or 1 (the block's positions / 2, rounded up to these) */
 };
 
-/* Iteration i = (group g, row j): row j of the block against the position
- * block, then each position's exact group sum meets row j's group scale. */
+/* log2 of the pairs a call computes for np pairs: 4 -> 2, 2 -> 1, 1 -> 0 */
+static __always_inline u32 q8m_log_pairs(u32 np) { return np == 4 ? 2 : np == 2 ? 1 : 0; }
+
+/* Iteration i = (group g, rows j0..): 4 / np rows of the block against the
+ * np pairs of the position block (4 sums: sum a is row j0 + a / np, pair
+ * a % np), then each position's exact group sum meets its row's group scale. */
 static long mm_q8m_cb(u64 i, void *ctx) {
   struct q8m_ctx *gc = ctx;
-  u32 g = (u32)i >> 3, j = (u32)i & (QN_Q8_BLOCK_ROWS - 1);
+  u32 lp = q8m_log_pairs(gc->np);
+  u32 sh = lp + 1; /* calls per group: 8 / (4 / np) = 2 np */
+  u32 g = (u32)i >> sh;
+  u32 j0 = ((u32)i & ((1u << sh) - 1)) << (2 - lp);
   QN_BARRIER(g);
-  if (g >= IN_PAD / QN_GROUP) return 1;
-  /* j is added after a barrier: clang would otherwise fold the add into an
+  QN_BARRIER(j0);
+  if (g >= IN_PAD / QN_GROUP || j0 >= QN_Q8_BLOCK_ROWS) return 1;
+  /* j0 is added after a barrier: clang would otherwise fold the add into an
    * or (the group offset's low bits are zero), whose bounds the verifier
    * widens past the weight entry */
   u32 ob = qn_q8_bcol_off(g, 0);
   QN_BARRIER(ob);
-  ob += j;
-  u64 t[QN_Q8_PBLK / 2];
-  q8m_row_asm(gc->w + ob, gc->xp + g * QN_GROUP * (QN_Q8_PBLK / 2), &t[0], &t[1], &t[2], &t[3]);
+  ob += j0;
+  /* the 4 sums go to the map (after the block sums), not the stack: three
+   * frames share BPF's 512 bytes */
+  u64 *t = (u64 *)(gc->y + QN_Q8_PBLK * QN_Q8_BLOCK_ROWS);
+  const u64 *px = gc->xp + g * QN_GROUP * (QN_Q8_PBLK / 2);
+  if (lp == 2)
+    q8m_asm_1x4(gc->w + ob, px, t);
+  else if (lp == 1)
+    q8m_asm_2x2(gc->w + ob, px, t);
+  else
+    q8m_asm_4x1(gc->w + ob, px, t);
   /* read after the asm (its memory clobber forces the reloads), as mm_q8_group_cb */
   const s32 *xs = gc->xs;
   s64 *y = gc->y;
-  u32 os = qn_q8_bscale_off(g, 0);
-  QN_BARRIER(os);
-  os += QN_Q8_SCALE_BYTES * j;
-  s64 sc = *(const QN_WQ s32 *)(gc->w + os);
-  u32 gs = IN_PAD / QN_GROUP;
+  t = (u64 *)(y + QN_Q8_PBLK * QN_Q8_BLOCK_ROWS);
+  lp = q8m_log_pairs(gc->np);
+  u32 gs = IN_PAD / QN_GROUP, npm = gc->np - 1;
 #pragma unroll
-  for (int q = 0; q < QN_Q8_PBLK / 2; q++) {
+  for (u32 a = 0; a < 4; a++) {
+    u32 j = (j0 + (a >> lp)) & (QN_Q8_BLOCK_ROWS - 1), q = a & npm & 3;
+    u32 os = qn_q8_bscale_off(g, 0);
+    QN_BARRIER(os);
+    os += QN_Q8_SCALE_BYTES * j;
+    s64 sc = *(const QN_WQ s32 *)(gc->w + os);
     s64 lo, hi;
-    q8m_lanes(t[q], (s64)xs[(2 * q) * gs + g] * QN_Q8_CODE_BIAS, (s64)xs[(2 * q + 1) * gs + g] * QN_Q8_CODE_BIAS,
+    q8m_lanes(t[a], (s64)xs[(2 * q) * gs + g] * QN_Q8_CODE_BIAS, (s64)xs[(2 * q + 1) * gs + g] * QN_Q8_CODE_BIAS,
               &lo, &hi);
     y[(2 * q) * QN_Q8_BLOCK_ROWS + j] += lo * sc;
     y[(2 * q + 1) * QN_Q8_BLOCK_ROWS + j] += hi * sc;
@@ -426,8 +447,9 @@ static __always_inline long mm_multi_step(u64 i, void *ctx, int cls) {
   if (!xp || !xs) return qn_fail(st->thread, __LINE__);
 #pragma unroll
   for (int j = 0; j < QN_Q8_PBLK * QN_Q8_BLOCK_ROWS; j++) y[j] = 0;
-  struct q8m_ctx gc = {w, xp + pb * IN_PAD * (QN_Q8_PBLK / 2), xs, y};
-  bpf_loop(mm_groups(op, cls) * QN_Q8_BLOCK_ROWS, mm_q8m_cb, &gc, 0);
+  u32 cnt = n - pb * QN_Q8_PBLK; /* >= 1: npb is rounded up from n */
+  struct q8m_ctx gc = {w, xp + pb * IN_PAD * (QN_Q8_PBLK / 2), xs, y, cnt > 4 ? 4 : cnt > 2 ? 2 : 1};
+  bpf_loop(mm_groups(op, cls) * 2 * gc.np, mm_q8m_cb, &gc, 0); /* 2 np calls per group (mm_q8m_cb) */
   return 0;
 }
 static long mm_multi_cb_normed(u64 i, void *ctx) { return mm_multi_step(i, ctx, QN_MM_NORMED); }
