@@ -353,11 +353,12 @@ static long mm_pack_cb(u64 i, void *ctx) {
   return 0;
 }
 
+/* Small: it sits in a frame of the three that share BPF's 512-byte stack;
+ * the callback finds the worker's scratch from the xq entry. */
 struct q8m_ctx {
   const QN_WQ u8 *w; /* the block of rows */
-  const u64 *xp;     /* the position block's packed inputs */
-  const s32 *xs;     /* the group sums of its first position (rows of IN_PAD / QN_GROUP) */
-  s64 *y;            /* [QN_Q8_PBLK][8] */
+  s32 *xq;           /* the worker's xq_buf entry (layout.h) */
+  u32 pb;            /* the position block */
   u32 np;            /* pairs to compute: 4, 2 or 1 (the block's positions / 2, rounded up to these) */
 };
 
@@ -384,8 +385,10 @@ static long mm_q8m_cb(u64 i, void *ctx) {
   ob += j0;
   /* the 4 sums go to the map (after the block sums), not the stack: three
    * frames share BPF's 512 bytes */
-  u64 *t = (u64 *)(gc->y + QN_Q8_PBLK * QN_Q8_BLOCK_ROWS);
-  const u64 *px = gc->xp + g * QN_GROUP * (QN_Q8_PBLK / 2);
+  u32 pb = gc->pb & (QN_PMAX / QN_Q8_PBLK - 1);
+  u64 *t = (u64 *)(gc->xq + qn_xq_ysum_off(IN_PAD)) + QN_Q8_PBLK * QN_Q8_BLOCK_ROWS;
+  const u64 *px = (const u64 *)(gc->xq + qn_xq_xp_off(IN_PAD)) + pb * IN_PAD * (QN_Q8_PBLK / 2) +
+                  g * QN_GROUP * (QN_Q8_PBLK / 2);
   if (lp == 2)
     q8m_asm_1x4(gc->w + ob, px, t);
   else if (lp == 1)
@@ -393,8 +396,9 @@ static long mm_q8m_cb(u64 i, void *ctx) {
   else
     q8m_asm_4x1(gc->w + ob, px, t);
   /* read after the asm (its memory clobber forces the reloads), as mm_q8_group_cb */
-  const s32 *xs = gc->xs;
-  s64 *y = gc->y;
+  pb = gc->pb & (QN_PMAX / QN_Q8_PBLK - 1);
+  const s32 *xs = gc->xq + qn_xq_gsum_off(IN_PAD, pb * QN_Q8_PBLK);
+  s64 *y = (s64 *)(gc->xq + qn_xq_ysum_off(IN_PAD));
   t = (u64 *)(y + QN_Q8_PBLK * QN_Q8_BLOCK_ROWS);
   lp = q8m_log_pairs(gc->np);
   u32 gs = IN_PAD / QN_GROUP, npm = gc->np - 1;
@@ -442,13 +446,12 @@ static __always_inline long mm_multi_step(u64 i, void *ctx, int cls) {
     u32 e = mm_block_finish(st, r, c, w, (struct qn_dot8 *)(y + m * QN_Q8_BLOCK_ROWS), cls);
     return e ? qn_fail(st->thread, e) : 0;
   }
-  u64 *xp = xq_xp(st->thread);
-  s32 *xs = xq_gsum_row(st->thread, pb * QN_Q8_PBLK);
-  if (!xp || !xs) return qn_fail(st->thread, __LINE__);
+  s32 *xq = buf_lookup(&xq_buf, st->thread);
+  if (!xq) return qn_fail(st->thread, __LINE__);
 #pragma unroll
   for (int j = 0; j < QN_Q8_PBLK * QN_Q8_BLOCK_ROWS; j++) y[j] = 0;
   u32 cnt = n - pb * QN_Q8_PBLK; /* >= 1: npb is rounded up from n */
-  struct q8m_ctx gc = {w, xp + pb * IN_PAD * (QN_Q8_PBLK / 2), xs, y, cnt > 4 ? 4 : cnt > 2 ? 2 : 1};
+  struct q8m_ctx gc = {w, xq, pb, cnt > 4 ? 4 : cnt > 2 ? 2 : 1};
   bpf_loop(mm_groups(op, cls) * 2 * gc.np, mm_q8m_cb, &gc, 0); /* 2 np calls per group (mm_q8m_cb) */
   return 0;
 }
