@@ -82,8 +82,16 @@ QN_INLINE qn_u32 qn_units_for(qn_u32 precision, qn_u32 rows) {
 /* ---- per-worker matmul input (xq_buf, one entry per worker), int32 units ----
  * inputs [QN_PMAX][in_pad] s32 | shifts [QN_PMAX] s32 |
  * q8 group sums [QN_PMAX][in_pad / QN_GROUP] s32 (sum of a group's inputs:
- * the offset-binary correction of dot8_q8) | q8 block sums s64 [8] (the
- * block being computed: scratch in the map, not on the 512-byte BPF stack) */
+ * the offset-binary correction of dot8_q8) | q8 block sums s64
+ * [QN_Q8_PBLK][8] (the block being computed, per position of a position
+ * block: scratch in the map, not on the 512-byte BPF stack; the one-position
+ * kernel uses the first 8), then the multi-position kernel's 4 lane sums u64 [4] |
+ * q8 packed inputs u64
+ * [QN_PMAX / QN_Q8_PBLK][in_pad][QN_Q8_PBLK / 2] (the multi-position kernel,
+ * ops_q8multi.h q8m_asm_*: position block b, column k, pair q holds
+ * x[8b + 2q][k] + x[8b + 2q + 1][k] * 2^32 mod 2^64, compact positions past
+ * the pass's count as 0) */
+#define QN_Q8_PBLK 8 /* positions per block of the multi-position q8 kernel (4 lane pairs) */
 QN_INLINE qn_u32 qn_xq_row_off(qn_u32 in_pad, qn_u32 c) { return c * in_pad; }
 QN_INLINE qn_u32 qn_xq_shift_off(qn_u32 in_pad, qn_u32 c) { return QN_PMAX * in_pad + c; }
 QN_INLINE qn_u32 qn_xq_gsum_off(qn_u32 in_pad, qn_u32 c) {
@@ -91,8 +99,14 @@ QN_INLINE qn_u32 qn_xq_gsum_off(qn_u32 in_pad, qn_u32 c) {
 }
 /* even, so 8-aligned */
 QN_INLINE qn_u32 qn_xq_ysum_off(qn_u32 in_pad) { return (qn_xq_gsum_off(in_pad, QN_PMAX) + 1) & ~1u; }
+/* the packed inputs, in int32 units (even: 8-aligned) */
+QN_INLINE qn_u32 qn_xq_xp_off(qn_u32 in_pad) { return qn_xq_ysum_off(in_pad) + 2 * (QN_Q8_PBLK * QN_Q8_BLOCK_ROWS + 4); }
+/* u64 index of (position block b, column k, pair q) from the packed inputs' start */
+QN_INLINE qn_u32 qn_xq_xp_idx(qn_u32 in_pad, qn_u32 b, qn_u32 k, qn_u32 q) {
+  return (b * in_pad + k) * (QN_Q8_PBLK / 2) + q;
+}
 QN_INLINE qn_u64 qn_xq_bytes(qn_u32 in_pad) {
-  return qn_round8((qn_u64)qn_xq_ysum_off(in_pad) * 4 + 8 * QN_Q8_BLOCK_ROWS);
+  return qn_round8((qn_u64)qn_xq_xp_off(in_pad) * 4 + (qn_u64)(QN_PMAX / QN_Q8_PBLK) * in_pad * QN_Q8_PBLK * 4);
 }
 
 /* ---- per-worker attention scratch (att_buf), bytes ---------------------------

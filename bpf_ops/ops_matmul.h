@@ -20,6 +20,7 @@
 
 #include "ops_vector.h"
 #include "ops_weights.h"
+#include "ops_q8multi.h"
 
 /* The two op classes, each its own program (and for q8 a prefill variant
  * of each), verified separately: one program for all five ops exceeds the
@@ -35,6 +36,7 @@ static __always_inline int mm_op_in_class(u32 op, int cls) {
 struct mm_state {
   struct qn_matrix mat;
   u32 op, thread, row_begin, row_end, row_step, ncomp, top_k, norm_off;
+  u32 npb; /* multi-position q8 kernel: blocks of QN_Q8_PBLK compact positions */
   s32 wf; /* the weights' fraction bits */
   u8 comp_pos[QN_PMAX]; /* compact index -> position in the pass */
 };
@@ -225,21 +227,27 @@ static long mm_q8_group_cb(u64 i, void *ctx) {
  * rows 2r .. 2r + 7) against compact position c; rows at or beyond row_end
  * (the padding of the last block, or the next worker's) are not stored.
  * r is a multiple of the block (mm_main checks row_begin). */
+/* The block's unit of rows r.. (gate/up: pairs r.., rows 2r..). */
+static __always_inline const QN_WQ u8 *mm_block_unit(const struct mm_state *st, u32 op, u32 r, int cls) {
+  int pairs = cls == QN_MM_NORMED && op == QN_OP_GATEUP;
+  return weight_row(&st->mat, pairs ? r / (QN_Q8_BLOCK_ROWS / 2) : r / QN_Q8_BLOCK_ROWS);
+}
+
+static __always_inline u32 mm_groups(u32 op, int cls) {
+  return cls == QN_MM_NORMED ? HID_PAD / QN_GROUP : op == QN_OP_O ? QD_PAD / QN_GROUP : INTER_PAD / QN_GROUP;
+}
+
+static __always_inline u32 mm_block_finish(const struct mm_state *st, u32 r, u32 c, const QN_WQ u8 *w,
+                                           struct qn_dot8 *d, int cls);
+
 static __always_inline u32 mm_block_pos(const struct mm_state *st, u32 r, u32 c, int cls) {
   u32 op = st->op;
   QN_BARRIER(op);
   s32 *x = xq_row(st->thread, c);
-  s32 *shp = xq_shift_slot(st->thread, c);
   s32 *xs = xq_gsum_row(st->thread, c);
-  if (!x || !shp || !xs) return __LINE__;
-  int s = *shp;
-  int wf = st->wf;
-  if (s < -16 || s > wf || wf > 31) return __LINE__;
-  u32 p = st->comp_pos[c & (QN_PMAX - 1)];
-  if (p >= QN_PMAX) return __LINE__;
-  u32 groups = cls == QN_MM_NORMED ? HID_PAD / QN_GROUP : op == QN_OP_O ? QD_PAD / QN_GROUP : INTER_PAD / QN_GROUP;
-  int pairs = cls == QN_MM_NORMED && op == QN_OP_GATEUP;
-  const QN_WQ u8 *w = weight_row(&st->mat, pairs ? r / (QN_Q8_BLOCK_ROWS / 2) : r / QN_Q8_BLOCK_ROWS);
+  if (!x || !xs) return __LINE__;
+  u32 groups = mm_groups(op, cls);
+  const QN_WQ u8 *w = mm_block_unit(st, op, r, cls);
   if (!w) return __LINE__;
   /* the sums live in the worker's map scratch: the callback's stack (with
    * the spills around the kernel's asm) would exceed BPF's 512 bytes */
@@ -249,6 +257,24 @@ static __always_inline u32 mm_block_pos(const struct mm_state *st, u32 r, u32 c,
   for (int j = 0; j < QN_Q8_BLOCK_ROWS; j++) d->y[j] = 0;
   struct q8_group_ctx gc = {w, x, xs, d};
   bpf_loop(groups, mm_q8_group_cb, &gc, 0);
+  return mm_block_finish(st, r, c, w, d, cls);
+}
+
+/* The end of a block for compact position c: the outlier columns, then the
+ * outputs (d: the block's 8 row sums of that position). */
+static __always_inline u32 mm_block_finish(const struct mm_state *st, u32 r, u32 c, const QN_WQ u8 *w,
+                                           struct qn_dot8 *d, int cls) {
+  u32 op = st->op;
+  QN_BARRIER(op);
+  s32 *x = xq_row(st->thread, c);
+  s32 *shp = xq_shift_slot(st->thread, c);
+  if (!x || !shp) return __LINE__;
+  int s = *shp;
+  int wf = st->wf;
+  if (s < -16 || s > wf || wf > 31) return __LINE__;
+  u32 p = st->comp_pos[c & (QN_PMAX - 1)];
+  if (p >= QN_PMAX) return __LINE__;
+  u32 groups = mm_groups(op, cls);
 #pragma unroll
   for (int k = 0; k < QN_OUT_COLS; k++) {
     u32 oc = st->mat.ocol[k];
@@ -280,6 +306,157 @@ static __always_inline u32 mm_block_pos(const struct mm_state *st, u32 r, u32 c,
   }
   return 0;
 }
+
+/* ---- q8, several positions: the multi-position kernel (the _pre programs) ----
+ * A pass's positions in blocks of QN_Q8_PBLK; one step is a block of 8 rows
+ * against a block of positions: each row's code bytes are loaded once for
+ * the 8 positions, whose inputs are packed in pairs into 64-bit operands
+ * (layout.h, ops_q8multi.h). Same integers as mm_block_pos. */
+static __always_inline u64 *xq_xp(u32 thread) {
+  s32 *b = buf_lookup(&xq_buf, thread);
+  if (!b) return 0;
+  return (u64 *)(b + qn_xq_xp_off(IN_PAD));
+}
+
+/* the block sums [QN_Q8_PBLK][8] (position m's 8 rows: a struct qn_dot8) */
+static __always_inline s64 *xq_ymulti(u32 thread) {
+  s32 *b = buf_lookup(&xq_buf, thread);
+  if (!b) return 0;
+  return (s64 *)(b + qn_xq_ysum_off(IN_PAD));
+}
+
+struct pack_state {
+  u32 thread, n, chunks; /* compact positions, 8-column chunks of the op's input */
+};
+
+/* Iteration i = (pair of compact positions over all blocks, chunk of 8
+ * columns): the packed inputs x[2qq] + x[2qq + 1] * 2^32, once per pass. */
+static long mm_pack_cb(u64 i, void *ctx) {
+  struct pack_state *st = ctx;
+  u32 chunks = st->chunks;
+  if (chunks == 0 || chunks > IN_PAD / 8) return qn_fail(st->thread, __LINE__);
+  u32 qq = (u32)i / chunks;
+  u32 e = ((u32)i - qq * chunks) * 8;
+  u32 c0 = 2 * qq;
+  s32 *x0 = xq_row(st->thread, c0);
+  s32 *x1 = xq_row(st->thread, c0 + 1);
+  u64 *xp = xq_xp(st->thread);
+  if (!x0 || !x1 || !xp || e > IN_PAD - 8) return qn_fail(st->thread, __LINE__);
+  u64 m0 = c0 < st->n ? ~0ULL : 0, m1 = c0 + 1 < st->n ? ~0ULL : 0; /* positions past the pass: 0 */
+  u32 base = qn_xq_xp_idx(IN_PAD, qq / (QN_Q8_PBLK / 2), e, qq % (QN_Q8_PBLK / 2));
+  QN_BARRIER(base);
+  if (base > (QN_PMAX / QN_Q8_PBLK) * IN_PAD * (QN_Q8_PBLK / 2) - 1 - 7 * (QN_Q8_PBLK / 2)) /* the 8th store's */
+    return qn_fail(st->thread, __LINE__);
+#pragma unroll
+  for (int k = 0; k < 8; k++)
+    xp[base + k * (QN_Q8_PBLK / 2)] = ((u64)(s64)x0[e + k] & m0) + (((u64)x1[e + k] & m1) << 32);
+  return 0;
+}
+
+/* Small: it sits in a frame of the three that share BPF's 512-byte stack;
+ * the callback finds the worker's scratch from the xq entry. */
+struct q8m_ctx {
+  const QN_WQ u8 *w; /* the block of rows */
+  s32 *xq;           /* the worker's xq_buf entry (layout.h) */
+  u32 pb;            /* the position block */
+  u32 np;            /* pairs to compute: 4, 2 or 1 (the block's positions / 2, rounded up to these) */
+};
+
+/* log2 of the pairs a call computes for np pairs: 4 -> 2, 2 -> 1, 1 -> 0 */
+static __always_inline u32 q8m_log_pairs(u32 np) { return np == 4 ? 2 : np == 2 ? 1 : 0; }
+
+/* Iteration i = (group g, rows j0..): 4 / np rows of the block against the
+ * np pairs of the position block (4 sums: sum a is row j0 + a / np, pair
+ * a % np), then each position's exact group sum meets its row's group scale. */
+static long mm_q8m_cb(u64 i, void *ctx) {
+  struct q8m_ctx *gc = ctx;
+  u32 lp = q8m_log_pairs(gc->np);
+  u32 sh = lp + 1; /* calls per group: 8 / (4 / np) = 2 np */
+  u32 g = (u32)i >> sh;
+  u32 j0 = ((u32)i & ((1u << sh) - 1)) << (2 - lp);
+  QN_BARRIER(g);
+  QN_BARRIER(j0);
+  if (g >= IN_PAD / QN_GROUP || j0 >= QN_Q8_BLOCK_ROWS) return 1;
+  /* j0 is added after a barrier: clang would otherwise fold the add into an
+   * or (the group offset's low bits are zero), whose bounds the verifier
+   * widens past the weight entry */
+  u32 ob = qn_q8_bcol_off(g, 0);
+  QN_BARRIER(ob);
+  ob += j0;
+  /* the 4 sums go to the map (after the block sums), not the stack: three
+   * frames share BPF's 512 bytes */
+  u32 pb = gc->pb & (QN_PMAX / QN_Q8_PBLK - 1);
+  u64 *t = (u64 *)(gc->xq + qn_xq_ysum_off(IN_PAD)) + QN_Q8_PBLK * QN_Q8_BLOCK_ROWS;
+  const u64 *px = (const u64 *)(gc->xq + qn_xq_xp_off(IN_PAD)) + pb * IN_PAD * (QN_Q8_PBLK / 2) +
+                  g * QN_GROUP * (QN_Q8_PBLK / 2);
+  if (lp == 2)
+    q8m_asm_1x4(gc->w + ob, px, t);
+  else if (lp == 1)
+    q8m_asm_2x2(gc->w + ob, px, t);
+  else
+    q8m_asm_4x1(gc->w + ob, px, t);
+  /* read after the asm (its memory clobber forces the reloads), as mm_q8_group_cb */
+  pb = gc->pb & (QN_PMAX / QN_Q8_PBLK - 1);
+  const s32 *xs = gc->xq + qn_xq_gsum_off(IN_PAD, pb * QN_Q8_PBLK);
+  s64 *y = (s64 *)(gc->xq + qn_xq_ysum_off(IN_PAD));
+  t = (u64 *)(y + QN_Q8_PBLK * QN_Q8_BLOCK_ROWS);
+  lp = q8m_log_pairs(gc->np);
+  u32 gs = IN_PAD / QN_GROUP, npm = gc->np - 1;
+#pragma unroll
+  for (u32 a = 0; a < 4; a++) {
+    u32 j = (j0 + (a >> lp)) & (QN_Q8_BLOCK_ROWS - 1), q = a & npm & 3;
+    u32 os = qn_q8_bscale_off(g, 0);
+    QN_BARRIER(os);
+    os += QN_Q8_SCALE_BYTES * j;
+    s64 sc = *(const QN_WQ s32 *)(gc->w + os);
+    s64 lo, hi;
+    q8m_lanes(t[a], (s64)xs[(2 * q) * gs + g] * QN_Q8_CODE_BIAS, (s64)xs[(2 * q + 1) * gs + g] * QN_Q8_CODE_BIAS,
+              &lo, &hi);
+    y[(2 * q) * QN_Q8_BLOCK_ROWS + j] += lo * sc;
+    y[(2 * q + 1) * QN_Q8_BLOCK_ROWS + j] += hi * sc;
+  }
+  return 0;
+}
+
+/* Step i = (block of rows, block of positions, part): part 0 computes the
+ * block's sums for the position block; part 1 + m finishes position m of it
+ * (outlier columns and outputs, as mm_block_pos). The parts are iterations
+ * of one loop, not a nested one, so the finish's calls (qn_topk_update) stay
+ * within BPF's 512 bytes of stack over all frames. */
+#define QN_Q8M_PARTS (1 + QN_Q8_PBLK)
+static __always_inline long mm_multi_step(u64 i, void *ctx, int cls) {
+  struct mm_state *st = ctx;
+  u32 npb = st->npb, n = st->ncomp;
+  if (npb == 0 || npb > QN_PMAX / QN_Q8_PBLK || n > QN_PMAX) return qn_fail(st->thread, __LINE__);
+  u32 k = (u32)i / QN_Q8M_PARTS;
+  u32 part = (u32)i - k * QN_Q8M_PARTS;
+  u32 step = k / npb;
+  u32 pb = k - step * npb;
+  u32 r = st->row_begin + step * st->row_step;
+  u32 op = st->op;
+  QN_BARRIER(op);
+  const QN_WQ u8 *w = mm_block_unit(st, op, r, cls);
+  s64 *y = xq_ymulti(st->thread);
+  if (!w || !y || pb >= QN_PMAX / QN_Q8_PBLK) return qn_fail(st->thread, __LINE__);
+  if (part > 0) {
+    u32 m = part - 1, c = pb * QN_Q8_PBLK + part - 1;
+    if (c >= n) return 0;
+    QN_BARRIER(m);
+    if (m >= QN_Q8_PBLK) return qn_fail(st->thread, __LINE__);
+    u32 e = mm_block_finish(st, r, c, w, (struct qn_dot8 *)(y + m * QN_Q8_BLOCK_ROWS), cls);
+    return e ? qn_fail(st->thread, e) : 0;
+  }
+  s32 *xq = buf_lookup(&xq_buf, st->thread);
+  if (!xq) return qn_fail(st->thread, __LINE__);
+#pragma unroll
+  for (int j = 0; j < QN_Q8_PBLK * QN_Q8_BLOCK_ROWS; j++) y[j] = 0;
+  u32 cnt = n - pb * QN_Q8_PBLK; /* >= 1: npb is rounded up from n */
+  struct q8m_ctx gc = {w, xq, pb, cnt > 4 ? 4 : cnt > 2 ? 2 : 1};
+  bpf_loop(mm_groups(op, cls) * 2 * gc.np, mm_q8m_cb, &gc, 0); /* 2 np calls per group (mm_q8m_cb) */
+  return 0;
+}
+static long mm_multi_cb_normed(u64 i, void *ctx) { return mm_multi_step(i, ctx, QN_MM_NORMED); }
+static long mm_multi_cb_proj(u64 i, void *ctx) { return mm_multi_step(i, ctx, QN_MM_PROJ); }
 
 /* q8: the block kernel (mm_block_pos), also for prefill; q24: two rows. */
 static __always_inline long mm_row_step(u64 i, void *ctx, int cls) {
@@ -320,7 +497,8 @@ static __always_inline long mm_prep(u64 i, void *ctx, int cls) {
 static long mm_prep_cb_normed(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_NORMED); }
 static long mm_prep_cb_proj(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_PROJ); }
 
-static __always_inline int mm_main(struct qn_args *a, int cls) {
+/* multi: the multi-position q8 kernel (the _pre programs, q8, >= 2 positions) */
+static __always_inline int mm_run(struct qn_args *a, int cls, int multi) {
   struct mm_state st = {};
   st.mat = a->mat;
   st.op = a->op;
@@ -367,6 +545,11 @@ static __always_inline int mm_main(struct qn_args *a, int cls) {
   if (q8) {
     struct gsum_state gs = {st.thread, st.mat.groups};
     bpf_loop(n * gs.groups, mm_gsum_cb, &gs, 0);
+    if (multi) {
+      st.npb = (n + QN_Q8_PBLK - 1) / QN_Q8_PBLK;
+      struct pack_state ps = {st.thread, n, st.mat.groups * (QN_GROUP / 8)};
+      bpf_loop(st.npb * (QN_Q8_PBLK / 2) * ps.chunks, mm_pack_cb, &ps, 0);
+    }
     if (qn_err(st.thread)) {
       a->status = qn_err(st.thread);
       return a->status;
@@ -386,10 +569,16 @@ static __always_inline int mm_main(struct qn_args *a, int cls) {
     }
   }
   u32 steps = (row_end - st.row_begin + st.row_step - 1) / st.row_step;
-  bpf_loop(steps * n, cls == QN_MM_NORMED ? mm_row_cb_normed : mm_row_cb_proj, &st, 0);
+  if (q8 && multi)
+    bpf_loop(steps * st.npb * QN_Q8M_PARTS, cls == QN_MM_NORMED ? mm_multi_cb_normed : mm_multi_cb_proj, &st, 0);
+  else
+    bpf_loop(steps * n, cls == QN_MM_NORMED ? mm_row_cb_normed : mm_row_cb_proj, &st, 0);
   a->status = qn_err(st.thread);
   return a->status;
 }
+
+/* The one-position kernels (the decode programs; the kernel driver, ops_drive.h). */
+static __always_inline int mm_main(struct qn_args *a, int cls) { return mm_run(a, cls, 0); }
 
 SEC("syscall")
 int qn_matmul(struct qn_args *a) { return mm_main(a, QN_MM_NORMED); }
@@ -404,7 +593,7 @@ int qn_matmul_pre(struct qn_args *a) {
     a->status = __LINE__;
     return a->status;
   }
-  return mm_main(a, QN_MM_NORMED);
+  return mm_run(a, QN_MM_NORMED, 1);
 }
 
 SEC("syscall")
@@ -413,7 +602,7 @@ int qn_matmul_proj_pre(struct qn_args *a) {
     a->status = __LINE__;
     return a->status;
   }
-  return mm_main(a, QN_MM_PROJ);
+  return mm_run(a, QN_MM_PROJ, 1);
 }
 
 #endif

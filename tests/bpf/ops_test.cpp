@@ -244,8 +244,9 @@ TEST_P(Q8BlockTest, SameIntegersAsTheRowFormula) {
     load_row(progs.weights(), mp, r, img.data());
     return img;
   };
-  const uint32_t npos = 3, hp = plan.layout.hid_pad;
-  for (uint32_t T : {1u, 2u, 16u}) {
+  const uint32_t hp = plan.layout.hid_pad;
+  // 3 positions: one block of the multi-position kernel, partly filled; 11 and 16: two blocks
+  for (auto [T, npos] : {std::pair{1u, 3u}, std::pair{2u, 11u}, std::pair{16u, 16u}}) {
     // projections: inputs of +-(2^25 - 1) requantize to exactly +-2^18
     for (auto [kind, src, stride, len] :
          {std::tuple{MatrixKind::o, progs.attn(), plan.layout.qd_pad, uint32_t(c.q_dim())},
@@ -280,7 +281,7 @@ TEST_P(Q8BlockTest, SameIntegersAsTheRowFormula) {
     const MatrixPlan& lm = plan.lm_head();
     a = args(lm, QN_OP_VOCAB, npos);
     a.norm_off = plan.final_norm;
-    a.pos_mask = 0b111;
+    a.pos_mask = (1u << npos) - 1;
     a.top_k = 8;
     run(a, lm.rows, T);
     for (uint32_t p = 0; p < npos; p++) {
