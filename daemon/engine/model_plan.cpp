@@ -41,9 +41,10 @@ const MatrixPlan& ModelPlan::layer_matrix(int layer, MatrixKind kind) const {
 const MatrixPlan& ModelPlan::embed() const { return tied ? matrices.back() : matrices[matrices.size() - 2]; }
 const MatrixPlan& ModelPlan::lm_head() const { return tied ? embed() : matrices.back(); }
 
-ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena, uint32_t threads,
-                          uint32_t max_ctx, uint32_t kv_bits) {
-  const bool q8 = precision == Precision::q8;
+namespace {
+
+// What the BPF engine cannot run, refused before any planning.
+void check_plannable(const ModelConfig& c, uint32_t threads, uint32_t kv_bits) {
   if (kv_bits != 8 && kv_bits != 16) throw invalid_argument("kv_bits must be 8 or 16");
   if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
       c.num_key_value_heads <= 0 || c.head_dim <= 0 || c.intermediate_size <= 0 || c.vocab_size <= 0)
@@ -57,6 +58,36 @@ ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena,
   if (!(c.rope_theta >= 2.0 && c.rope_theta < 1e12))
     throw invalid_argument("rope_theta " + std::to_string(c.rope_theta) +
                            " is outside what the BPF RoPE table handles (2 .. 1e12)");
+}
+
+// Norm weights: per layer input, post-attention, q, k; then the final norm.
+void plan_norms(const ModelConfig& c, ModelPlan& plan) {
+  const ProgramLayout& l = plan.layout;
+  const uint32_t hd = c.head_dim;
+  uint32_t off = 0;
+  for (int i = 0; i < c.num_hidden_layers; i++) {
+    NormOffsets n;
+    n.input = off;
+    off += l.hid_pad;
+    n.post = off;
+    off += l.hid_pad;
+    n.q = off;
+    off += hd;
+    n.k = off;
+    off += hd;
+    plan.norms.push_back(n);
+  }
+  plan.final_norm = off;
+  off += l.hid_pad;
+  plan.layout.shape.norms_len = (off + 7) & ~7u;
+}
+
+}  // namespace
+
+ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena, uint32_t threads,
+                          uint32_t max_ctx, uint32_t kv_bits) {
+  const bool q8 = precision == Precision::q8;
+  check_plannable(c, threads, kv_bits);
   const uint32_t hd = c.head_dim;
   ModelPlan plan;
   plan.tied = c.tie_word_embeddings;
@@ -95,23 +126,7 @@ ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena,
                               unit_bytes_for(s.inter, precision)});
   if (s.max_row_bytes * 2 > QN_WENTRY_BYTES) throw invalid_argument("model rows too wide for the BPF engine");
 
-  // Norm weights: per layer input, post-attention, q, k; then the final norm.
-  uint32_t off = 0;
-  for (int i = 0; i < c.num_hidden_layers; i++) {
-    NormOffsets n;
-    n.input = off;
-    off += l.hid_pad;
-    n.post = off;
-    off += l.hid_pad;
-    n.q = off;
-    off += hd;
-    n.k = off;
-    off += hd;
-    plan.norms.push_back(n);
-  }
-  plan.final_norm = off;
-  off += l.hid_pad;
-  s.norms_len = (off + 7) & ~7u;
+  plan_norms(c, plan);
 
   // Weight matrices, in the order the forward pass reads them.
   uint64_t cursor = 0;  // map path: entry index * WENTRY; arena path: bytes
