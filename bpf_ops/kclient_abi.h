@@ -279,4 +279,23 @@ static_assert(sizeof(struct qk_kd_state) % 8 == 0, "qk_kd_state");
 #endif
 #endif
 
+/* A session id as the wire carries it: 1..32 of [A-Za-z0-9_.-], then NULs
+ * only. The one rule for the XDP endpoint and the kernel doorbell. */
+static inline __attribute__((always_inline)) int qk_valid_session(const char* s) {
+  int ended = 0;
+  for (int i = 0; i < QK_SESSION_BYTES; i++) {
+    char c = s[i];
+    if (c == 0) {
+      if (i == 0) return 0;
+      ended = 1;
+      continue;
+    }
+    if (ended) return 0;
+    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+             c == '-';
+    if (!ok) return 0;
+  }
+  return 1;
+}
+
 #endif

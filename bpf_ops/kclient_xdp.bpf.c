@@ -61,27 +61,8 @@ static __always_inline void count(__u32 which) {
   if (v) *v += 1;
 }
 
-/* 1..32 of [A-Za-z0-9_.-], then NULs only. */
-static __always_inline int valid_session(const char* s) {
-  int ended = 0;
-#pragma unroll
-  for (int i = 0; i < QK_SESSION_BYTES; i++) {
-    char c = s[i];
-    if (c == 0) {
-      if (i == 0) return 0;
-      ended = 1;
-      continue;
-    }
-    if (ended) return 0;
-    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-             c == '-';
-    if (!ok) return 0;
-  }
-  return 1;
-}
-
 static __always_inline int valid_hdr(const struct qk_hdr* h) {
-  return h->magic == QK_MAGIC && h->version == QK_VERSION && h->request_id != 0 && valid_session(h->session);
+  return h->magic == QK_MAGIC && h->version == QK_VERSION && h->request_id != 0 && qk_valid_session(h->session);
 }
 
 /* A token bucket per source address: QK_RATE_PER_SEC submissions per second, bursts of as many. */

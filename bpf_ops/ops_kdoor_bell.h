@@ -18,24 +18,6 @@ static __always_inline void kd_retry_later(void) {
   if (t) bpf_timer_start(&t->timer, 1000000 /* 1 ms */, 0);
 }
 
-/* 1..32 of [A-Za-z0-9_.-], then NULs only (as the XDP endpoint checks). */
-static __always_inline int kd_valid_session(const char *s) {
-  int ended = 0;
-  for (int i = 0; i < QK_SESSION_BYTES; i++) {
-    char c = s[i];
-    if (c == 0) {
-      if (i == 0) return 0;
-      ended = 1;
-      continue;
-    }
-    if (ended) return 0;
-    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-             c == '-';
-    if (!ok) return 0;
-  }
-  return 1;
-}
-
 static __always_inline int kd_same_session(const char *a, const char *b) {
   const u64 *x = (const u64 *)a, *y = (const u64 *)b;
   return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3];
@@ -127,7 +109,7 @@ static __always_inline u32 kd_take(struct qk_kd_state *ks, struct qn_drive_state
   const struct qk_generate *g = &q->g;
   *kout = -1;
   if (g->hdr.magic != QK_MAGIC || g->hdr.version != QK_VERSION || g->hdr.kind != QK_GENERATE ||
-      (g->hdr.flags & ~QK_F_ALL) || g->hdr.request_id == 0 || !kd_valid_session(g->hdr.session))
+      (g->hdr.flags & ~QK_F_ALL) || g->hdr.request_id == 0 || !qk_valid_session(g->hdr.session))
     return QK_E_INVALID;
   s32 k = kd_session_of(g->hdr.session);
   *kout = k;
