@@ -119,7 +119,8 @@ bool cgroup_room(const CgroupDir& cg, uint64_t& room, std::string& source) {
 std::string format_bytes(uint64_t bytes) {
   char b[48];
   if (bytes >= (uint64_t(1) << 30)) std::snprintf(b, sizeof b, "%.2f GiB", double(bytes) / double(1 << 30));
-  else std::snprintf(b, sizeof b, "%.1f MiB", double(bytes) / double(kMiB));
+  else if (bytes >= kMiB) std::snprintf(b, sizeof b, "%.1f MiB", double(bytes) / double(kMiB));
+  else std::snprintf(b, sizeof b, "%.1f KiB", double(bytes) / 1024.0);
   return b;
 }
 

@@ -185,7 +185,8 @@ ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena,
   if (arena) {
     if (cursor > (uint64_t(1) << 32) - (uint64_t(1) << 20))
       throw resource_exhausted("converted weights (" + std::to_string(cursor >> 20) +
-                               " MiB) exceed the 4 GiB BPF arena; use weight_path=map or q8");
+                               " MiB) exceed the 4 GiB BPF arena (its pages are addressed by 32-bit offsets); use "
+                               "weight_path = map" + (q8 ? "" : " or precision = q8"));
     l.weight_bytes = cursor;
     l.weight_entries = 1;
   } else {
