@@ -19,6 +19,7 @@
 #include "cli_parse.h"
 #include "common/error.h"
 #include "engine/memory_budget.h"
+#include "engine/model_plan.h"
 #include "engine/shape_check.h"
 #include "model/config_parser.h"
 
@@ -43,8 +44,25 @@ int kv_bits_of(const std::string& s) {
   return std::stoi(s);
 }
 
-nlohmann::json run_one(const qwen3::ModelConfig& c, const qwen3::BpfEngineOptions& o, bool json) {
+// The daemon's memory check for these options on this host: "" when the model fits, else its refusal.
+std::string memory_refusal(const qwen3::ModelConfig& c, const qwen3::BpfEngineOptions& o,
+                           const qwen3::engine::MemoryLimit& limit) {
+  try {
+    qwen3::engine::ModelPlan plan = qwen3::engine::make_model_plan(
+        c, o.precision, o.weight_path == qwen3::WeightPath::arena, static_cast<uint32_t>(o.threads),
+        qwen3::engine::engine_max_context(c, o.max_context), static_cast<uint32_t>(o.kv_bits));
+    plan.layout.drive = o.kernel_driver;
+    qwen3::engine::check_memory_fit(qwen3::memory_need(c, plan, o, limit), limit);
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+nlohmann::json run_one(const qwen3::ModelConfig& c, const qwen3::BpfEngineOptions& o,
+                       const qwen3::engine::MemoryLimit& limit, bool json) {
   const qwen3::ProgramCheck r = qwen3::verify_programs(c, o);
+  const std::string refusal = r.program == "plan" ? r.limit : memory_refusal(c, o, limit);
   nlohmann::json j = {{"precision", qwen3::precision_name(o.precision)},
                       {"kv_bits", o.kv_bits},
                       {"weight_path", qwen3::weight_path_name(o.weight_path)},
@@ -55,6 +73,8 @@ nlohmann::json run_one(const qwen3::ModelConfig& c, const qwen3::BpfEngineOption
                       {"buffer_bytes", r.buffer_bytes},
                       {"kv_bytes_per_position", r.kv_bytes_per_position}};
   if (!r.ok) j["program"] = r.program, j["limit"] = r.limit, j["error"] = r.error;
+  j["memory_fits"] = refusal.empty();
+  if (!refusal.empty()) j["memory_refusal"] = refusal;
   for (auto& p : r.programs) j["programs"][p.name] = p.verified_insns;
   if (json) return j;
   std::printf("%-4s kv%-2d %-5s %s  weights %s, buffers %s, KV %s/position  (%.1f s)\n",
@@ -66,6 +86,8 @@ nlohmann::json run_one(const qwen3::ModelConfig& c, const qwen3::BpfEngineOption
     for (auto& p : r.programs) std::printf("    %-20s %8u instructions processed\n", p.name.c_str(), p.verified_insns);
   else
     std::printf("    %s: %s\n", r.program.c_str(), r.limit.c_str());
+  if (r.program != "plan")
+    std::printf("    memory: %s\n", refusal.empty() ? "fits this host" : refusal.c_str());
   return j;
 }
 
@@ -94,6 +116,7 @@ int main(int argc, char** argv) {
   base.kv_budget_bytes = uint64_t(kv_budget_mib) << 20;
   try {
     const qwen3::ModelConfig c = read_config(config);
+    const qwen3::engine::MemoryLimit limit = qwen3::engine::host_memory_limit();
     nlohmann::json out = {{"config", config}, {"results", nlohmann::json::array()}};
     bool all_ok = true;
     for (auto p : choices<qwen3::Precision>(precision, {qwen3::Precision::q8, qwen3::Precision::q24}, qwen3::parse_precision))
@@ -102,11 +125,10 @@ int main(int argc, char** argv) {
         for (int bits : choices<int>(kv, {8, 16}, kv_bits_of)) {
           qwen3::BpfEngineOptions o = base;
           o.precision = p, o.weight_path = w, o.kv_bits = bits;
-          nlohmann::json j = run_one(c, o, json);
+          nlohmann::json j = run_one(c, o, limit, json);
           all_ok = all_ok && j["ok"].get<bool>();
           out["results"].push_back(j);
         }
-    const qwen3::engine::MemoryLimit limit = qwen3::engine::host_memory_limit();
     out["memory_limit"] = {{"bytes", limit.bytes}, {"source", limit.source}};
     if (json) std::printf("%s\n", out.dump(2).c_str());
     else std::printf("memory the engine may use here: %s (%s)\n", qwen3::engine::format_bytes(limit.bytes).c_str(),
