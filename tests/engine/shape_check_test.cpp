@@ -144,6 +144,30 @@ TEST(MemoryFit, HostLimitReadsTheCgroupHierarchy) {
   std::filesystem::remove_all(root);
 }
 
+// cgroup v2 (unified): memory.max "max" is no limit; the service's own memory.max binds.
+TEST(MemoryFit, HostLimitReadsCgroupV2) {
+  const std::string root = ::testing::TempDir() + "/shape_check_cgroup2";
+  std::filesystem::remove_all(root);
+  auto put = [&](const std::string& rel, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(root + rel).parent_path());
+    std::ofstream(root + rel) << text;
+  };
+  put("/proc/meminfo", "MemTotal: 16777216 kB\nMemAvailable: 8388608 kB\n");
+  put("/proc/self/cgroup", "0::/system.slice/qwen3-bpfd.service\n");
+  put("/proc/self/mountinfo", "30 25 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n");
+  const std::string cg = "/sys/fs/cgroup";
+  put(cg + "/system.slice/memory.max", "max\n");
+  put(cg + "/system.slice/memory.current", "123\n");
+  put(cg + "/system.slice/qwen3-bpfd.service/memory.max", std::to_string(uint64_t(2) << 30) + "\n");
+  put(cg + "/system.slice/qwen3-bpfd.service/memory.current", std::to_string(uint64_t(512) << 20) + "\n");
+  put(cg + "/system.slice/qwen3-bpfd.service/memory.stat",
+      "anon 1\ninactive_file " + std::to_string(uint64_t(128) << 20) + "\nactive_file 7\n");
+  const engine::MemoryLimit l = engine::host_memory_limit(root);
+  EXPECT_EQ(l.bytes, (uint64_t(2) << 30) - (uint64_t(512) << 20) + (uint64_t(128) << 20));
+  EXPECT_NE(l.source.find("/system.slice/qwen3-bpfd.service/memory.max 2.00 GiB"), std::string::npos) << l.source;
+  std::filesystem::remove_all(root);
+}
+
 // The verifier's words for its limits (kernel 6.x), as a failed load quotes them.
 TEST(VerifierLog, NamesTheLimit) {
   const std::string log =
