@@ -73,8 +73,10 @@ class BpfBackendApi : public Backend {
   virtual void set_debug_trace(std::function<void(const BpfTracePoint&)> fn) = 0;
 };
 
-// Throws qwen3::Error with the program name and verifier log tail when a
-// program fails verification, and for shapes the engine cannot run.
+// Throws qwen3::Error with the program name, the limit it hit and the verifier
+// log tail when a program fails verification, for shapes the engine cannot
+// run, and (resource_exhausted, with the figures) before any map exists when
+// the weights, buffers and kv_budget_bytes exceed the memory limit.
 std::unique_ptr<Backend> make_bpf_backend(std::shared_ptr<const ModelDir> model, const BpfEngineOptions& options);
 
 }  // namespace qwen3
