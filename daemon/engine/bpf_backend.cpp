@@ -20,6 +20,7 @@
 #include "engine/pass_builder.h"
 #include "engine/rope_table.h"
 #include "engine/sampling_kernel.h"
+#include "engine/shape_check.h"
 #include "engine/weight_format.h"
 #include "common/worker_pool.h"
 #include "model/model_dir.h"
@@ -43,8 +44,6 @@ const char* precision_name(Precision p) { return p == Precision::q8 ? "q8" : "q2
 
 namespace engine {
 namespace {
-
-constexpr int kDefaultMaxContext = 40960;
 
 void release_pages(const uint8_t* data, size_t n) {
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
@@ -137,13 +136,13 @@ class BpfBackend final : public BpfBackendApi {
 BpfBackend::BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOptions& opts)
     : model_(std::move(model)), cfg_(model_->config()), opts_(opts) {
   auto t0 = std::chrono::steady_clock::now();
-  int max_ctx = opts.max_context > 0 ? opts.max_context
-                                     : (cfg_.max_position_embeddings > 0 ? cfg_.max_position_embeddings : 4096);
-  max_ctx = std::min(max_ctx, kDefaultMaxContext * 4);
-  if (opts.max_context <= 0) max_ctx = std::min(max_ctx, kDefaultMaxContext);
   plan_ = engine::make_model_plan(cfg_, opts.precision, opts.weight_path == WeightPath::arena,
-                                  static_cast<uint32_t>(opts.threads), static_cast<uint32_t>(max_ctx),
+                                  static_cast<uint32_t>(opts.threads), engine_max_context(cfg_, opts.max_context),
                                   static_cast<uint32_t>(opts.kv_bits));
+  plan_.layout.drive = opts.kernel_driver;
+  // Refused here, with the figures, rather than by the kernel in map creation.
+  const MemoryLimit limit = memory_limit_for(opts);
+  check_memory_fit(memory_need(cfg_, plan_, opts, limit), limit);
   // Opening the model validated (and so paged in) every tensor; the weight map
   // is resident from its creation on. Drop the file pages first so the peak
   // is the converted weights plus one source matrix at a time.
@@ -151,7 +150,6 @@ BpfBackend::BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOpt
     const TensorView& t = model_->tensor(name);
     release_pages(t.data, t.nbytes);
   }
-  plan_.layout.drive = opts.kernel_driver;
   progress(0.0, "loading BPF programs");
   progs_ = std::make_unique<BpfPrograms>(plan_.layout);
   if (opts.verbose)
@@ -565,13 +563,7 @@ BpfBackendStats BpfBackend::stats() const {
   s.bpf_calls = progs_->calls();
   s.weight_bytes = plan_.weight_bytes;
   s.load_seconds = load_seconds_;
-  const ProgramLayout& l = plan_.layout;
-  s.buffer_bytes = qn_act_bytes(l.hid_pad) + qn_act_bytes(l.qkv_pad) + qn_act_bytes(l.qd_pad) +
-                   qn_act_bytes(l.inter_pad) + qn_logits_bytes(l.shape.vocab) +
-                   l.shape.threads * (xq_value_bytes(l) + att_value_bytes(l)) +
-                   qn_topk_entries(l.shape.threads) * qn_round8(sizeof(qn_topk_slot)) +
-                   qn_rope_bytes(l.rope_positions, l.shape.head_dim) + qn_norms_bytes(l.shape.norms_len) +
-                   qn_sample_bytes(l.shape.vocab);
+  s.buffer_bytes = engine::buffer_bytes(plan_.layout);
   for (auto& p : progs_->stats()) s.programs.push_back({p.name, p.verified_insns});
   return s;
 }

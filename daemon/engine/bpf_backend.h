@@ -32,6 +32,11 @@ struct BpfEngineOptions {
   int max_context = 0;         // longest session; 0: config max_position_embeddings (capped at 40960)
   bool kernel_driver = false;  // load the kernel driver (Backend::generate_in_kernel; docs/kernel-driver.md)
   int kv_bits = 8;             // K/V cache element width: 8 (compact, 56 KiB/position at 0.6B) or 16 (docs/kv-cache.md)
+  // The memory check before the weight maps are created (engine/shape_check.h,
+  // docs/shapes.md): the sessions' KV budget to count (the daemon's kv_budget_mib),
+  // and the limit; 0: the host's (MemAvailable and the memory cgroup's room).
+  uint64_t kv_budget_bytes = 0;
+  uint64_t memory_limit_bytes = 0;
   // Load progress: fraction in [0, 1] and what is happening.
   std::function<void(double, const std::string&)> progress;
 };
@@ -68,8 +73,10 @@ class BpfBackendApi : public Backend {
   virtual void set_debug_trace(std::function<void(const BpfTracePoint&)> fn) = 0;
 };
 
-// Throws qwen3::Error with the program name and verifier log tail when a
-// program fails verification, and for shapes the engine cannot run.
+// Throws qwen3::Error with the program name, the limit it hit and the verifier
+// log tail when a program fails verification, for shapes the engine cannot
+// run, and (resource_exhausted, with the figures) before any map exists when
+// the weights, buffers and kv_budget_bytes exceed the memory limit.
 std::unique_ptr<Backend> make_bpf_backend(std::shared_ptr<const ModelDir> model, const BpfEngineOptions& options);
 
 }  // namespace qwen3

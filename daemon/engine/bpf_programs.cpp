@@ -17,6 +17,7 @@
 #include <mutex>
 
 #include "common/error.h"
+#include "engine/verifier_log.h"
 
 // The generated skeletons name kernel integer types in their .rodata struct.
 typedef uint32_t u32;
@@ -50,25 +51,6 @@ int capture_print(enum libbpf_print_level level, const char* fmt, va_list args) 
   buf.resize(static_cast<size_t>(n));
   g_log_sink->append(buf);
   return 0;
-}
-
-std::string tail_lines(const std::string& text, int lines) {
-  size_t pos = text.size();
-  for (int i = 0; i <= lines && pos > 0; i++) {
-    size_t nl = text.rfind('\n', pos - 1);
-    if (nl == std::string::npos) return text;
-    pos = nl;
-  }
-  return text.substr(pos + 1);
-}
-
-std::string failed_program(const std::string& log) {
-  // libbpf: "prog 'qn_matmul': failed to load: -13"
-  size_t at = log.find("': failed to load");
-  if (at == std::string::npos) return "unknown program";
-  size_t start = log.rfind("prog '", at);
-  if (start == std::string::npos) return "unknown program";
-  return log.substr(start + 6, at - start - 6);
 }
 
 // What differs between the two objects, so the loader has one path.
@@ -212,6 +194,23 @@ size_t att_value_bytes(const ProgramLayout& l) {
   return qn_att_bytes(s.n_heads / s.n_kv_heads, s.max_ctx, s.head_dim);
 }
 
+uint64_t buffer_bytes(const ProgramLayout& l) {
+  const qn_shape& s = l.shape;
+  uint64_t b = qn_act_bytes(l.hid_pad) + qn_act_bytes(l.qkv_pad) + qn_act_bytes(l.qd_pad) + qn_act_bytes(l.inter_pad) +
+               qn_logits_bytes(s.vocab) + uint64_t(s.threads) * (xq_value_bytes(l) + att_value_bytes(l)) +
+               uint64_t(qn_topk_entries(s.threads)) * qn_round8(sizeof(qn_topk_slot)) +
+               qn_rope_bytes(l.rope_positions, s.head_dim) + qn_norms_bytes(s.norms_len) + qn_sample_bytes(s.vocab);
+  if (l.drive)
+    b += uint64_t(qn_drive_plan_links(s.n_layers, s.threads)) * sizeof(qn_drive_link) +
+         uint64_t(s.vocab) * sizeof(qk_kd_text);
+  return b;
+}
+
+uint64_t weight_map_bytes(const ProgramLayout& l) {
+  if (!l.arena) return uint64_t(l.weight_entries) * QN_WENTRY_BYTES;
+  return page_round(l.weight_bytes);
+}
+
 BpfPrograms::BpfPrograms(const ProgramLayout& layout)
     : layout_(layout), q8_(layout.shape.precision == QN_PREC_Q8) {
   const uint32_t threads = layout.shape.threads;
@@ -281,10 +280,14 @@ void BpfPrograms::load(const ProgramLayout& layout, std::string& log) {
   dump.write();
   if (err) {
     std::string prog = failed_program(log);
+    if (prog == "unknown program" && log.find("failed to create") != std::string::npos) prog = "maps";
+    const std::string limit = verifier_limit(log);
     int lines = 25;  // QWEN3_BPF_LOG_LINES widens the quoted tail when debugging a program
     if (const char* e = getenv("QWEN3_BPF_LOG_LINES")) lines = std::max(1, atoi(e));
-    throw Error(std::string("loading BPF object ") + T::name + " failed (" + strerror(-err) + "); program " +
-                prog + ", verifier log tail:\n" + tail_lines(log, lines));
+    throw ProgramLoadError(std::string("loading BPF object ") + T::name + " failed (" + strerror(-err) +
+                               "); program " + prog + " stopped at " + limit + "\nverifier log tail:\n" +
+                               tail_lines(log, lines),
+                           prog, limit);
   }
   obj_ = s->obj;
   kv_outer_ = s->maps.kv_outer;

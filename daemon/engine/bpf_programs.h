@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "drive_abi.h"
 #include "op_args.h"
 
@@ -31,6 +32,19 @@ struct ProgramLayout {
   uint64_t weight_bytes = 0;    // arena: bytes to map; map: entries * QN_WENTRY_BYTES
   uint32_t weight_entries = 1;  // map path
   bool drive = false;           // load the kernel driver's programs (bpf_ops/ops_drive.h)
+};
+
+// A load the kernel refused: the program (or "maps" when a map could not be
+// created) and the limit it hit with the verifier's line (verifier_log.h).
+class ProgramLoadError : public Error {
+ public:
+  ProgramLoadError(const std::string& message, std::string program, std::string limit)
+      : Error(message), program_(std::move(program)), limit_(std::move(limit)) {}
+  const std::string& program() const { return program_; }
+  const std::string& limit() const { return limit_; }
+
+ private:
+  std::string program_, limit_;
 };
 
 struct ProgramStat {
@@ -159,5 +173,10 @@ class BpfPrograms {
 // Byte sizes of the buffers for a layout (shared by the loader and tests).
 size_t xq_value_bytes(const ProgramLayout& l);
 size_t att_value_bytes(const ProgramLayout& l);
+// The kernel memory of every buffer map (activations, scratch, logits, RoPE,
+// sampling; the kernel driver's plan and token text when l.drive), and of the
+// weights map or arena as created (map: whole QN_WENTRY_BYTES entries).
+uint64_t buffer_bytes(const ProgramLayout& l);
+uint64_t weight_map_bytes(const ProgramLayout& l);
 
 }  // namespace qwen3::engine

@@ -28,6 +28,13 @@ RowRange worker_rows(uint32_t rows, bool pairs, Precision p, uint32_t t, uint32_
   return r;
 }
 
+uint32_t engine_max_context(const ModelConfig& c, int requested) {
+  constexpr int kDefault = 40960;
+  if (requested > 0) return static_cast<uint32_t>(std::min(requested, kDefault * 4));
+  const int from_config = c.max_position_embeddings > 0 ? c.max_position_embeddings : 4096;
+  return static_cast<uint32_t>(std::min(from_config, kDefault));
+}
+
 uint64_t MatrixPlan::unit_offset(uint32_t u) const {
   if (m.rows_per_entry == 0) return offset + uint64_t(u) * m.row_bytes;
   uint32_t slot = u + m.row_skip;
@@ -178,7 +185,8 @@ ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena,
   if (arena) {
     if (cursor > (uint64_t(1) << 32) - (uint64_t(1) << 20))
       throw resource_exhausted("converted weights (" + std::to_string(cursor >> 20) +
-                               " MiB) exceed the 4 GiB BPF arena; use weight_path=map or q8");
+                               " MiB) exceed the 4 GiB BPF arena (its pages are addressed by 32-bit offsets); use "
+                               "weight_path = map" + (q8 ? "" : " or precision = q8"));
     l.weight_bytes = cursor;
     l.weight_entries = 1;
   } else {

@@ -58,6 +58,11 @@ struct RowRange {
 };
 RowRange worker_rows(uint32_t rows, bool pairs, Precision p, uint32_t t, uint32_t T);
 
+// The longest session the engine plans for: `requested` when positive (at most
+// 4 x 40960), else the config's max_position_embeddings (4096 when absent)
+// capped at 40960.
+uint32_t engine_max_context(const ModelConfig& c, int requested);
+
 // max_ctx: longest KV cache any session may ask for (also RoPE table rows);
 // threads: worker threads, 1 .. QN_THREADS_LIMIT (per-worker maps are sized to it).
 ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena, uint32_t threads, uint32_t max_ctx,

@@ -267,7 +267,9 @@ std::vector<ConfigKey> session_keys() {
                "Named sessions at most; the least recently used idle one is evicted to make room"},
               &DaemonConfig::max_sessions, 1, 100000),
       integer({"kv_budget_mib", "1024", kApply,
-               "Total KV cache memory of all sessions (kernel BPF maps for the bpf backend), MiB"},
+               "Total KV cache memory of all sessions (kernel BPF maps for the bpf backend), MiB; at load the "
+               "weights plus this budget must fit the memory the daemon may use, or the model is refused "
+               "(docs/shapes.md)"},
               &DaemonConfig::kv_budget_mib, 1, 1 << 24),
       integer({"max_sessions_per_uid", "16", kApply,
                "Named sessions one uid may hold; at its quota a uid's own least recently used idle session is "

@@ -156,6 +156,7 @@ void ModelHost::load_impl() {
     opts.weight_path = parse_weight_path(config_.weight_path);
     opts.precision = parse_precision(config_.precision);
     opts.kv_bits = config_.kv_bits;
+    opts.kv_budget_bytes = uint64_t(config_.kv_budget_mib) << 20;  // checked against the memory limit at load
     opts.threads = rt->threads;
     opts.kernel_driver = config_.driver != "user";  // auto loads it for requests that ask (docs/kernel-driver.md)
     opts.max_context = session_limits_from(config_, rt->model->config()).max_context;
