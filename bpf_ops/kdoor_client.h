@@ -1,7 +1,7 @@
 /* The client side of kernel-started generations, for BPF programs
- * (docs/kernel-clients.md, "The kernel path"): the daemon's pinned maps,
- * declared with the same names and types (a loader points them at the pins
- * with bpf_map__reuse_fd), and the two steps of a submission:
+ * (docs/kernel-clients.md, "The kernel path"): the daemon's pinned maps
+ * (kdoor_maps.h, the engine's own definitions; a loader points them at the
+ * pins with bpf_map__reuse_fd), and the two steps of a submission:
  *
  *   int key = kd_client_claim();                   // a free entry's key, or -1 (counted as shed)
  *   struct qk_kd_request *q = kd_client_entry(key);
@@ -28,31 +28,7 @@ struct bpf_wq {
 extern int bpf_wq_start(struct bpf_wq *wq, unsigned int flags) __ksym;
 #endif
 
-struct kd_client_wq {
-  struct bpf_wq wq;
-};
-
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, int);
-  __type(value, struct kd_client_wq);
-} kd_bell SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(key_size, 4);
-  __uint(value_size, sizeof(struct qk_kd_request));
-  __uint(max_entries, QK_KD_QUEUE);
-} kd_requests SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(key_size, 4);
-  __uint(value_size, sizeof(struct qk_kd_state));
-  __uint(max_entries, 1);
-  __uint(map_flags, BPF_F_MMAPABLE);
-} kd_state SEC(".maps");
+#include "kdoor_maps.h"
 
 static __always_inline struct qk_kd_request *kd_client_entry(int key) {
   __u32 k = (__u32)key;
@@ -76,7 +52,7 @@ static __always_inline int kd_client_claim(void) {
 static __always_inline int kd_client_submit(struct qk_kd_request *q) {
   __u32 zero = 0;
   struct qk_kd_state *ks = bpf_map_lookup_elem(&kd_state, &zero);
-  struct kd_client_wq *w = bpf_map_lookup_elem(&kd_bell, &zero);
+  struct qk_kd_wq *w = bpf_map_lookup_elem(&kd_bell, &zero);
   if (!ks || !w) {
     __sync_lock_test_and_set(&q->state, QK_KD_FREE);
     return -1;

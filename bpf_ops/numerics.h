@@ -5,6 +5,9 @@
  * here runs identically in the kernel and in the model. Only integer
  * arithmetic; no loops without a constant bound (the verifier must see them).
  * docs/numerics.md explains the formats, ranges and overflow arguments.
+ * Two concerns have headers of their own, included where used:
+ * numerics_rope.h (the RoPE table's math) and numerics_kv.h (the K/V
+ * formats and the attention arithmetic over them).
  */
 #ifndef QWEN3_BPF_NUMERICS_H
 #define QWEN3_BPF_NUMERICS_H
@@ -45,7 +48,6 @@ typedef __u64 qn_u64;
  * holds a group's sum exactly only while 64 * 127 * 2^18 < 2^31. */
 #define QN_Q8_ACT_BITS 18
 #define QN_RMS_BITS 20      /* rmsnorm squares inputs reduced to |x| < 2^20 */
-#define QN_KV_LEVELS16 32767  /* int16 K/V: value = q * max / 32767 */
 #define QN_LOG2E_Q30 1549082005LL /* log2(e) * 2^30 */
 
 /* ---- basic helpers ------------------------------------------------------ */
@@ -260,22 +262,9 @@ QN_INLINE qn_s32 qn_rope_second(qn_s32 x1, qn_s32 x2, qn_s32 c, qn_s32 s) {
   return qn_sat32(qn_round_shift((qn_s64)x2 * c + (qn_s64)x1 * s, QN_TRIG_FRAC));
 }
 
-/* ---- RoPE table (the qn_rope_table program at load) --------------------------
- * cos / sin(pos * theta^(-2i/d)) in Q30 from integers alone:
- *   L   = log2(theta) in Q57, theta given in Q16 (bit by bit: square a Q62
- *         mantissa, each square >= 2 is a one bit)
- *   f_i = theta^(-2i/d) / (2 pi) in Q64 turns: 2^-e = 2^(1-frac) * 2^-(n+1)
- *         with e = n + frac, 2^(1-frac) by its Taylor series in Q62
- *   t   = pos * f_i mod 2^64: the angle's fraction of a turn; the wrap-around
- *         of the unsigned product is the exact reduction mod 2 pi
- *   cos, sin of 2 pi t: octant reduction, Taylor series on [0, pi/4] in Q62,
- *         rounded to Q30.
- * Errors: ~2^-57 relative in f_i, so ~2^-42 turns of phase at 2^15 positions;
- * the result is the correctly rounded Q30 value or 1 unit off (docs/numerics.md). */
+/* ---- wide products (Q62: the RoPE table, the draw, the logprobs) ---------- */
 #define QN_ONE_Q62 (1ULL << 62)
 #define QN_LN2_Q62 3196577161300663915ULL      /* ln 2 * 2^62 */
-#define QN_INV_2PI_Q66 11743562013128004906ULL /* 2^66 / (2 pi) */
-#define QN_TWO_PI_Q61 14488038916154245685ULL  /* 2 pi * 2^61 */
 
 /* High 64 bits of the 128-bit product a * b (BPF has no 128-bit multiply). */
 QN_INLINE qn_u64 qn_mulhi_u64(qn_u64 a, qn_u64 b) {
@@ -301,264 +290,7 @@ QN_INLINE qn_u64 qn_log2_q16_q57(qn_u64 v) {
   return r;
 }
 
-/* 2^-e in Q62 for e >= 0 given in Q57 (0 below 2^-62). */
-QN_INLINE qn_u64 qn_exp2_neg_q62(qn_u64 e) {
-  qn_u64 n = e >> 57;
-  qn_u64 f = e & ((1ULL << 57) - 1);
-  qn_u64 x = qn_mul_q62(((1ULL << 57) - f) << 5, QN_LN2_Q62); /* (1 - f) ln 2 in (0, ln 2], Q62 */
-  qn_u64 term = QN_ONE_Q62, sum = QN_ONE_Q62 >> 1;           /* sum: exp(x) in Q61, in (1, 2] */
-  for (qn_u64 k = 1; k <= 24; k++) {                          /* x^25 / 25! < 2^-80 */
-    term = qn_mul_q62(term, x) / k;
-    sum += term >> 1;
-  }
-  return n >= 63 ? 0 : sum >> n; /* 2^(1-f) * 2^-(n+1) in Q62 */
-}
-
-/* theta^(-2i/d) / (2 pi) in Q64 turns (i < d/2), from L = log2(theta) in Q57. */
-QN_INLINE qn_u64 qn_rope_freq_q64(qn_u64 log2_theta_q57, qn_u32 i, qn_u32 d) {
-  qn_u64 e = log2_theta_q57 / d * (2 * i);
-  return qn_mulhi_u64(qn_exp2_neg_q62(e), QN_INV_2PI_Q66);
-}
-
-/* Q62 -> Q30, rounded, with a sign. */
-QN_INLINE qn_s32 qn_q62_to_q30(qn_u64 v, int neg) {
-  qn_s32 r = (qn_s32)((v + (1ULL << 31)) >> 32);
-  return neg ? -r : r;
-}
-
-/* cos and sin of 2 pi t, t in Q64 turns, in Q30. */
-QN_INLINE void qn_sincos_turns(qn_u64 t, qn_s32 *cos_q30, qn_s32 *sin_q30) {
-  qn_u64 oct = t >> 61;
-  qn_u64 r = t & ((1ULL << 61) - 1); /* within the octant, Q64 turns (< 1/8 turn) */
-  qn_u64 odd = oct & 1;
-  if (odd) r = (1ULL << 61) - r;     /* odd octant: the angle to the quadrant's end */
-  qn_u64 x = qn_mulhi_u64(r << 1, QN_TWO_PI_Q61); /* radians in [0, pi/4], Q62 */
-  qn_u64 x2 = qn_mul_q62(x, x);
-  qn_u64 ts = QN_ONE_Q62, tc = QN_ONE_Q62;
-  for (qn_u64 k = 7; k >= 1; k--) { /* Horner; x^15 / 15! < 2^-41 */
-    ts = QN_ONE_Q62 - qn_mul_q62(x2, ts) / ((2 * k) * (2 * k + 1));
-    tc = QN_ONE_Q62 - qn_mul_q62(x2, tc) / ((2 * k - 1) * (2 * k));
-  }
-  qn_u64 sx = qn_mul_q62(x, ts), cx = tc;
-  qn_u64 sp = odd ? cx : sx, cp = odd ? sx : cx; /* sin, cos within the quadrant */
-  qn_u64 q = oct >> 1;
-  /* quadrant q turns (cos, sin) of the angle by q * 90 degrees */
-  if (q == 0) { *cos_q30 = qn_q62_to_q30(cp, 0); *sin_q30 = qn_q62_to_q30(sp, 0); }
-  else if (q == 1) { *cos_q30 = qn_q62_to_q30(sp, 1); *sin_q30 = qn_q62_to_q30(cp, 0); }
-  else if (q == 2) { *cos_q30 = qn_q62_to_q30(cp, 1); *sin_q30 = qn_q62_to_q30(sp, 1); }
-  else { *cos_q30 = qn_q62_to_q30(sp, 0); *sin_q30 = qn_q62_to_q30(cp, 1); }
-}
-
-/* ---- K/V quantization, int16 layout (kv_bits = 16) -------------------------------
- * One scale per (position, layer, kv head, K|V): the vector's max |x| in Q16.
- * q = round(x * L / max), value ~= q * max / L, L = 32767. */
-QN_INLINE qn_s32 qn_kv_quant(qn_s32 x, qn_s32 max_abs, qn_s32 levels) {
-  qn_s64 d = qn_max64(max_abs, 1); /* an all-zero vector quantizes to zeros */
-  qn_s64 q = qn_div_round((qn_s64)x * levels, d);
-  return (qn_s32)qn_max64(qn_min64(q, levels), -levels);
-}
-/* int16 dot products are pre-shifted by 8 bits so dot * max stays < 2^62. */
-QN_INLINE int qn_kv_dot_shift(qn_s32 levels) { return levels == QN_KV_LEVELS16 ? 8 : 0; }
-
-/* ---- attention ------------------------------------------------------------------
- * Query requantized like a matmul input to |q >> sq| <= 2^17; the score of one
- * cached key: dot = sum (q >> sq) * kq >> ds (|dot| < 2^30 for head_dim <= 256;
- * ds = 8 for int16 K), then
- * score_Q16 = dot * kmax * 2^(sq + ds) / (L * 2^16 * sqrt(d)),
- * with c = 2^(24 + ds) / (L * sqrt(d)) computed in the kernel by qn_rsqrt_q30. */
-#define QN_Q_BITS 17
-QN_INLINE qn_s64 qn_attn_scale_q24(qn_u32 head_dim, qn_s32 levels) {
-  int e = 0;
-  qn_s64 r = qn_rsqrt_q30(head_dim, &e);                         /* 1/sqrt(d) = r * 2^-e */
-  qn_s64 c = qn_round_shift(r, e - 24 - qn_kv_dot_shift(levels)); /* Q(24 + ds) */
-  return qn_div_round(c, levels);
-}
-
-QN_INLINE qn_s32 qn_attn_score(qn_s64 dot, qn_s32 kmax, int sq, qn_s64 c_q24) {
-  qn_s64 t = qn_round_shift(dot * (qn_s64)kmax, 16); /* |t| < 2^45 */
-  return qn_sat32(qn_round_shift(t * c_q24, 24 - sq));
-}
-
-/* Probability of one position in Q30 from its exp weight and the sum. */
-QN_INLINE qn_s64 qn_attn_prob(qn_s64 e_q30, qn_u64 sum) {
-  return (qn_s64)((((qn_u64)e_q30 << 30) + sum / 2) / sum);
-}
-
-/* Weight of one cached value vector: p * vmax in Q24 (8 bits below the Q16
- * activation step, |w| <= vmax * 2^8; sum_i w_i * vq_i < 2^31 * 2^8 * 2^15). */
-#define QN_VW_EXTRA 8
-QN_INLINE qn_s64 qn_attn_vweight(qn_s64 p_q30, qn_s32 vmax) {
-  return qn_round_shift(p_q30 * (qn_s64)vmax, 30 - QN_VW_EXTRA);
-}
-
-/* Output element from sum_i w_i * vq_i: divide the L levels back out. */
-QN_INLINE qn_s32 qn_attn_out(qn_s64 acc, qn_s32 levels) {
-  return qn_sat32(qn_div_round(acc, (qn_s64)levels << QN_VW_EXTRA));
-}
-
-/* ---- compact K/V: 9-bit K + 7-bit V words, in-band scales (kv_bits = 8) --------
- * Exactly one byte per cached value on average (docs/kv-cache.md): element d
- * of a kv head's K and V share one 16-bit word, K code (9 bits, +-255) in the
- * top bits, V code (7 bits, +-63) in the low 7: K needs the precision more
- * (measured). With QN_KV8_ROTATE, each K (after RoPE) and
- * V vector is rotated by an integer Walsh-Hadamard transform in blocks of
- * B = 2^lb (the largest power of two dividing head_dim): y = H x, H H^T = B I,
- * exact in int64. The rotation spreads outlier channels over the whole block,
- * so one per-vector scale no longer starves the small components. The query is
- * rotated the same way (q.k = (Hq).(Hk) / B) and the attention output is
- * rotated back (sum p v = H (sum p Hv) / B).
- * The vector's scale is a log code e (8 bits, 8 steps per octave):
- * S(e) = mant(e & 7) << (e >> 3) = (the quantization max in Q16) * 2^8,
- * mant(k) = round(2^(15 + k/8)), e <= 247: covers max |y| from 2^-9 (where
- * the step reaches the Q16 step) to 2^21.9 (real; any rotated int32 vector
- * up to 2^38 in Q16 but an all-saturated one).
- * The bits of K's code ride in the least significant bits of K codes 0..7,
- * V's in those of K codes 8..15: these codes are the nearest level of the
- * required parity (error <= 1 level instead of 1/2), and every code is read
- * as a plain value. */
-#ifndef QN_KV8_ROTATE
-#define QN_KV8_ROTATE 1
-#endif
-#define QN_KV8_K_LEVELS 255 /* 9-bit K codes */
-#define QN_KV8_V_LEVELS 63  /* 7-bit V codes */
-#define QN_KV8_V_BITS 7
-#define QN_KV8_UNIT_SHIFT 8 /* S(e) is the quantization max (Q16) times 2^8 */
-#define QN_KV8_CODE_MAX 247 /* octave <= 30 keeps the value weights below 2^47 */
-#define QN_KV8_SCALE_CODES 8 /* K codes 0..7 carry K's scale code, 8..15 V's */
-
-QN_INLINE qn_s64 qn_kv8_mant(qn_s64 k) {
-  switch (k) {
-    case 0: return 32768;
-    case 1: return 35734;
-    case 2: return 38968;
-    case 3: return 42495;
-    case 4: return 46341;
-    case 5: return 50535;
-    case 6: return 55109;
-    default: return 60097;
-  }
-}
-QN_INLINE qn_s64 qn_kv8_scale(qn_s64 e) { return qn_kv8_mant(e & 7) << (e >> 3); }
-
-/* log2 of the Hadamard block: the lowest set bit of head_dim (head_dim <= 256);
- * 0 (no rotation) without QN_KV8_ROTATE. */
-QN_INLINE int qn_kv8_block_log2(qn_u32 head_dim) {
-  int lb = 0;
-  if (!QN_KV8_ROTATE) return 0;
-  while (lb < 8 && !((head_dim >> lb) & 1)) lb++;
-  return lb;
-}
-
-/* Smallest code e with S(e) >= max_abs * 2^8 (no clipping); 247 if none. */
-QN_INLINE qn_s64 qn_kv8_code(qn_u64 max_abs) {
-  qn_u64 m = (qn_u64)qn_min64((qn_s64)max_abs, 1LL << 40) << QN_KV8_UNIT_SHIFT;
-  qn_s64 oct = qn_max64(qn_bits_u64(m) - 16, 0); /* mant << oct spans [2^(15+oct), 2^(16+oct)) */
-  qn_s64 k = 0;
-#ifndef __cplusplus
-#pragma unroll
-#endif
-  for (int i = 0; i < 8; i++) k += qn_sign_bit((qn_kv8_mant(i) << oct) - (qn_s64)m); /* mantissas below m */
-  qn_s64 e = oct * 8 + k; /* k == 8 rolls over to the next octave's first mantissa */
-  return qn_min64(e, QN_KV8_CODE_MAX);
-}
-
-/* Code of one (rotated) element y (|y| < 2^46) at scale code e with L levels
- * (255 or 63): round(y * L / max). */
-QN_INLINE qn_s32 qn_kv8_quant(qn_s64 y, qn_s64 e, qn_s64 levels) {
-  qn_s64 q = qn_div_round(y * (levels << QN_KV8_UNIT_SHIFT), qn_kv8_scale(e));
-  return (qn_s32)qn_max64(qn_min64(q, levels), -levels);
-}
-/* The same, restricted to codes whose least significant bit is `bit` (L odd). */
-QN_INLINE qn_s32 qn_kv8_quant_bit(qn_s64 y, qn_s64 e, qn_s64 bit, qn_s64 levels) {
-  qn_s64 s = qn_kv8_scale(e);
-  qn_s64 h = qn_div_round(y * (levels << QN_KV8_UNIT_SHIFT) - bit * s, 2 * s);
-  h = qn_max64(qn_min64(h, levels / 2), -(levels / 2) - bit);
-  return (qn_s32)(2 * h + bit);
-}
-/* The shared word of element d: K code above the 7 V bits. */
-QN_INLINE qn_s32 qn_kv8_word(qn_s32 kcode, qn_s32 vcode) {
-  return kcode * (1 << QN_KV8_V_BITS) + (vcode & ((1 << QN_KV8_V_BITS) - 1));
-}
-QN_INLINE qn_s64 qn_kv8_kcode(qn_s64 word) { return word >> QN_KV8_V_BITS; }
-QN_INLINE qn_s64 qn_kv8_vcode(qn_s64 word) { return (qn_s64)((qn_u64)word << (64 - QN_KV8_V_BITS)) >> (64 - QN_KV8_V_BITS); }
-
-/* Score of one cached key from dot = sum (Hq >> sq)_i * code_i (|dot| < 2^31):
- * score_Q16 = dot * S(e) * 2^(sq - 8) / (255 * 2^16 * B * sqrt(d))
- *           = (dot * mant >> 16) * c_q24 >> (32 + lb - sq - oct),
- * c_q24 = qn_attn_scale_q24(head_dim, 255) = 2^24 / (255 sqrt(d)). */
-QN_INLINE qn_s32 qn_kv8_score(qn_s64 dot, qn_s64 e, int sq, int lb, qn_s64 c_q24) {
-  qn_s64 t = qn_round_shift(dot * qn_kv8_mant(e & 7), 16) * c_q24; /* < 2^48 */
-  qn_s64 sh = 24 + QN_KV8_UNIT_SHIFT + lb - sq - (e >> 3);
-  qn_s64 up = qn_min64(qn_max64(-sh, 0), 14); /* only for absurdly large q and k: saturates */
-  return qn_sat32(qn_round_shift(t << up, (int)qn_max64(sh, 0)));
-}
-
-/* Two query heads share each 64-bit multiply of the compact layout's
- * attention (ops_attention.h): the operand x0 + x1 * 2^32 times y sums to
- * s0 + s1 * 2^32 (mod 2^64), and both lane sums come back exactly while
- * |s0|, |s1| < 2^31. Hence the query's 15 bits, not 17: |sum q * kcode| <=
- * 2^15 * 255 * 256 < 2^31 for head_dim <= 256 (model_plan), and value weights
- * of at most 2^24 (below). */
-#define QN_KV8_Q_BITS 15
-QN_INLINE qn_u64 qn_lanes(qn_s64 x0, qn_s64 x1) { return (qn_u64)x0 + ((qn_u64)x1 << 32); }
-QN_INLINE qn_s64 qn_lane_lo(qn_u64 t) { return (qn_s64)(qn_s32)(qn_u32)t; }
-QN_INLINE qn_s64 qn_lane_hi(qn_u64 t) { return (qn_s64)(t - (qn_u64)qn_lane_lo(t)) >> 32; }
-
-/* Weight of one cached value vector, relative to m, the largest V scale
- * octave (e >> 3) over the cached positions: p * mant(e) * 2^(oct - m - 22)
- * <= 2^30 * 60097 * 2^-22 < 2^24. Then sum_i w_i <= (2^30 + n/2) * 60097 *
- * 2^-22 + n/2 (each rounding adds <= 1/2) and 63 * sum_i w_i < 2^31 for any
- * n < 2^20 cached positions: the lanes above hold. */
-#define QN_KV8_VW_SHIFT 22
-QN_INLINE qn_s64 qn_kv8_vweight(qn_s64 p_q30, qn_s64 e, qn_s64 m) {
-  return qn_round_shift(p_q30 * qn_kv8_mant(e & 7), (int)(QN_KV8_VW_SHIFT + m - (e >> 3)));
-}
-/* Rotated output element, 8 bits finer than Q16, from sum_i w_i * vcode_i:
- * w_i * 2^(m - 8) is p * S(e) in the Q24 of the int16 layout's weights. */
-QN_INLINE qn_s64 qn_kv8_out_rot(qn_s64 acc, qn_s64 m) {
-  return qn_div_round(acc * ((qn_s64)1 << m), (qn_s64)QN_KV8_V_LEVELS << (30 - QN_KV8_VW_SHIFT));
-}
-/* Output element (Q16) from the back-rotated sum H * out_rot. */
-QN_INLINE qn_s32 qn_kv8_out(qn_s64 z, int lb) { return qn_sat32(qn_round_shift(z, QN_VW_EXTRA + lb)); }
-
-/* ---- sampling probabilities (the qn_sample program, ops_sample.h) -----------
- * Candidates carry Q16 logits l (the kernel's logits, exactly). Parameters
- * come as the float's own mantissa and exponent, so they enter exactly:
- *   repetition penalty pen = pm * 2^-pe (pm in [2^23, 2^24), pe in [0, 32]);
- *   temperature T = tm * 2^-te (tm in [2^31, 2^32), te in [-16, 46]).
- * Penalty (CTRL rule, on ids seen): l > 0: l / pen, else l * pen, rounded to Q16.
- * Weight relative to the best logit M: w = 2^-t in Q44 (the best weighs 2^44
- * exactly), t = (M - l) * cm >> csh in Q32 octaves, cm * 2^-csh = log2(e) *
- * 2^16 / T; 2^-t: the top 16 fraction bits by two 256-entry tables (Q30),
- * the low 16 by 1 - x ln 2 (x < 2^-16: error < 2^-33).
- * Probabilities of the kept set: floor(w * 2^40 / Wk) (Q40). Error bounds
- * against double: docs/numerics.md, "Sampling probabilities". */
-#define QN_LOG2E_Q63 13306513097844322491ULL /* log2(e) * 2^63 */
-#define QN_LN2_Q30 744261118LL                /* ln 2 * 2^30 */
-#define QN_SAMPLE_WFRAC 44                    /* weights: Q44, the best candidate 2^44 */
-#define QN_SAMPLE_PFRAC 40                    /* probabilities out: Q40 */
-#define QN_SAMPLE_W_ZERO 46                   /* t >= 46 octaves: the weight rounds to 0 */
-
-QN_INLINE qn_s32 qn_rep_penalty(qn_s32 l, qn_u32 pm, qn_u32 pe) {
-  if (l > 0) return qn_sat32(qn_div_round((qn_s64)l << pe, (qn_s64)pm)); /* l * 2^pe < 2^63 */
-  return qn_sat32(qn_round_shift((qn_s64)l * (qn_s64)pm, (int)pe));     /* |l * pm| < 2^55 */
-}
-
-/* cm (in [2^31, 2^32)) and csh (returned, in [0, 63]) of log2(e) * 2^16 / T. */
-QN_INLINE qn_u64 qn_temp_factor(qn_u32 tm, qn_s32 te, int *csh) {
-  qn_u64 cm = QN_LOG2E_Q63 / (qn_u64)tm; /* log2(e) * 2^63 / tm, in [2^31.5, 2^32.6) */
-  int sh = 47 - te;                      /* c = cm * 2^(te - 47) */
-  if (cm >> 32) {
-    cm >>= 1;
-    sh -= 1;
-  }
-  *csh = sh;
-  return cm;
-}
-
-/* Octaves below the best (Q32) of a candidate d = M - l Q16 units below it. */
-QN_INLINE qn_u64 qn_sample_octaves(qn_u64 d, qn_u64 cm, int csh) { return (d * cm) >> csh; }
-
+/* ---- 2^-x tables (attention's softmax weights, the sampling weights) ----- */
 /* 2^-(j / 256) in Q30, correctly rounded */
 static const qn_u32 qn_exp2_t1[256] = {
   1073741824, 1070838486, 1067942999, 1065055341, 1062175491, 1059303428, 1056439131, 1053582579,
@@ -630,6 +362,44 @@ static const qn_u32 qn_exp2_t2[256] = {
   1070929097, 1070917770, 1070906443, 1070895117, 1070883791, 1070872464, 1070861138, 1070849812,
 };
 
+/* ---- sampling probabilities (the qn_sample program, ops_sample.h) -----------
+ * Candidates carry Q16 logits l (the kernel's logits, exactly). Parameters
+ * come as the float's own mantissa and exponent, so they enter exactly:
+ *   repetition penalty pen = pm * 2^-pe (pm in [2^23, 2^24), pe in [0, 32]);
+ *   temperature T = tm * 2^-te (tm in [2^31, 2^32), te in [-16, 46]).
+ * Penalty (CTRL rule, on ids seen): l > 0: l / pen, else l * pen, rounded to Q16.
+ * Weight relative to the best logit M: w = 2^-t in Q44 (the best weighs 2^44
+ * exactly), t = (M - l) * cm >> csh in Q32 octaves, cm * 2^-csh = log2(e) *
+ * 2^16 / T; 2^-t: the top 16 fraction bits by two 256-entry tables (Q30),
+ * the low 16 by 1 - x ln 2 (x < 2^-16: error < 2^-33).
+ * Probabilities of the kept set: floor(w * 2^40 / Wk) (Q40). Error bounds
+ * against double: docs/numerics.md, "Sampling probabilities". */
+#define QN_LOG2E_Q63 13306513097844322491ULL /* log2(e) * 2^63 */
+#define QN_LN2_Q30 744261118LL                /* ln 2 * 2^30 */
+#define QN_SAMPLE_WFRAC 44                    /* weights: Q44, the best candidate 2^44 */
+#define QN_SAMPLE_PFRAC 40                    /* probabilities out: Q40 */
+#define QN_SAMPLE_W_ZERO 46                   /* t >= 46 octaves: the weight rounds to 0 */
+
+QN_INLINE qn_s32 qn_rep_penalty(qn_s32 l, qn_u32 pm, qn_u32 pe) {
+  if (l > 0) return qn_sat32(qn_div_round((qn_s64)l << pe, (qn_s64)pm)); /* l * 2^pe < 2^63 */
+  return qn_sat32(qn_round_shift((qn_s64)l * (qn_s64)pm, (int)pe));     /* |l * pm| < 2^55 */
+}
+
+/* cm (in [2^31, 2^32)) and csh (returned, in [0, 63]) of log2(e) * 2^16 / T. */
+QN_INLINE qn_u64 qn_temp_factor(qn_u32 tm, qn_s32 te, int *csh) {
+  qn_u64 cm = QN_LOG2E_Q63 / (qn_u64)tm; /* log2(e) * 2^63 / tm, in [2^31.5, 2^32.6) */
+  int sh = 47 - te;                      /* c = cm * 2^(te - 47) */
+  if (cm >> 32) {
+    cm >>= 1;
+    sh -= 1;
+  }
+  *csh = sh;
+  return cm;
+}
+
+/* Octaves below the best (Q32) of a candidate d = M - l Q16 units below it. */
+QN_INLINE qn_u64 qn_sample_octaves(qn_u64 d, qn_u64 cm, int csh) { return (d * cm) >> csh; }
+
 /* 2^-t in Q44 for t in Q32 (0 from 46 octaves on): the fraction's top 8 bits
  * and next 8 bits by the two tables, the low 16 by 1 - x ln 2 (x < 2^-16). */
 QN_INLINE qn_u64 qn_exp2_neg_q44(qn_u64 t_q32) {
@@ -640,27 +410,6 @@ QN_INLINE qn_u64 qn_exp2_neg_q44(qn_u64 t_q32) {
   qn_u64 x = ((t_q32 & 0xffff) * (qn_u64)QN_LN2_Q30) >> 16; /* low bits * ln 2, Q46 (< 2^30) */
   r -= (r * x + (1ULL << 45)) >> 46;
   return (qn_u64)qn_round_shift((qn_s64)(r << (QN_SAMPLE_WFRAC - 30)), (int)n);
-}
-
-/* exp(d) in Q30 for d <= 0 in Q16, as attention's softmax weights it: the
- * octaves t = -d * log2(e) in Q16 as in qn_exp_neg_q30, then 2^-frac(t) by
- * the two tables (one product, one rounding) instead of 16 chained factors.
- * Exactly 2^30 at d = 0 (the softmax's largest weight) and exactly 0 from
- * QN_EXP_ZERO_Q16 below. */
-QN_INLINE qn_s64 qn_attn_exp_q30(qn_s64 d_q16) {
-  qn_u64 a = (qn_u64)qn_min64(qn_max64(-d_q16, 0), 1LL << 26);
-  qn_u64 t = (a * (qn_u64)QN_LOG2E_Q30 + (1ULL << 29)) >> 30;
-  qn_s64 n = qn_min64((qn_s64)(t >> 16), 40);
-  qn_u64 r = ((qn_u64)qn_exp2_t1[(t >> 8) & 255] * qn_exp2_t2[t & 255] + (1ULL << 29)) >> 30;
-  return qn_round_shift((qn_s64)r, (int)n);
-}
-
-/* Compact layout: the probability of a position, p = e * 2^30 / sum, as one
- * product with inv = floor(2^62 / sum), computed once per head (no division
- * per position). sum >= e (the max's weight is in it), so p <= 2^30. */
-QN_INLINE qn_u64 qn_kv8_prob_inv(qn_u64 sum) { return (1ULL << 62) / sum; }
-QN_INLINE qn_s64 qn_kv8_prob(qn_s64 e_q30, qn_u64 inv) {
-  return (qn_s64)(((qn_u64)e_q30 * inv + (1ULL << 31)) >> 32);
 }
 
 /* The top-p mass target: ceil(W * tp / 2^32), tp = top_p * 2^32 (<= 2^32), W < 2^62. */

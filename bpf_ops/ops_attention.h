@@ -9,12 +9,12 @@
  * The query heads of a kv head's GQA group run together: each pass over the
  * cached positions (scores, exp, weighted V sum) looks an entry up once and
  * reads each K/V word once for all of them; with the compact layout a pair of
- * heads also shares each 64-bit multiply (two 32-bit lanes, numerics.h:
+ * heads also shares each 64-bit multiply (two 32-bit lanes, numerics_kv.h:
  * qn_lanes). Per head the integer math is that of tests/bpf/fixed_model.h
  * (attend, attend_kv8), head by head.
  * int16 K/V carry an int32 max per vector; the compact layout (kv_bytes 1)
  * packs a 9-bit K code and a 7-bit V code per element into one 16-bit word
- * and carries the log scale codes in the low bits of K codes 0..15 (numerics.h).
+ * and carries the log scale codes in the low bits of K codes 0..15 (numerics_kv.h).
  * A cache entry holds QN_KV_BLOCK positions of one kv head and layer
  * (layout.h): each pass reads a head's records in address order, one lookup
  * per chunk of positions.
@@ -23,8 +23,8 @@
  */
 #ifndef QWEN3_BPF_OPS_ATTENTION_H
 #define QWEN3_BPF_OPS_ATTENTION_H
-
 #include "maps.h"
+#include "numerics_kv.h"
 
 /* Constant for the whole call: callbacks read it and never write it, so the
  * verifier sees one state per loop. What changes per item (pass row,
@@ -199,7 +199,7 @@ static __always_inline void att_dots(const short *kw, const s32 *q0, const s32 *
 }
 
 /* The compact layout's pairs of query heads (j, j + 1) share each multiply
- * (numerics.h: qn_lanes): q of the pair sits packed in att_acc(j + 1) while
+ * (numerics_kv.h: qn_lanes): q of the pair sits packed in att_acc(j + 1) while
  * the scores are computed, the weighted V sums accumulate packed in
  * att_acc(j) and are unpacked before the output.
  * Scores: eight elements per asm block, 5 instructions per element (clang's

@@ -1,7 +1,7 @@
 /* Kernel-started generations (docs/kernel-driver.md, "Kernel-started
  * generations"; the client side: kdoor_client.h; the ABI: kclient_abi.h):
- * the maps a BPF client submits through and reads from, and what the
- * driver's links do for a generation a kernel client started: each chosen
+ * the maps a BPF client submits through (kdoor_maps.h) and reads from, and
+ * what the driver's links do for a generation a kernel client started: each chosen
  * token goes into the session's result slot (kd_results) with its text
  * (kd_text), and the end publishes the finish, the session's positions,
  * hands the engine back (drive_state.owner) and rings the doorbell again
@@ -11,23 +11,11 @@
 #ifndef QWEN3_BPF_OPS_KDOOR_H
 #define QWEN3_BPF_OPS_KDOOR_H
 
-#include "kclient_abi.h"
+#include "kdoor_maps.h" /* kd_bell, kd_requests, kd_state: shared with the clients */
 
-struct qn_kd_wq {
-  struct bpf_wq wq;
-};
 struct qn_kd_timer {
   struct bpf_timer timer;
 };
-
-/* The doorbell: one wq whose callback (ops_kdoor_bell.h) starts a waiting
- * request; any program holding the map may bpf_wq_start it. */
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, int);
-  __type(value, struct qn_kd_wq);
-} kd_bell SEC(".maps");
 
 /* The retry: when the engine is held, the doorbell arms this timer (1 ms),
  * whose callback rings the doorbell again. */
@@ -37,13 +25,6 @@ struct {
   __type(key, int);
   __type(value, struct qn_kd_timer);
 } kd_retry SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(key_size, 4);
-  __uint(value_size, sizeof(struct qk_kd_request));
-  __uint(max_entries, QK_KD_QUEUE);
-} kd_requests SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -61,14 +42,6 @@ struct {
   __uint(map_flags, BPF_F_MMAPABLE);
 } kd_results SEC(".maps");
 
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(key_size, 4);
-  __uint(value_size, sizeof(struct qk_kd_state));
-  __uint(max_entries, 1);
-  __uint(map_flags, BPF_F_MMAPABLE);
-} kd_state SEC(".maps");
-
 /* One entry per vocabulary id (the loader sizes it). */
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -82,7 +55,7 @@ static __always_inline struct qk_kd_state *kd_st(void) { return buf_lookup(&kd_s
 
 static __always_inline int kd_ring(void) {
   int zero = 0;
-  struct qn_kd_wq *w = bpf_map_lookup_elem(&kd_bell, &zero);
+  struct qk_kd_wq *w = bpf_map_lookup_elem(&kd_bell, &zero);
   if (!w) return -1;
   return bpf_wq_start(&w->wq, 0);
 }

@@ -261,7 +261,7 @@ static int kd_retry_cb(void *map, int *key, void *value) {
 SEC("syscall")
 int qn_kdoor_arm(struct qn_args *a) {
   int zero = 0;
-  struct qn_kd_wq *w = bpf_map_lookup_elem(&kd_bell, &zero);
+  struct qk_kd_wq *w = bpf_map_lookup_elem(&kd_bell, &zero);
   struct qn_kd_timer *t = bpf_map_lookup_elem(&kd_retry, &zero);
   if (!w || !t) return a->status = __LINE__;
   int err = bpf_wq_init(&w->wq, &kd_bell, 0);

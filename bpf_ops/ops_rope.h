@@ -1,13 +1,13 @@
 /* qn_rope_table: rows [row_begin, row_end) of the RoPE table (rope_buf: per
  * position [hd/2] cos then [hd/2] sin, Q30), computed at load from
- * SHAPE.rope_theta_q16 with the integer math of numerics.h (qn_sincos_turns).
+ * SHAPE.rope_theta_q16 with the integer math of numerics_rope.h (qn_sincos_turns).
  * Workers take disjoint position ranges. The C++ model is
  * daemon/engine/rope_table.cpp: rope_table_model.
  */
 #ifndef QWEN3_BPF_OPS_ROPE_H
 #define QWEN3_BPF_OPS_ROPE_H
-
 #include "maps.h"
+#include "numerics_rope.h"
 
 struct rope_state {
   u64 log2_theta; /* Q57 */

@@ -122,9 +122,62 @@ namespace engine {
 class KernelDoor;
 }
 
-class Backend {
+// The calls sampling makes on the engine besides the forward pass
+// (daemon/sampling: Sampler, position_logprobs). Backend offers them; in the
+// daemon the Scheduler does, running each on its engine thread like every
+// other use of the engine, so request threads never call the backend.
+class SamplingCalls {
  public:
-  virtual ~Backend() = default;
+  virtual ~SamplingCalls() = default;
+
+  // Whether forward() honours ForwardWants::sample (the BPF backend: in the
+  // kernel, over the logits the pass left in its buffer).
+  virtual bool samples_in_pass() const { return false; }
+
+  // The distribution sampling draws from for one position's scores (what the
+  // params' ForwardWants asked for), the history's ids and the params; the
+  // cuts and ties as Sampler::distribution defines them. nullopt: the backend
+  // leaves it to the caller (the Sampler's float computation), which is the
+  // default.
+  virtual std::optional<TokenDistribution> sampling_distribution(const PositionLogits& scores,
+                                                                 const KernelSamplingParams& params,
+                                                                 std::span<const int32_t> history) {
+    (void)scores, (void)params, (void)history;
+    return std::nullopt;
+  }
+
+  // The token the seeded draw `draw_index` of a request seeded params.seed
+  // picks from sampling_distribution(scores, params, history), picked by the
+  // backend itself (bpf_ops/draw.h: the same rule as the Sampler's
+  // draw_token, so the same token). nullopt: the caller draws from the
+  // distribution, which is the default.
+  virtual std::optional<int32_t> sample_token(const PositionLogits& scores, const KernelSamplingParams& params,
+                                              std::span<const int32_t> history, uint64_t draw_index) {
+    (void)scores, (void)params, (void)history, (void)draw_index;
+    return std::nullopt;
+  }
+
+  // The log-normalizer of one position's scores, for the logprobs the API
+  // reports (position_logprobs, daemon/sampling): lse = max + ln(sum_i
+  // exp(l_i - max)) at temperature 1 over the candidates the scores carry
+  // (the whole vocabulary when they carry it, full_q16 / full, else the
+  // top-k list), in Q16 from the backend's own Q16 logits, so that a
+  // candidate's logprob is (l_q16 - lse) / 2^16. nullopt: the caller computes
+  // the log-softmax in float, which is the default (the reference backend);
+  // the BPF backend computes it in the kernel (qn_sample, QN_SAMPLE_LSE) for
+  // scores that carry its Q16 logits.
+  virtual std::optional<int64_t> log_normalizer_q16(const PositionLogits& scores) {
+    (void)scores;
+    return std::nullopt;
+  }
+};
+
+// A forward-pass implementation. Its sampling calls (SamplingCalls) are
+// serialized with forward() like every use of the engine; the daemon makes
+// all of them on the scheduler's engine thread.
+class Backend : public SamplingCalls {
+ public:
+  ~Backend() override = default;
   virtual const ModelConfig& config() const = 0;
   virtual BackendInfo info() const = 0;
 
@@ -141,48 +194,6 @@ class Backend {
   // implementation can. The default runs them one after another.
   virtual void forward_batch(std::span<BatchItem> items) {
     for (auto& item : items) *item.result = forward(*item.kv, item.tokens, item.wants);
-  }
-
-  // The distribution sampling draws from for one position's scores (what the
-  // params' ForwardWants asked for), the history's ids and the params; the
-  // cuts and ties as Sampler::distribution defines them. nullopt: the backend
-  // leaves it to the caller (the Sampler's float computation), which is the
-  // default. Safe to call from any thread, also while forward() runs.
-  virtual std::optional<TokenDistribution> sampling_distribution(const PositionLogits& scores,
-                                                                 const KernelSamplingParams& params,
-                                                                 std::span<const int32_t> history) {
-    (void)scores, (void)params, (void)history;
-    return std::nullopt;
-  }
-
-  // The token the seeded draw `draw_index` of a request seeded params.seed
-  // picks from sampling_distribution(scores, params, history), picked by the
-  // backend itself (bpf_ops/draw.h: the same rule as the Sampler's
-  // draw_token, so the same token). nullopt: the caller draws from the
-  // distribution, which is the default. Safe to call from any thread.
-  virtual std::optional<int32_t> sample_token(const PositionLogits& scores, const KernelSamplingParams& params,
-                                              std::span<const int32_t> history, uint64_t draw_index) {
-    (void)scores, (void)params, (void)history, (void)draw_index;
-    return std::nullopt;
-  }
-
-  // Whether forward() honours ForwardWants::sample (the BPF backend: in the
-  // kernel, over the logits the pass left in its buffer).
-  virtual bool samples_in_pass() const { return false; }
-
-  // The log-normalizer of one position's scores, for the logprobs the API
-  // reports (position_logprobs, daemon/sampling): lse = max + ln(sum_i
-  // exp(l_i - max)) at temperature 1 over the candidates the scores carry
-  // (the whole vocabulary when they carry it, full_q16 / full, else the
-  // top-k list), in Q16 from the backend's own Q16 logits, so that a
-  // candidate's logprob is (l_q16 - lse) / 2^16. nullopt: the caller computes
-  // the log-softmax in float, which is the default (the reference backend);
-  // the BPF backend computes it in the kernel (qn_sample, QN_SAMPLE_LSE) for
-  // scores that carry its Q16 logits. Safe to call from any thread, also
-  // while forward() runs.
-  virtual std::optional<int64_t> log_normalizer_q16(const PositionLogits& scores) {
-    (void)scores;
-    return std::nullopt;
   }
 
   // Runs a whole generation in the kernel (the BPF backend with its kernel

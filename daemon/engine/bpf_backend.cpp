@@ -63,24 +63,27 @@ class BpfBackend final : public BpfBackendApi {
   void forward_batch(std::span<BatchItem> items) override;
   BpfBackendStats stats() const override;
   void set_debug_trace(std::function<void(const BpfTracePoint&)> fn) override { trace_ = std::move(fn); }
-  // In the kernel (qn_sample). Its own lock: the program touches only
-  // sample_buf, so request threads sample while the engine thread runs passes.
+  // In the kernel (qn_sample), holding the engine as a pass does: sample_buf
+  // is shared with the passes and the kernel driver's chain.
   std::optional<TokenDistribution> sampling_distribution(const PositionLogits& scores, const KernelSamplingParams& params,
                                                          std::span<const int32_t> history) override {
-    std::lock_guard lock(sample_mu_);
+    std::lock_guard lock(mu_);
+    const EngineOwner::Hold own = hold_engine();
     return kernel_distribution(*progs_, scores, params, history);
   }
-  // The draw in the kernel too (qn_sample, QN_SAMPLE_DRAW), under the same lock.
+  // The draw in the kernel too (qn_sample, QN_SAMPLE_DRAW).
   std::optional<int32_t> sample_token(const PositionLogits& scores, const KernelSamplingParams& params,
                                       std::span<const int32_t> history, uint64_t draw_index) override {
-    std::lock_guard lock(sample_mu_);
+    std::lock_guard lock(mu_);
+    const EngineOwner::Hold own = hold_engine();
     return kernel_sample_token(*progs_, scores, params, history, draw_index);
   }
   // ForwardWants::sample: in the kernel, right after the pass (sample_in_pass).
   bool samples_in_pass() const override { return true; }
-  // The logprobs' normalizer in the kernel too (qn_sample, QN_SAMPLE_LSE), under the same lock.
+  // The logprobs' normalizer in the kernel too (qn_sample, QN_SAMPLE_LSE).
   std::optional<int64_t> log_normalizer_q16(const PositionLogits& scores) override {
-    std::lock_guard lock(sample_mu_);
+    std::lock_guard lock(mu_);
+    const EngineOwner::Hold own = hold_engine();
     return kernel_log_normalizer(*progs_, scores);
   }
   std::optional<KernelGenerateResult> generate_in_kernel(KvCache& kv, const KernelGenerateRequest& req,
@@ -127,8 +130,7 @@ class BpfBackend final : public BpfBackendApi {
   std::unique_ptr<KernelDriver> kdriver_;  // opts.kernel_driver
   std::unique_ptr<KernelDoor> kdoor_;      // with kdriver_: kernel-started generations; owns the engine's owner word
   std::shared_ptr<KvSlots> slots_;
-  std::mutex mu_;         // one forward pass at a time: the activation maps are shared
-  std::mutex sample_mu_;  // one qn_sample at a time: sample_buf is shared
+  std::mutex mu_;  // one use of the engine at a time: the activation maps and sample_buf are shared
   double load_seconds_ = 0;
   std::function<void(const BpfTracePoint&)> trace_;
 };
@@ -397,12 +399,8 @@ PositionLogits BpfBackend::sample_in_pass(uint32_t c, const ForwardWants& wants)
     if (whole) own.top_k = 1;
   }
   PositionLogits pl = collect(c, own);
-  std::optional<int32_t> id;
-  {
-    std::lock_guard lock(sample_mu_);
-    id = whole ? kernel_sample_row(*progs_, c, ps.params, ps.history, ps.draw_index)
-               : kernel_sample_token(*progs_, pl, ps.params, ps.history, ps.draw_index);
-  }
+  const std::optional<int32_t> id = whole ? kernel_sample_row(*progs_, c, ps.params, ps.history, ps.draw_index)
+                                         : kernel_sample_token(*progs_, pl, ps.params, ps.history, ps.draw_index);
   if (!id) return collect(c, wants);
   pl.sampled = *id;
   pl.sampled_draw = ps.draw_index;
@@ -521,7 +519,7 @@ void BpfBackend::forward_batch(std::span<BatchItem> items) {
 
 // The feed's head beyond one submission goes through a user-driven forward
 // first; the rest, and every chosen token, through the kernel's chain under
-// both locks (it uses the activation maps and sample_buf).
+// the engine's lock (it uses the activation maps and sample_buf).
 std::optional<KernelGenerateResult> BpfBackend::generate_in_kernel(KvCache& kv, const KernelGenerateRequest& req,
                                                                    const std::function<bool(int32_t, int)>& on_token) {
   if (!kdriver_ || !KernelDriver::fits(req)) return std::nullopt;
@@ -534,7 +532,7 @@ std::optional<KernelGenerateResult> BpfBackend::generate_in_kernel(KvCache& kv, 
     forward(kv, req.feed.first(head), ForwardWants{});
     rest.feed = req.feed.subspan(head);
   }
-  std::scoped_lock lock(mu_, sample_mu_);
+  std::lock_guard lock(mu_);
   const EngineOwner::Hold own = hold_engine();
   return kdriver_->generate(cache, rest, on_token);
 }

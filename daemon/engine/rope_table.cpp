@@ -4,7 +4,7 @@
 
 #include "engine/bpf_programs.h"
 #include "common/worker_pool.h"
-#include "numerics.h"
+#include "numerics_rope.h"
 
 namespace qwen3::engine {
 

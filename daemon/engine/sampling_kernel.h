@@ -50,8 +50,8 @@ std::optional<int32_t> kernel_sample_token(BpfPrograms& progs, const PositionLog
 // QN_SAMPLE_LOGITS | QN_SAMPLE_DRAW): the same candidates, in the same (id)
 // order, as kernel_sample_token over scores carrying that row's full_q16, so
 // the same token, without the row's 151,936 logits going out to user space
-// and back. The caller holds the pass's lock (the row is the last pass's) and
-// serialises calls (one sample_buf). nullopt (logged once) for a vocabulary
+// and back. The caller holds the engine's lock (the row is the last pass's;
+// the lock also serialises every use of sample_buf). nullopt (logged once) for a vocabulary
 // above QN_SAMPLE_MAX; throws qwen3::Error(invalid_argument) for a row past
 // QN_PMAX and qwen3::Error when the program rejects its input.
 std::optional<int32_t> kernel_sample_row(BpfPrograms& progs, uint32_t row, const KernelSamplingParams& params,

@@ -88,7 +88,7 @@ int32_t draw_token(const TokenDistribution& dist, uint64_t seed, uint64_t index)
   return dist.tokens.back().first;  // unreachable: r < total
 }
 
-Sampler::Sampler(const SamplingParams& params, Backend* backend) : params_(params), backend_(backend) {
+Sampler::Sampler(const SamplingParams& params, SamplingCalls* engine) : params_(params), engine_(engine) {
   auto bad = [](const std::string& what) { return invalid_argument("sampling: " + what); };
   if (!std::isfinite(params.temperature) || params.temperature < 0.0f)
     throw bad("temperature must be >= 0 (got " + std::to_string(params.temperature) + ")");
@@ -120,7 +120,7 @@ ForwardWants Sampler::wants() const {
 
 ForwardWants Sampler::in_pass(const ForwardWants& base, std::span<const int32_t> history) const {
   const bool penalty = params_.repetition_penalty != 1.0f;
-  if (!backend_ || !backend_->samples_in_pass() || (greedy() && !penalty)) return base;
+  if (!engine_ || !engine_->samples_in_pass() || (greedy() && !penalty)) return base;
   const ForwardWants mine = wants();
   ForwardWants w = base;
   w.sample = PassSampling{fixed_, history, next_draw_,
@@ -138,8 +138,8 @@ int32_t Sampler::peek_sample(const PositionLogits& scores, std::span<const int32
   const uint64_t index = next_draw_ + ahead;
   if (scores.sampled >= 0 && scores.sampled_draw == index) return scores.sampled;  // drawn in the pass
   const bool penalty = params_.repetition_penalty != 1.0f;
-  if (!(greedy() && !penalty && scores.argmax >= 0) && backend_)
-    if (auto id = backend_->sample_token(scores, fixed_, history, index)) return *id;
+  if (!(greedy() && !penalty && scores.argmax >= 0) && engine_)
+    if (auto id = engine_->sample_token(scores, fixed_, history, index)) return *id;
   return draw_token(distribution(scores, history), params_.seed, index);
 }
 
@@ -150,8 +150,8 @@ TokenDistribution Sampler::distribution(const PositionLogits& scores, std::span<
     dist.tokens = {{scores.argmax, 1.0}};
     return dist;
   }
-  if (backend_)
-    if (auto d = backend_->sampling_distribution(scores, fixed_, history)) return std::move(*d);
+  if (engine_)
+    if (auto d = engine_->sampling_distribution(scores, fixed_, history)) return std::move(*d);
   auto cand = candidates_of(scores);
   if (cand.empty()) throw Error("sampler: the backend reported no scores for this position");
 
@@ -218,13 +218,14 @@ TokenDistribution Sampler::distribution(const PositionLogits& scores, std::span<
 
 int32_t Sampler::draw(const TokenDistribution& dist) { return draw_token(dist, params_.seed, next_draw_++); }
 
-std::vector<std::pair<int32_t, float>> Sampler::top_logprobs(const PositionLogits& scores, int n, Backend* backend) {
+std::vector<std::pair<int32_t, float>> Sampler::top_logprobs(const PositionLogits& scores, int n,
+                                                             SamplingCalls* engine) {
   std::vector<std::pair<int32_t, float>> out;
-  for (const TokenLogprob& t : position_logprobs(scores, n, backend).top) out.emplace_back(t.id, t.logprob);
+  for (const TokenLogprob& t : position_logprobs(scores, n, engine).top) out.emplace_back(t.id, t.logprob);
   return out;
 }
 
-PositionLogprobs position_logprobs(const PositionLogits& scores, int n, Backend* backend, int32_t chosen) {
+PositionLogprobs position_logprobs(const PositionLogits& scores, int n, SamplingCalls* engine, int32_t chosen) {
   PositionLogprobs out;
   const size_t want = n > 0 ? static_cast<size_t>(n) : 0;
   if (want == 0 && chosen < 0) return out;
@@ -246,7 +247,7 @@ PositionLogprobs position_logprobs(const PositionLogits& scores, int n, Backend*
 
   // The kernel's normalizer: logprobs are differences of the kernel's integers.
   const std::vector<int32_t>& q16 = whole ? scores.full_q16 : scores.top_k_q16;
-  const std::optional<int64_t> lse = backend && q16.size() == count ? backend->log_normalizer_q16(scores) : std::nullopt;
+  const std::optional<int64_t> lse = engine && q16.size() == count ? engine->log_normalizer_q16(scores) : std::nullopt;
   if (lse) {
     const auto logit_of = [&](size_t i) {
       return whole ? (scores.full.size() == count ? scores.full[i] : float(q16[i]) / 65536.0f) : scores.top_k[i].second;

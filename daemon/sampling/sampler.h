@@ -2,11 +2,14 @@
 // seeded sampling with temperature, top-k, top-p, min-p and a repetition
 // penalty. The scores themselves (logits, top-k) come from the backend; for
 // the BPF backend they were computed in the kernel, and so are the sampling
-// probabilities (Backend::sampling_distribution) and the draw
-// (Backend::sample_token); the float computation here serves the other
-// backends. The draw is one rule on every path (draw_token, bpf_ops/draw.h):
-// a counter-based generator of (seed, draw index), so a seed gives the same
-// token wherever the probabilities are the same.
+// probabilities (SamplingCalls::sampling_distribution) and the draw
+// (SamplingCalls::sample_token, or in the pass: ForwardWants::sample); the
+// float computation here serves the other backends. The engine's calls go
+// through a SamplingCalls: in the daemon the Scheduler, which runs them on
+// its engine thread; elsewhere (tools, tests) the Backend itself. The draw
+// is one rule on every path (draw_token, bpf_ops/draw.h): a counter-based
+// generator of (seed, draw index), so a seed gives the same token wherever
+// the probabilities are the same.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +17,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/backend.h"  // also SamplingParams, TokenDistribution (engine/sampling_types.h)
+#include "engine/backend.h"  // SamplingCalls; also SamplingParams, TokenDistribution (engine/sampling_types.h)
 #include "sampling/kernel_params.h"
 
 namespace qwen3 {
@@ -36,14 +39,14 @@ struct PositionLogprobs {
 // Generate's logprobs; the one place they are computed): the log-softmax at
 // temperature 1 over the candidates the scores carry, the whole vocabulary
 // when they carry it (full, or full_q16 alone), else the top-k list.
-// With a backend that gives its log-normalizer (Backend::log_normalizer_q16;
-// the BPF backend computes it in the kernel), logprob = (l_q16 - lse_q16) /
+// With an engine that gives its log-normalizer (SamplingCalls::
+// log_normalizer_q16; the BPF backend computes it in the kernel), logprob = (l_q16 - lse_q16) /
 // 2^16, the difference of two kernel integers converted to float, and the
-// order is the exact Q16 logits'. Otherwise (no backend, the reference
+// order is the exact Q16 logits'. Otherwise (no engine, the reference
 // backend, scores without Q16 logits) the float log-softmax, in double:
 // NaN logits count as -inf, +inf logits share the mass (the others -inf),
 // all -inf is uniform. n <= 0 and chosen < 0: nothing to compute (no call).
-PositionLogprobs position_logprobs(const PositionLogits& scores, int n, Backend* backend = nullptr,
+PositionLogprobs position_logprobs(const PositionLogits& scores, int n, SamplingCalls* engine = nullptr,
                                    int32_t chosen = -1);
 
 // The token draw `index` of a request seeded `seed` picks from `dist`
@@ -57,10 +60,11 @@ int32_t draw_token(const TokenDistribution& dist, uint64_t seed, uint64_t index)
 class Sampler {
  public:
   // Throws qwen3::Error(invalid_argument) naming the parameter out of range.
-  // With a backend, distribution() asks it first (the BPF backend computes the
-  // probabilities in the kernel) and computes them here (float) only when it
-  // declines; the backend must outlive the sampler.
-  explicit Sampler(const SamplingParams& params, Backend* backend = nullptr);
+  // With an engine (the Backend, or the daemon's Scheduler), distribution()
+  // asks it first (the BPF backend computes the probabilities in the kernel)
+  // and computes them here (float) only when it declines; the engine must
+  // outlive the sampler.
+  explicit Sampler(const SamplingParams& params, SamplingCalls* engine = nullptr);
 
   // What to ask the backend for so that sample() has what it needs: the
   // argmax, the top-k list (params' top_k, no penalty) or the full logits.
@@ -93,12 +97,12 @@ class Sampler {
 
   // The n best (id, logprob) of position_logprobs (which see).
   static std::vector<std::pair<int32_t, float>> top_logprobs(const PositionLogits& scores, int n,
-                                                             Backend* backend = nullptr);
+                                                             SamplingCalls* engine = nullptr);
 
  private:
   SamplingParams params_;
   KernelSamplingParams fixed_;  // params_ in the kernel's fixed point, for the backend
-  Backend* backend_ = nullptr;
+  SamplingCalls* engine_ = nullptr;
   uint64_t next_draw_ = 0;
 };
 

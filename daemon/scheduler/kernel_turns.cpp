@@ -164,7 +164,7 @@ void Scheduler::run_kernel_turn(std::unique_lock<std::mutex>& lock) {
       {
         std::lock_guard g(mu_);
         t->chosen.push_back(id);
-        others = !queue_.empty() || !kernel_queue_.empty();
+        others = !queue_.empty() || !kernel_queue_.empty() || !calls_.empty();
       }
       t->cv.notify_all();
       if (t->stop.load()) return false;

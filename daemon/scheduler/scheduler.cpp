@@ -9,6 +9,14 @@
 
 namespace qwen3 {
 
+// One sampling call for the engine thread; the caller waits for `done`.
+struct Scheduler::Call {
+  std::function<void()> fn;
+  bool done = false;
+  std::exception_ptr error;
+  std::condition_variable cv;
+};
+
 struct Scheduler::Job {
   KvCache* kv = nullptr;
   std::vector<int32_t> tokens;
@@ -90,17 +98,24 @@ ForwardResult Scheduler::run(KvCache& kv, std::span<const int32_t> tokens, const
 
 void Scheduler::engine_loop() {
   std::unique_lock lock(mu_);
+  engine_id_ = std::this_thread::get_id();
   for (;;) {
-    work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !kernel_queue_.empty(); });
+    work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !kernel_queue_.empty() || !calls_.empty(); });
     if (stopping_) {
       fail_all_locked();
       return;
     }
+    // Sampling calls first: each is one short kernel call its caller waits on.
+    if (!calls_.empty()) {
+      run_calls_locked(lock);
+      continue;
+    }
     // Let the sessions of the previous step come back so they share this one
     // (not while a kernel-driven turn waits: it goes first then).
     if (kernel_queue_.empty() && queue_.size() < last_batch_size_ && options_.gather_wait.count() > 0) {
-      work_cv_.wait_for(lock, options_.gather_wait, [&] { return stopping_ || queue_.size() >= last_batch_size_; });
-      if (stopping_) continue;
+      work_cv_.wait_for(lock, options_.gather_wait,
+                        [&] { return stopping_ || queue_.size() >= last_batch_size_ || !calls_.empty(); });
+      if (stopping_ || !calls_.empty()) continue;
     }
 
     drop_cancelled(lock);
@@ -201,6 +216,64 @@ bool Scheduler::pick_batch_locked(std::vector<std::pair<std::shared_ptr<Job>, in
   return !picked.empty();
 }
 
+std::optional<TokenDistribution> Scheduler::sampling_distribution(const PositionLogits& scores,
+                                                                 const KernelSamplingParams& params,
+                                                                 std::span<const int32_t> history) {
+  std::optional<TokenDistribution> out;
+  on_engine_thread([&] { out = backend_.sampling_distribution(scores, params, history); });
+  return out;
+}
+
+std::optional<int32_t> Scheduler::sample_token(const PositionLogits& scores, const KernelSamplingParams& params,
+                                               std::span<const int32_t> history, uint64_t draw_index) {
+  std::optional<int32_t> out;
+  on_engine_thread([&] { out = backend_.sample_token(scores, params, history, draw_index); });
+  return out;
+}
+
+std::optional<int64_t> Scheduler::log_normalizer_q16(const PositionLogits& scores) {
+  std::optional<int64_t> out;
+  on_engine_thread([&] { out = backend_.log_normalizer_q16(scores); });
+  return out;
+}
+
+// On the engine thread itself (a backend callback) the call runs directly:
+// queueing it would wait for this very thread.
+void Scheduler::on_engine_thread(const std::function<void()>& fn) {
+  std::unique_lock lock(mu_);
+  if (std::this_thread::get_id() == engine_id_) {
+    lock.unlock();
+    fn();
+    return;
+  }
+  if (stopping_) throw unavailable("the daemon is stopping");
+  auto call = std::make_shared<Call>();
+  call->fn = fn;
+  calls_.push_back(call);
+  work_cv_.notify_all();
+  call->cv.wait(lock, [&] { return call->done; });
+  if (call->error) std::rethrow_exception(call->error);
+}
+
+// The waiting sampling calls, run unlocked in arrival order.
+void Scheduler::run_calls_locked(std::unique_lock<std::mutex>& lock) {
+  std::deque<std::shared_ptr<Call>> calls;
+  calls.swap(calls_);
+  lock.unlock();
+  for (auto& call : calls) {
+    try {
+      call->fn();
+    } catch (...) {
+      call->error = std::current_exception();
+    }
+  }
+  lock.lock();
+  for (auto& call : calls) {
+    call->done = true;
+    call->cv.notify_all();
+  }
+}
+
 // Stopping: every waiting job fails with unavailable.
 void Scheduler::fail_all_locked() {
   for (auto& job : queue_) {
@@ -215,6 +288,12 @@ void Scheduler::fail_all_locked() {
     turn->cv.notify_all();
   }
   kernel_queue_.clear();
+  for (auto& call : calls_) {
+    call->error = std::make_exception_ptr(unavailable("the daemon is stopping"));
+    call->done = true;
+    call->cv.notify_all();
+  }
+  calls_.clear();
 }
 
 // Drops cancelled jobs before spending work on them (the checks run unlocked:

@@ -18,6 +18,12 @@
 // are those of one long generation. Kernel turns and the batched user-driven
 // steps alternate, and the kernel generations take turns in arrival order, so
 // no session waits more than about one turn per other session.
+//
+// Sampling's calls on the engine (SamplingCalls: the kernel's probabilities,
+// draw and logprob normalizer over a position's copied scores) run on the
+// same thread too: the Scheduler is the SamplingCalls the daemon's Samplers
+// use. Each call runs between steps, before the next one, so it waits for at
+// most the step at hand (a kernel turn yields to it after kernel_turn).
 #pragma once
 
 #include <atomic>
@@ -81,7 +87,7 @@ struct SchedulerStats {
   uint64_t kernel_tokens = 0;  // tokens they chose
 };
 
-class Scheduler {
+class Scheduler : public SamplingCalls {
  public:
   Scheduler(Backend& backend, SchedulerOptions options = {});
   ~Scheduler();  // stops the engine thread; waiting callers get unavailable
@@ -109,6 +115,17 @@ class Scheduler {
   // measured time per token; 1 before any measurement).
   int kernel_turn_tokens() const;
 
+  // SamplingCalls, each run by the engine thread between steps (directly when
+  // called on it). Not cancellable: each is one bounded kernel call. Throws
+  // unavailable once stopping, and whatever the backend throws.
+  bool samples_in_pass() const override { return backend_.samples_in_pass(); }
+  std::optional<TokenDistribution> sampling_distribution(const PositionLogits& scores,
+                                                         const KernelSamplingParams& params,
+                                                         std::span<const int32_t> history) override;
+  std::optional<int32_t> sample_token(const PositionLogits& scores, const KernelSamplingParams& params,
+                                      std::span<const int32_t> history, uint64_t draw_index) override;
+  std::optional<int64_t> log_normalizer_q16(const PositionLogits& scores) override;
+
   // Stops accepting work; queued and later calls throw unavailable.
   void stop();
   SchedulerStats stats() const;
@@ -116,7 +133,11 @@ class Scheduler {
  private:
   struct Job;
   struct KernelTurn;
+  struct Call;
   void engine_loop();
+  // Runs fn on the engine thread (queued as a Call; directly on that thread).
+  void on_engine_thread(const std::function<void()>& fn);
+  void run_calls_locked(std::unique_lock<std::mutex>& lock);
   bool pick_batch_locked(std::vector<std::pair<std::shared_ptr<Job>, int>>& picked);
   void run_kernel_turn(std::unique_lock<std::mutex>& lock);
   std::optional<KernelGenerateResult> kernel_turn(KvCache& kv, const KernelGenerateRequest& req, int index0,
@@ -135,6 +156,8 @@ class Scheduler {
   std::condition_variable work_cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   std::deque<std::shared_ptr<KernelTurn>> kernel_queue_;  // in arrival order
+  std::deque<std::shared_ptr<Call>> calls_;               // sampling calls, before the next step
+  std::thread::id engine_id_;                             // the engine thread, once it runs
   bool kernel_next_ = true;           // a kernel turn goes before the next user-driven step
   double kernel_ms_per_token_ = 0;    // measured on decode turns (0: not yet)
   bool stopping_ = false;

@@ -116,12 +116,13 @@ Prepared prepare(Runtime& rt, const std::string& session_id, uint32_t caller, bo
 }
 
 // Top-n by logit with their logprobs (position_logprobs: from the kernel's
-// log-normalizer for the BPF backend, the float log-softmax otherwise), over
+// log-normalizer for the BPF backend, asked through the engine thread, the
+// float log-softmax otherwise), over
 // the full logits when present, otherwise the candidates the backend
 // reported; *chosen_lp: the logprob of `chosen` when it is a candidate.
-std::vector<ScoredToken> top_scored(Backend& backend, const PositionLogits& p, int n, int32_t chosen = -1,
+std::vector<ScoredToken> top_scored(SamplingCalls& engine, const PositionLogits& p, int n, int32_t chosen = -1,
                                     std::optional<float>* chosen_lp = nullptr) {
-  const PositionLogprobs lp = position_logprobs(p, n, &backend, chosen);
+  const PositionLogprobs lp = position_logprobs(p, n, &engine, chosen);
   if (chosen_lp) *chosen_lp = lp.chosen;
   std::vector<ScoredToken> out;
   out.reserve(lp.top.size());
@@ -174,7 +175,7 @@ ForwardOutcome run_forward(Runtime& rt, const ForwardOptions& o) {
   out.session_positions = p.lease->kv->positions();
   if (r.positions.empty()) throw Error("the backend reported no logits for the forward step");
   const PositionLogits& last = r.positions.back();
-  out.top = top_scored(*rt.backend, last, o.top_k);
+  out.top = top_scored(*rt.scheduler, last, o.top_k);
   if (o.all_positions)
     for (auto& pos : r.positions) out.position_argmax.push_back(pos.argmax >= 0 ? pos.argmax
                                                                : (pos.top_k.empty() ? -1 : pos.top_k.front().first));
@@ -206,7 +207,7 @@ class TokenSink {
     tok.index = index;
     if (o_.logprobs > 0 && step_scores) {
       std::optional<float> chosen;
-      tok.top = top_scored(*rt_.backend, *step_scores, o_.logprobs, id, &chosen);
+      tok.top = top_scored(*rt_.scheduler, *step_scores, o_.logprobs, id, &chosen);
       tok.has_logprobs = true;
       if (chosen) tok.logprob = *chosen;
     }
@@ -323,7 +324,8 @@ GenerateOutcome run_generate(Runtime& rt, const GenerateOptions& o,
   if (resolved.random_seed) sp.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
   out.seed = sp.seed;
   out.sampling = sp;
-  Sampler sampler(sp, rt.backend.get());  // validates the parameters before any work; probabilities in the backend (BPF)
+  // Validates the parameters before any work; the engine's sampling calls (BPF) go through the engine thread.
+  Sampler sampler(sp, rt.scheduler.get());
   ForwardWants wants = sampler.wants();
   if (o.logprobs > 0) {
     wants.full_logits = true;

@@ -11,6 +11,7 @@
 
 #include "engine/precision.h"
 #include "numerics.h"
+#include "numerics_kv.h"
 #include "op_args.h"
 
 namespace qwen3::fixed_model {

@@ -5,66 +5,47 @@
 //   logits random normal (sigma 3: a flat-ish random model; sigma 8: peaked).
 // Usage: bpf_sample_bench [repeats for the full-vocabulary cases, default 20]
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <random>
-#include <time.h>
 #include <vector>
 
-#include "engine/bpf_programs.h"
-#include "engine/model_plan.h"
 #include "engine/sampling_kernel.h"
+#include "sample_bench.h"
 #include "sampling/kernel_params.h"
 #include "sampling/sampler.h"
 
 using namespace qwen3;
 using namespace qwen3::engine;
-// This thread's CPU time (user + kernel: BPF_PROG_TEST_RUN runs the program
-// in the caller's context), so other processes on a busy host do not count.
-struct Clock {
-  static double now() {
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-  }
-};
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::max(1, atoi(argv[1])) : 20;
-  ModelConfig c;
-  c.hidden_size = 128, c.num_hidden_layers = 1, c.num_attention_heads = 2, c.num_key_value_heads = 1;
-  c.head_dim = 64, c.intermediate_size = 128, c.vocab_size = 151936, c.rms_norm_eps = 1e-6, c.rope_theta = 1e6;
-  c.tie_word_embeddings = true;
-  ModelPlan plan = make_model_plan(c, Precision::q24, false, 1, 16, 16);
-  plan.layout.weight_entries = 1;
-  BpfPrograms progs(plan.layout);
+  BpfPrograms& progs = programs(kQwenVocab);
   for (auto& st : progs.stats())
     if (st.name == "qn_sample") std::printf("qn_sample: %u instructions processed by the verifier\n", st.verified_insns);
   std::mt19937_64 rng(1);
-  std::vector<int32_t> history;
-  for (int i = 0; i < 200; i++) history.push_back(int32_t(rng() % 151936));
+  const std::vector<int32_t> history = random_history(rng, kQwenVocab);
 
   auto time = [&](const char* what, const PositionLogits& s, const SamplingParams& p, int n) {
     Sampler flt(p);
     std::mutex mu;
     size_t kept = 0;
     const uint64_t c0 = progs.calls();
-    auto t0 = Clock::now();
+    auto t0 = thread_cpu_us();
     for (int i = 0; i < n; i++) {
-      std::lock_guard lock(mu);  // what the backend holds around each call
+      std::lock_guard lock(mu);  // what the backend holds around each call (its engine lock)
       kept = kernel_distribution(progs, s, kernel_params(p), history)->tokens.size();
     }
-    const double kernel_us = (Clock::now() - t0) / n;
+    const double kernel_us = (thread_cpu_us() - t0) / n;
     const uint64_t calls = progs.calls() - c0;
-    t0 = Clock::now();
+    t0 = thread_cpu_us();
     for (int i = 0; i < n; i++) kept += 0 * flt.distribution(s, history).tokens.size();
-    const double float_us = (Clock::now() - t0) / n;
-    t0 = Clock::now();
+    const double float_us = (thread_cpu_us() - t0) / n;
+    t0 = thread_cpu_us();
     for (int i = 0; i < n; i++) progs.sample();  // the program alone, on the input already in place
-    const double prog_us = (Clock::now() - t0) / n;
+    const double prog_us = (thread_cpu_us() - t0) / n;
     std::printf("%-48s kept %6zu  kernel path %8.1f us (program %8.1f, %.0f bpf() per call)  float %8.1f us (CPU)\n", what,
                 kept, kernel_us, prog_us, double(calls) / n, float_us);
   };
@@ -92,12 +73,12 @@ int main(int argc, char** argv) {
     time(name, full, {.temperature = 1.0f}, reps);
   }
   std::mutex mu;
-  auto t0 = Clock::now();
+  auto t0 = thread_cpu_us();
   for (int i = 0; i < 1000000; i++) {
     std::lock_guard lock(mu);
     asm volatile("" ::: "memory");
   }
   std::printf("uncontended mutex lock + unlock: %.1f ns\n",
-              (Clock::now() - t0) * 1e3 / 1e6);
+              (thread_cpu_us() - t0) * 1e3 / 1e6);
   return 0;
 }

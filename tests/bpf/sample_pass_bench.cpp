@@ -11,8 +11,6 @@
 // time (BPF_PROG_TEST_RUN runs the program in the caller's context) and wall
 // time per token; best and median over the rounds.
 // Usage: bpf_sample_pass_bench [rounds, default 9] [tokens per round, default 30]
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,9 +19,8 @@
 #include <random>
 #include <vector>
 
-#include "engine/bpf_programs.h"
-#include "engine/model_plan.h"
 #include "engine/sampling_kernel.h"
+#include "sample_bench.h"
 #include "sampling/kernel_params.h"
 
 using namespace qwen3;
@@ -31,11 +28,6 @@ using namespace qwen3::engine;
 
 namespace {
 
-double cpu_us() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
 double wall_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -55,20 +47,13 @@ struct Stat {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, atoi(argv[1])) : 9;
   const int tokens = argc > 2 ? std::max(1, atoi(argv[2])) : 30;
-  ModelConfig c;
-  c.hidden_size = 128, c.num_hidden_layers = 1, c.num_attention_heads = 2, c.num_key_value_heads = 1;
-  c.head_dim = 64, c.intermediate_size = 128, c.vocab_size = 151936, c.rms_norm_eps = 1e-6, c.rope_theta = 1e6;
-  c.tie_word_embeddings = true;
-  ModelPlan plan = make_model_plan(c, Precision::q24, false, 1, 16, 16);
-  plan.layout.weight_entries = 1;
-  BpfPrograms progs(plan.layout);
-  const uint32_t vocab = plan.layout.shape.vocab;
+  BpfPrograms& progs = programs(kQwenVocab);
+  const uint32_t vocab = progs.layout().shape.vocab;
   std::mt19937_64 rng(1);
   std::normal_distribution<double> g(0, 3);
   int32_t* row = progs.logits();
   for (uint32_t i = 0; i < vocab; i++) row[i] = int32_t(std::lround(g(rng) * 65536.0));
-  std::vector<int32_t> history;
-  for (int i = 0; i < 200; i++) history.push_back(int32_t(rng() % vocab));
+  const std::vector<int32_t> history = random_history(rng, vocab);
   // Qwen3's generation defaults with the shipped model's penalty: the whole vocabulary is sampled.
   const KernelSamplingParams p =
       kernel_params({.temperature = 0.7f, .top_p = 0.9f, .repetition_penalty = 1.1f, .seed = 5});
@@ -79,7 +64,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < rounds; r++) {
     for (int k = 0; k < 2; k++) {
       const bool pass = (r + k) % 2 == 1;  // the order swapped every round
-      const double c0 = cpu_us(), w0 = wall_us();
+      const double c0 = thread_cpu_us(), w0 = wall_us();
       for (int t = 0; t < tokens; t++) {
         const uint64_t index = draw + uint64_t(t);
         if (pass) {
@@ -92,7 +77,7 @@ int main(int argc, char** argv) {
           (void)kernel_sample_token(progs, pl, p, history, index);
         }
       }
-      (pass ? in_pass : copied).cpu.push_back((cpu_us() - c0) / tokens);
+      (pass ? in_pass : copied).cpu.push_back((thread_cpu_us() - c0) / tokens);
       (pass ? in_pass : copied).wall.push_back((wall_us() - w0) / tokens);
     }
     // The same tokens both ways (the draw indexes of this round once more).

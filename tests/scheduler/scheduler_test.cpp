@@ -7,6 +7,8 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -212,6 +214,82 @@ TEST(Scheduler, CancellationRollsBackAndFailuresAreIsolated) {
   EXPECT_EQ(r.positions.back().argmax, 21);
   EXPECT_EQ(bad->positions(), 0);
   EXPECT_EQ(good->positions(), 2);
+}
+
+// Sampling's engine calls (SamplingCalls) run on the engine thread, the thread
+// that runs the steps, also while other threads step; they fail once stopping.
+TEST(Scheduler, SamplingCallsRunOnTheEngineThread) {
+  struct Recording : FakeBackend {
+    std::mutex seen_mu;
+    std::set<std::thread::id> step_threads, call_threads;
+    void record(std::set<std::thread::id>& s) {
+      std::lock_guard lock(seen_mu);
+      s.insert(std::this_thread::get_id());
+    }
+    void forward_batch(std::span<BatchItem> items) override {
+      record(step_threads);
+      FakeBackend::forward_batch(items);
+    }
+    bool samples_in_pass() const override { return true; }
+    std::optional<int32_t> sample_token(const PositionLogits& scores, const KernelSamplingParams&,
+                                        std::span<const int32_t> history, uint64_t draw_index) override {
+      record(call_threads);
+      return scores.argmax + static_cast<int32_t>(history.size() + draw_index);
+    }
+    std::optional<TokenDistribution> sampling_distribution(const PositionLogits& scores, const KernelSamplingParams&,
+                                                           std::span<const int32_t>) override {
+      record(call_threads);
+      TokenDistribution d;
+      d.tokens = {{scores.argmax, 1.0}};
+      return d;
+    }
+    std::optional<int64_t> log_normalizer_q16(const PositionLogits& scores) override {
+      record(call_threads);
+      if (scores.argmax < 0) throw invalid_argument("no scores");
+      return int64_t{scores.argmax} << 16;
+    }
+  };
+  Recording backend;
+  Scheduler sched(backend);
+  EXPECT_TRUE(sched.samples_in_pass());
+  auto kv = backend.create_kv(64);
+  const std::vector<int32_t> prompt = {3, 4};
+  const PositionLogits scores = sched.run(*kv, prompt, {}).positions.back();
+  ASSERT_EQ(scores.argmax, 7);
+  const std::vector<int32_t> history = {1, 2};
+  EXPECT_EQ(sched.sample_token(scores, {}, history, 5).value(), 7 + 2 + 5);
+  EXPECT_EQ(sched.sampling_distribution(scores, {}, history)->tokens.front().first, 7);
+  EXPECT_EQ(sched.log_normalizer_q16(scores).value(), int64_t{7} << 16);
+  EXPECT_THROW(sched.log_normalizer_q16(PositionLogits{}), Error);  // the backend's error reaches the caller
+
+  // Calls from several threads while another thread steps.
+  std::atomic<bool> stepping{true};
+  std::thread stepper([&] {
+    auto other = backend.create_kv(64);
+    const std::vector<int32_t> one = {1};
+    while (stepping && other->positions() < 60) sched.run(*other, one, {});
+  });
+  std::vector<std::thread> callers;
+  std::atomic<int> right{0};
+  for (int c = 0; c < 3; ++c)
+    callers.emplace_back([&, c] {
+      for (uint64_t i = 0; i < 20; ++i) right += sched.sample_token(scores, {}, history, i + c) == 7 + 2 + int(i) + c;
+    });
+  for (auto& t : callers) t.join();
+  stepping = false;
+  stepper.join();
+  EXPECT_EQ(right.load(), 60);
+  ASSERT_EQ(backend.step_threads.size(), 1u);
+  EXPECT_EQ(backend.call_threads, backend.step_threads);  // the one engine thread
+  EXPECT_EQ(backend.call_threads.count(std::this_thread::get_id()), 0u);
+
+  sched.stop();
+  try {
+    sched.sample_token(scores, {}, history, 0);
+    FAIL() << "a sampling call after stop() ran";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::unavailable);
+  }
 }
 
 }  // namespace
