@@ -263,7 +263,10 @@ std::vector<Candidate> repair_candidates(const std::string& source, const Verify
   std::vector<Candidate> out;
   const Source src(source);
   switch (r.first_failed_stage) {
-    case Stage::compile: compile_candidates(src, r, out); break;
+    case Stage::compile:
+      compile_candidates(src, r, out);
+      stack_size_candidates(src, r, out);
+      break;
     case Stage::verify:
       switch (r.verifier_class) {
         case VerifierClass::packet_bounds: bounds_candidates(src, r, out); break;
@@ -277,6 +280,8 @@ std::vector<Candidate> repair_candidates(const std::string& source, const Verify
           quoted_number_candidates(src, r.verifier_line, out);  // "8" compared with a byte: a pointer comparison
           break;
       }
+      loop_bound_candidates(src, r, out);
+      stack_size_candidates(src, r, out);
       pointer_asm_candidates(src, r, out);
       map_type_candidates(src, r, out);
       helper_buffer_candidates(src, r, out);
