@@ -84,6 +84,21 @@ void compile_candidates(const Source& src, const VerifyResult& r, std::vector<Ca
           out.push_back({"compiler_fixit", "member '" + m[1].str() + "' -> '" + guess + "'", d.line, *c});
     if (d.line > 0 && first.find("comparison between pointer and integer") != std::string::npos)
       quoted_number_candidates(src, d.line, out);
+    static const std::regex enumerator(R"(redefinition of enumerator '(\w+)')");
+    if (d.line > 0 && std::regex_search(first, m, enumerator))  // the later duplicate goes; the first value stays
+      out.push_back({"compiler_fixit", "remove the second definition of enumerator " + m[1].str(), d.line,
+                     src.remove_lines(d.line, d.line)});
+    if (d.line > 0 && first.find("incompatible integer to pointer conversion passing") != std::string::npos)
+      if (auto c = src.insert_text(d.line, d.column, "&"))  // a helper wants the address of the value
+        out.push_back({"compiler_fixit", "pass the address: '&' before the argument at line " + std::to_string(d.line) +
+                                             " column " + std::to_string(d.column),
+                       d.line, *c});
+    // __uint/__type/SEC without libbpf's macros: "type name requires a specifier" on a map definition.
+    static const std::regex libbpf_macro(R"(\b(__uint|__type|__array|SEC)\s*\()");
+    if (d.line > 0 && !src.includes("bpf/bpf_helpers.h") && std::regex_search(src.line(d.line), libbpf_macro) &&
+        headers.insert("bpf/bpf_helpers.h").second)
+      out.push_back({"include", "#include <bpf/bpf_helpers.h> defines __uint, __type and SEC", src.include_line(),
+                     src.add_include("bpf/bpf_helpers.h")});
     if (std::regex_search(first, m, unknown)) {
       const std::string h = header_for(m[1]);
       if (!h.empty() && headers.insert(h).second && !src.includes(h))

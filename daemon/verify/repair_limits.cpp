@@ -97,6 +97,9 @@ std::optional<std::string> unrolled_loop(const Source& src, const Loop& lp, cons
     init = trim(parts[0]), cond = trim(parts[1]), inc = trim(parts[2]);
   }
   if (has_continue && (do_while || !inc.empty())) return std::nullopt;
+  // The unbraced body of an if/else cannot take the initialisation moved in front of the loop.
+  static const std::regex bare_if(R"((^|\W)(if\s*\(.*\)|else)\s*$)");
+  if (!init.empty() && std::regex_search(src.line(lp.start - 1), bare_if)) return std::nullopt;
   if (!do_while && trim(l.substr(lp.close + 1)) != "{") return std::nullopt;
   const std::string ind = src.indentation(lp.start), unit = !ind.empty() && ind[0] == ' ' ? "    " : "\t";
   const std::string test = cond.empty() ? "" : ind + unit + "if (!(" + cond + "))\n" + ind + unit + unit + "break;";

@@ -21,8 +21,9 @@
 // - dynptr_init: a dynptr used before bpf_dynptr_from_xdp initialised it.
 // Resource limits (repair_limits.cpp):
 // - loop_bound: a loop the verifier cannot bound ("infinite loop detected",
-//   "too complex", "program is too large"): its condition gets a counter
-//   cap, `(cond) && loop_bound_N++ < CAP` (64, 256, 1500), innermost loop
+//   "too complex", "program is too large") becomes `#pragma unroll` +
+//   `for (__u32 loop_bound_N = 0; loop_bound_N < CAP; loop_bound_N++)` whose
+//   body starts with `if (!(cond)) break;` (CAP 8, 64, 256), innermost loop
 //   around the rejected line first.
 // - stack_to_map: clang's "BPF stack limit is exceeded" or the verifier's
 //   "combined stack size": a large local array or struct moves to a

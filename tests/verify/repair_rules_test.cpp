@@ -379,3 +379,29 @@ TEST(RepairRules, LargeLocalMovesToAPerCpuArrayMap) {
   stack_size_candidates(Source(src), r, out);
   EXPECT_TRUE(out.empty());
 }
+
+TEST(RepairRules, CompileFixitsForEnumeratorsAddressesAndLibbpfMacros) {
+  const std::string src = "#include <linux/bpf.h>\n"                                     // 1
+                          "enum reason { A = 0, B = 1,\n"                                // 2
+                          "    A = 3,\n"                                                 // 3
+                          "};\n"                                                         // 4
+                          "struct {\n"                                                   // 5
+                          "    __uint(type, BPF_MAP_TYPE_HASH);\n"                       // 6
+                          "} m SEC(\".maps\");\n"                                        // 7
+                          "int f(void) { __u64 v = 1; return bpf_map_update_elem(&m, &v, v, 0); }\n";  // 8
+  VerifyResult r;
+  r.decision = Decision::fail;
+  r.first_failed_stage = Stage::compile;
+  r.compiler_diagnostics = {{"", 3, 5, "error: redefinition of enumerator 'A'"},
+                            {"", 6, 5, "error: type name requires a specifier or qualifier"},
+                            {"", 8, 63,
+                             "error: incompatible integer to pointer conversion passing '__u64' (aka 'unsigned long "
+                             "long') to parameter of type 'const void *' [-Wint-conversion]"}};
+  const auto out = repair_candidates(src, r);
+  const Candidate* dup = find(out, "compiler_fixit", {"enum reason { A = 0, B = 1,\n};"});
+  ASSERT_NE(dup, nullptr);
+  const Candidate* inc = find(out, "include", {"#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n"});
+  ASSERT_NE(inc, nullptr);
+  const Candidate* addr = find(out, "compiler_fixit", {"bpf_map_update_elem(&m, &v, &v, 0)"});
+  ASSERT_NE(addr, nullptr);
+}

@@ -18,7 +18,9 @@ source "$here/../client/test_lib.sh"
 server_pid=
 trap 'if [[ -n $server_pid ]]; then kill "$server_pid" 2>/dev/null || true; fi; stop_daemon_and_clean' EXIT
 
-start_test_daemon "$daemon" "$model"
+# The daemon only verifies here (the endpoint generates): the reference backend loads in a
+# fraction of the BPF backend's time.
+QWEN3_CLI_TEST_BACKEND=reference start_test_daemon "$daemon" "$model"
 "$cli" status --wait --timeout 300 >/dev/null || fail "daemon did not become ready"
 
 # The answers, built from the corpus's passing drop_icmp.c; its fixtures as a user's file.
