@@ -132,6 +132,13 @@ void bounds_candidates(const Source& src, const VerifyResult& r, std::vector<Can
     if (base == src.ctx_name()) continue;
     checks.push_back("(void *)(" + base + " + 1) > " + end);
   }
+  // p[K] with constant indexes: the check covers the largest one on the line (payload[4..9]).
+  static const std::regex indexed(R"(\b(\w+)\s*\[\s*(\d+)\s*\])");
+  std::map<std::string, long> top;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), indexed); it != std::sregex_iterator(); ++it)
+    top[(*it)[1]] = std::max(top[(*it)[1]], std::stol((*it)[2]));
+  for (const auto& [base, k] : top)
+    if (src.array_size(base, line).empty()) checks.push_back("(void *)(" + base + " + " + std::to_string(k + 1) + ") > " + end);
   static const std::regex need(R"(data \+ (\d+) <= data_end)");
   std::smatch m;
   const std::string data = src.data_var(line);
@@ -253,11 +260,13 @@ void index_candidates(const Source& src, const VerifyResult& r, std::vector<Cand
 }
 
 // The unprivileged verifier refuses a packet pointer moved by a variable
-// ("pointer arithmetic with it prohibited for !root"): (void *)ip + ip->ihl * 4.
+// ("pointer arithmetic with it prohibited for !root"): (void *)ip + ip->ihl * 4, or a TCP
+// header's tcp->doff * 4.
 // An IPv4 header without options has a constant length: the program keeps
-// parsing those (ihl == 5, sizeof(*ip)) and returns early for the others.
+// parsing those (ihl == 5, sizeof(*ip)) and returns early for the others; likewise a TCP
+// header without options (doff == 5).
 void variable_offset_candidates(const Source& src, std::vector<Candidate>& out) {
-  static const std::regex ihl(R"((?:\(\s*\w+\s*\)\s*)?(?:\(\s*)?(\w+)\s*->\s*ihl\s*\*\s*4(?:\s*\))?)");
+  static const std::regex ihl(R"((?:\(\s*\w+\s*\)\s*)?(?:\(\s*)?(\w+)\s*->\s*(ihl|doff)\s*\*\s*4(?:\s*\))?)");
   for (int n = 1; n <= src.size(); ++n) {
     const std::string l = src.line(n);
     std::smatch m;
@@ -266,8 +275,8 @@ void variable_offset_candidates(const Source& src, std::vector<Candidate>& out) 
     const Source fixed(src.replace_line(n, std::string(l).replace(m.position(0), m.length(0), "sizeof(*" + ip + ")")));
     for (const auto& act : action_order(src, 0, n))
       out.push_back({"variable_offset", "line " + std::to_string(n) + ": " + m.str(0) + " -> sizeof(*" + ip +
-                                            "), for headers without options (if (" + ip + "->ihl != 5) return " + act + ";)",
-                     n, fixed.insert_before(n, "if (" + ip + "->ihl != 5)\n\treturn " + act + ";")});
+                                            "), for headers without options (if (" + ip + "->" + m[2].str() + " != 5) return " + act + ";)",
+                     n, fixed.insert_before(n, "if (" + ip + "->" + m[2].str() + " != 5)\n\treturn " + act + ";")});
     return;
   }
 }

@@ -405,3 +405,33 @@ TEST(RepairRules, CompileFixitsForEnumeratorsAddressesAndLibbpfMacros) {
   const Candidate* addr = find(out, "compiler_fixit", {"bpf_map_update_elem(&m, &v, &v, 0)"});
   ASSERT_NE(addr, nullptr);
 }
+
+TEST(RepairRules, VariableTcpHeaderLengthBecomesTheFixedOne) {
+  const std::string src = kHead +
+                          "SEC(\"xdp\")\n"                                                 // 4
+                          "int f(struct xdp_md *ctx)\n"                                     // 5
+                          "{\n"                                                             // 6
+                          "    struct tcphdr *tcp = (void *)(long)ctx->data + 34;\n"        // 7
+                          "    __u32 tcp_len = (__u32)tcp->doff * 4;\n"                     // 8
+                          "    char *payload = (void *)tcp + tcp_len;\n"                    // 9
+                          "    return XDP_PASS;\n"                                          // 10
+                          "}\n";
+  const auto out = repair_candidates(src, rejected(9, "R1 pointer arithmetic with it prohibited for !root"));
+  const Candidate* c = find(out, "variable_offset", {"    if (tcp->doff != 5)\n        return XDP_PASS;\n    __u32 tcp_len = sizeof(*tcp);\n"});
+  ASSERT_NE(c, nullptr);
+}
+
+TEST(RepairRules, BoundsCheckCoversTheLargestConstantIndex) {
+  const std::string src = kHead +
+                          "SEC(\"xdp\")\n"                                                          // 4
+                          "int f(struct xdp_md *ctx)\n"                                              // 5
+                          "{\n"                                                                      // 6
+                          "    void *data_end = (void *)(long)ctx->data_end;\n"                      // 7
+                          "    char *payload = (void *)(long)ctx->data + 54;\n"                      // 8
+                          "    if (payload[4] == '/' && payload[9] == 'n')\n"                        // 9
+                          "        return XDP_DROP;\n"                                               // 10
+                          "    return XDP_PASS;\n"                                                   // 11
+                          "}\n";
+  const auto out = repair_candidates(src, rejected(9, "invalid access to packet, off=58 size=1", VerifierClass::packet_bounds));
+  ASSERT_NE(find(out, "packet_bounds_check", {"    if ((void *)(payload + 10) > data_end)\n"}), nullptr);
+}
