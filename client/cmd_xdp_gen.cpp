@@ -3,18 +3,24 @@
 // repair engine) RPCs, so every stage shows while it runs. Prompts, repair
 // messages, source extraction and the completion guard are the daemon's own
 // (daemon/verify/generate.h, completion_guard.h): the same loop as
-// GenerateVerified.
+// GenerateVerified. With --generator-url the model's turns come from an
+// external OpenAI-compatible endpoint the CLI asks itself (openai_generator.h);
+// the daemon still compiles, verifies and repairs.
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <optional>
 #include <iostream>
 
 #include "cli_error.h"
 #include "command.h"
 #include "interrupt.h"
 #include "json_output.h"
+#include "openai_generator.h"
 #include "verify/completion_guard.h"
 #include "verify/generate.h"
 #include "verify_output.h"
@@ -61,6 +67,9 @@ struct Generated {
   bool interrupted = false;
 };
 
+// Where an attempt's completion comes from: the daemon's model or an external endpoint.
+using Generator = std::function<Generated(const std::vector<v1::ChatMessage>&, Progress&)>;
+
 Generated generate(DaemonClient& client, const v1::GenerateRequest& req, Progress& progress) {
   Generated out;
   verify::CompletionGuard guard;
@@ -105,6 +114,41 @@ v1::GenerateRequest generate_request(const Args& a, const std::vector<v1::ChatMe
   return req;
 }
 
+// The external endpoint: one non-streaming request; its answer is cut by the same guard.
+Generated generate_external(const ExternalGenerator& g, const std::vector<v1::ChatMessage>& messages, Progress& progress) {
+  progress.line("asking " + g.model + " at " + g.url + " (one request, not streamed)");
+  const ExternalAnswer a = chat_completion(g, messages);
+  Generated out;
+  out.completion = verify::tidy_completion(a.content, &out.guard_note);
+  out.tokens = a.completion_tokens;
+  if (out.guard_note.empty() && a.finish_reason == "length") out.guard_note = "stopped at max_tokens";
+  return out;
+}
+
+// --generator-url and its companions; nullopt for the daemon's own model.
+std::optional<ExternalGenerator> external_generator(const Args& a) {
+  const auto url = a.get("generator-url");
+  if (!url) {
+    for (const char* o : {"generator-model", "generator-timeout"})
+      if (a.has(o)) throw usage_error(std::string("--") + o + " needs --generator-url");
+    return std::nullopt;
+  }
+  if (a.has("repetition-penalty"))
+    throw usage_error("--repetition-penalty is not an OpenAI chat-completions field; with --generator-url set the "
+                      "endpoint's own sampling");
+  ExternalGenerator g;
+  g.url = *url;
+  parse_generator_url(g.url);  // usage errors before anything runs
+  g.model = a.get_or("generator-model", "");
+  if (g.model.empty()) throw usage_error("--generator-url needs --generator-model NAME (the endpoint's model)");
+  if (const char* key = std::getenv(kGeneratorKeyEnv); key && *key) g.api_key = key;
+  g.temperature = a.get_double("temperature", 0, 2).value_or(0);
+  g.max_tokens = static_cast<int>(a.get_int("max-tokens", 1, 1 << 20).value_or(1024));
+  if (auto seed = a.get_int("seed", 0, INT64_MAX)) g.seed = static_cast<uint64_t>(*seed);
+  g.timeout_s = static_cast<int>(a.get_int("generator-timeout", 1, 3600).value_or(600));
+  return g;
+}
+
 v1::ChatMessage message(const std::string& role, const std::string& content) {
   v1::ChatMessage m;
   m.set_role(role);
@@ -134,14 +178,11 @@ std::string verdict_line(const v1::VerifyResult& r) {
 }
 
 // One attempt: generate, extract, verify with the repair engine. Returns whether it is solved.
-bool run_attempt(Command& cmd, const FixtureFileRequest& fx, std::vector<v1::ChatMessage>& messages, bool repair,
-                 Progress& progress, v1::VerifyAttempt* at) {
-  const Args& a = cmd.args();
+bool run_attempt(Command& cmd, const Generator& generator, const FixtureFileRequest& fx,
+                 std::vector<v1::ChatMessage>& messages, bool repair, Progress& progress, v1::VerifyAttempt* at) {
   for (const auto& m : messages) *at->add_messages() = m;
-  progress.line("generating (greedy unless --temperature; repetition penalty " +
-                std::to_string(a.get_double("repetition-penalty", 0, 100).value_or(verify::kCodeRepetitionPenalty)).substr(0, 4) + ")");
   const auto t0 = Clock::now();
-  const Generated g = generate(cmd.client(), generate_request(a, messages), progress);
+  const Generated g = generator(messages, progress);
   if (g.interrupted) throw CliError("xdp-gen: interrupted", kExitInterrupted);
   at->set_completion(g.completion);
   at->set_guard_note(g.guard_note);
@@ -215,6 +256,17 @@ int run_xdp_gen(Command& cmd) {
   }
   const int attempts = static_cast<int>(a.get_int("attempts", 1, 10).value_or(2));
   generate_request(a, {});  // option errors before anything runs
+  const std::optional<ExternalGenerator> external = external_generator(a);
+  const Generator generator = external ? Generator([&](const std::vector<v1::ChatMessage>& m, Progress& p) {
+                                           return generate_external(*external, m, p);
+                                         })
+                                       : Generator([&](const std::vector<v1::ChatMessage>& m, Progress& p) {
+                                           p.line("generating (greedy unless --temperature; repetition penalty " +
+                                                  std::to_string(a.get_double("repetition-penalty", 0, 100)
+                                                                     .value_or(verify::kCodeRepetitionPenalty))
+                                                      .substr(0, 4) + ")");
+                                           return generate(cmd.client(), generate_request(a, m), p);
+                                         });
   const bool repair = !a.has("no-repair");
   std::vector<v1::ChatMessage> messages = {message("system", verify::xdp_system_prompt()),
                                            message("user", verify::task_message(task, fx.file.fixtures))};
@@ -223,14 +275,21 @@ int run_xdp_gen(Command& cmd) {
   for (int i = 1; i <= attempts; ++i) {
     Progress progress(i, attempts);
     v1::VerifyAttempt* at = resp.add_attempts();
-    const bool solved = run_attempt(cmd, fx, messages, repair, progress, at);
+    const bool solved = run_attempt(cmd, generator, fx, messages, repair, progress, at);
     resp.set_solved(solved);
     // An error is not the model's fault (infrastructure, unusable fixtures): retrying cannot help.
     if (solved || at->result().decision() == v1::DECISION_ERROR) break;
   }
   resp.set_elapsed_ms(ms_since(t0));
-  if (cmd.json()) std::cout << to_json(resp) << "\n";
-  else print_attempts(a, resp);
+  if (cmd.json()) {
+    nlohmann::json j = to_json_value(resp);
+    j["generator"] = external ? nlohmann::json{{"url", external->url}, {"model", external->model}}
+                              : nlohmann::json{{"url", ""}, {"model", "daemon"}};
+    std::cout << dump_json(j) << "\n";
+  } else {
+    if (external) std::printf("== generator: %s at %s\n", external->model.c_str(), external->url.c_str());
+    print_attempts(a, resp);
+  }
   return resp.solved() ? kExitOk : kExitFailed;
 }
 
@@ -240,13 +299,21 @@ CommandInfo xdp_gen_command() {
   return CommandInfo{
       "xdp-gen",
       "let the model write an XDP program, verified and repaired",
-      "xdp-gen \"TASK\" [--fixtures F] [--attempts N] [--no-repair] [--json]",
+      "xdp-gen \"TASK\" [--fixtures F] [--attempts N] [--no-repair] [--generator-url URL --generator-model M] [--json]",
       "Asks the loaded model for an XDP program doing TASK and verifies it; the daemon's repair engine\n"
       "fixes what it can (see `verify --fix`), and only what it cannot goes back to the model as a short\n"
       "diagnostic for the next attempt. Progress (a line per stage, a token count while generating) goes\n"
       "to stderr; every attempt (source, result, the engine's diff, who fixed it) to stdout. Generation\n"
       "is greedy with repetition penalty 1.1 and stops at the fence that closes the code block or at a\n"
-      "runaway repetition. Exit 0 if an attempt was solved, 1 otherwise.",
+      "runaway repetition. Exit 0 if an attempt was solved, 1 otherwise.\n"
+      "\n"
+      "With --generator-url the model's turns come from an external OpenAI-compatible endpoint\n"
+      "(POST .../v1/chat/completions, not streamed) instead of the daemon's model: a URL ending in\n"
+      "/chat/completions is used as given, one ending in /v1 gets /chat/completions, any other gets\n"
+      "/v1/chat/completions. The CLI makes that request itself, as you; the daemon never connects out.\n"
+      "It still compiles, verifies and repairs every answer, and the same short diagnostic goes back\n"
+      "to the endpoint. The API key, if any, is read from $QWEN3_GENERATOR_API_KEY (sent as\n"
+      "`Authorization: Bearer`). http:// only. --temperature, --max-tokens and --seed are passed on.",
       {
           {"fixtures", true, false, "TESTS.json  packet fixtures the program must pass"},
           {"attempts", true, false, "N  total attempts including repairs, 1-10 (default 2)"},
@@ -256,6 +323,9 @@ CommandInfo xdp_gen_command() {
           {"seed", true, false, "N  sampling seed"},
           {"no-repair", false, false, "do not run the repair engine: only the model repairs"},
           {"show-completion", false, false, "print the model's whole answer, not only the extracted source"},
+          {"generator-url", true, false, "URL  an external OpenAI-compatible endpoint writes the program (http://HOST:PORT[/v1])"},
+          {"generator-model", true, false, "NAME  the model to ask for at --generator-url (required with it)"},
+          {"generator-timeout", true, false, "S  seconds to wait for each external answer (default 600)"},
       },
       run_xdp_gen};
 }

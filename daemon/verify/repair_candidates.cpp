@@ -84,6 +84,21 @@ void compile_candidates(const Source& src, const VerifyResult& r, std::vector<Ca
           out.push_back({"compiler_fixit", "member '" + m[1].str() + "' -> '" + guess + "'", d.line, *c});
     if (d.line > 0 && first.find("comparison between pointer and integer") != std::string::npos)
       quoted_number_candidates(src, d.line, out);
+    static const std::regex enumerator(R"(redefinition of enumerator '(\w+)')");
+    if (d.line > 0 && std::regex_search(first, m, enumerator))  // the later duplicate goes; the first value stays
+      out.push_back({"compiler_fixit", "remove the second definition of enumerator " + m[1].str(), d.line,
+                     src.remove_lines(d.line, d.line)});
+    if (d.line > 0 && first.find("incompatible integer to pointer conversion passing") != std::string::npos)
+      if (auto c = src.insert_text(d.line, d.column, "&"))  // a helper wants the address of the value
+        out.push_back({"compiler_fixit", "pass the address: '&' before the argument at line " + std::to_string(d.line) +
+                                             " column " + std::to_string(d.column),
+                       d.line, *c});
+    // __uint/__type/SEC without libbpf's macros: "type name requires a specifier" on a map definition.
+    static const std::regex libbpf_macro(R"(\b(__uint|__type|__array|SEC)\s*\()");
+    if (d.line > 0 && !src.includes("bpf/bpf_helpers.h") && std::regex_search(src.line(d.line), libbpf_macro) &&
+        headers.insert("bpf/bpf_helpers.h").second)
+      out.push_back({"include", "#include <bpf/bpf_helpers.h> defines __uint, __type and SEC", src.include_line(),
+                     src.add_include("bpf/bpf_helpers.h")});
     if (std::regex_search(first, m, unknown)) {
       const std::string h = header_for(m[1]);
       if (!h.empty() && headers.insert(h).second && !src.includes(h))
@@ -117,6 +132,13 @@ void bounds_candidates(const Source& src, const VerifyResult& r, std::vector<Can
     if (base == src.ctx_name()) continue;
     checks.push_back("(void *)(" + base + " + 1) > " + end);
   }
+  // p[K] with constant indexes: the check covers the largest one on the line (payload[4..9]).
+  static const std::regex indexed(R"(\b(\w+)\s*\[\s*(\d+)\s*\])");
+  std::map<std::string, long> top;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), indexed); it != std::sregex_iterator(); ++it)
+    top[(*it)[1]] = std::max(top[(*it)[1]], std::stol((*it)[2]));
+  for (const auto& [base, k] : top)
+    if (src.array_size(base, line).empty()) checks.push_back("(void *)(" + base + " + " + std::to_string(k + 1) + ") > " + end);
   static const std::regex need(R"(data \+ (\d+) <= data_end)");
   std::smatch m;
   const std::string data = src.data_var(line);
@@ -238,11 +260,13 @@ void index_candidates(const Source& src, const VerifyResult& r, std::vector<Cand
 }
 
 // The unprivileged verifier refuses a packet pointer moved by a variable
-// ("pointer arithmetic with it prohibited for !root"): (void *)ip + ip->ihl * 4.
+// ("pointer arithmetic with it prohibited for !root"): (void *)ip + ip->ihl * 4, or a TCP
+// header's tcp->doff * 4.
 // An IPv4 header without options has a constant length: the program keeps
-// parsing those (ihl == 5, sizeof(*ip)) and returns early for the others.
+// parsing those (ihl == 5, sizeof(*ip)) and returns early for the others; likewise a TCP
+// header without options (doff == 5).
 void variable_offset_candidates(const Source& src, std::vector<Candidate>& out) {
-  static const std::regex ihl(R"((?:\(\s*\w+\s*\)\s*)?(?:\(\s*)?(\w+)\s*->\s*ihl\s*\*\s*4(?:\s*\))?)");
+  static const std::regex ihl(R"((?:\(\s*\w+\s*\)\s*)?(?:\(\s*)?(\w+)\s*->\s*(ihl|doff)\s*\*\s*4(?:\s*\))?)");
   for (int n = 1; n <= src.size(); ++n) {
     const std::string l = src.line(n);
     std::smatch m;
@@ -251,8 +275,8 @@ void variable_offset_candidates(const Source& src, std::vector<Candidate>& out) 
     const Source fixed(src.replace_line(n, std::string(l).replace(m.position(0), m.length(0), "sizeof(*" + ip + ")")));
     for (const auto& act : action_order(src, 0, n))
       out.push_back({"variable_offset", "line " + std::to_string(n) + ": " + m.str(0) + " -> sizeof(*" + ip +
-                                            "), for headers without options (if (" + ip + "->ihl != 5) return " + act + ";)",
-                     n, fixed.insert_before(n, "if (" + ip + "->ihl != 5)\n\treturn " + act + ";")});
+                                            "), for headers without options (if (" + ip + "->" + m[2].str() + " != 5) return " + act + ";)",
+                     n, fixed.insert_before(n, "if (" + ip + "->" + m[2].str() + " != 5)\n\treturn " + act + ";")});
     return;
   }
 }
@@ -263,7 +287,10 @@ std::vector<Candidate> repair_candidates(const std::string& source, const Verify
   std::vector<Candidate> out;
   const Source src(source);
   switch (r.first_failed_stage) {
-    case Stage::compile: compile_candidates(src, r, out); break;
+    case Stage::compile:
+      compile_candidates(src, r, out);
+      stack_size_candidates(src, r, out);
+      break;
     case Stage::verify:
       switch (r.verifier_class) {
         case VerifierClass::packet_bounds: bounds_candidates(src, r, out); break;
@@ -277,6 +304,8 @@ std::vector<Candidate> repair_candidates(const std::string& source, const Verify
           quoted_number_candidates(src, r.verifier_line, out);  // "8" compared with a byte: a pointer comparison
           break;
       }
+      loop_bound_candidates(src, r, out);
+      stack_size_candidates(src, r, out);
       pointer_asm_candidates(src, r, out);
       map_type_candidates(src, r, out);
       helper_buffer_candidates(src, r, out);

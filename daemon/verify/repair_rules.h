@@ -19,6 +19,16 @@
 // - packet_to_stack: a helper that may not read the packet ("helper access
 //   to the packet is not allowed"): the bytes are copied to a stack buffer.
 // - dynptr_init: a dynptr used before bpf_dynptr_from_xdp initialised it.
+// Resource limits (repair_limits.cpp):
+// - loop_bound: a loop the verifier cannot bound ("infinite loop detected",
+//   "too complex", "program is too large") becomes `#pragma unroll` +
+//   `for (__u32 loop_bound_N = 0; loop_bound_N < CAP; loop_bound_N++)` whose
+//   body starts with `if (!(cond)) break;` (CAP 8, 64, 256), innermost loop
+//   around the rejected line first.
+// - stack_to_map: clang's "BPF stack limit is exceeded" or the verifier's
+//   "combined stack size": a large local array or struct moves to a
+//   one-entry BPF_MAP_TYPE_PERCPU_ARRAY, looked up where it was declared
+//   (zeroed there if it was `= {}`); sizeof and member accesses follow.
 #pragma once
 
 #include <string>
@@ -35,6 +45,8 @@ void map_type_candidates(const Source& src, const VerifyResult& r, std::vector<C
 void helper_buffer_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out);
 void packet_to_stack_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out);
 void dynptr_init_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out);
+void loop_bound_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out);
+void stack_size_candidates(const Source& src, const VerifyResult& r, std::vector<Candidate>& out);
 
 // The header line of the function that contains `line` (0: none): the last line
 // before it that starts in column 0 with a name and has a '(' but no ';'.

@@ -269,3 +269,169 @@ TEST(RepairRules, TextHelpers) {
   EXPECT_EQ(discard_live_reservations(rb, 6), "bpf_ringbuf_discard(r, 0); ");
   EXPECT_EQ(discard_live_reservations(rb, 8), "");
 }
+
+TEST(RepairRules, LoopIsBoundedAndUnrolledInnermostFirst) {
+  const std::string src = kHead +
+                          "SEC(\"xdp\")\n"                                          // 4
+                          "int f(struct xdp_md *ctx)\n"                              // 5
+                          "{\n"                                                      // 6
+                          "    __u32 n = ctx->ingress_ifindex, acc = 0;\n"           // 7
+                          "    for (__u32 i = 0; i < n; i++) {\n"                    // 8
+                          "        while (acc & 1) {\n"                              // 9
+                          "            acc >>= 1;\n"                                 // 10
+                          "        }\n"                                              // 11
+                          "        acc += i;\n"                                      // 12
+                          "    }\n"                                                  // 13
+                          "    return acc ? XDP_PASS : XDP_DROP;\n"                  // 14
+                          "}\n";
+  std::vector<Candidate> out;
+  loop_bound_candidates(Source(src), rejected(10, "infinite loop detected at insn 7", VerifierClass::unbounded_loop), out);
+  ASSERT_EQ(out.size(), 6u);  // two loops, three caps each
+  EXPECT_EQ(out[0].line, 9);  // the innermost loop around line 10 first
+  EXPECT_NE(out[0].source.find("#pragma unroll\n        for (__u32 loop_bound_9 = 0; loop_bound_9 < 8; loop_bound_9++) {\n"
+                               "            if (!(acc & 1))\n                break;\n            acc >>= 1;\n        }\n"),
+            std::string::npos)
+      << out[0].source;
+  EXPECT_NE(out[2].source.find("loop_bound_9 < 256;"), std::string::npos);
+  // A for loop keeps its initialisation before it and its increment at the end of the body.
+  EXPECT_NE(out[3].source.find("    __u32 i = 0;\n#pragma unroll\n    for (__u32 loop_bound_8 = 0; loop_bound_8 < 8; loop_bound_8++) {\n"
+                               "        if (!(i < n))\n            break;\n"),
+            std::string::npos)
+      << out[3].source;
+  EXPECT_NE(out[3].source.find("        acc += i;\n        i++;\n    }\n    return"), std::string::npos) << out[3].source;
+  // Another class of rejection leaves loops alone.
+  out.clear();
+  loop_bound_candidates(Source(src), rejected(10, "R1 invalid mem access", VerifierClass::other), out);
+  EXPECT_TRUE(out.empty());
+}
+
+TEST(RepairRules, DoWhileForeverAndContinueLoops) {
+  const std::string src = kHead +
+                          "SEC(\"xdp\")\n"                      // 4
+                          "int f(struct xdp_md *ctx)\n"          // 5
+                          "{\n"                                  // 6
+                          "    volatile int k = 0;\n"            // 7
+                          "    for (;;) {\n"                     // 8
+                          "        if (k) break;\n"              // 9
+                          "    }\n"                              // 10
+                          "    do {\n"                           // 11
+                          "        k++;\n"                       // 12
+                          "    } while (k != 3);\n"              // 13
+                          "    for (int j = 0; j < k; j++) {\n"  // 14
+                          "        if (j & 1) continue;\n"       // 15
+                          "    }\n"                              // 16
+                          "    return XDP_PASS;\n"               // 17
+                          "}\n";
+  std::vector<Candidate> out;
+  loop_bound_candidates(Source(src), rejected(12, "back-edge from insn 9 to 7", VerifierClass::unbounded_loop), out);
+  // The do-while around line 12 first, then the forever loop; the loop with `continue` and an
+  // increment is left alone (the continue would skip the increment).
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_NE(out[0].source.find("#pragma unroll\n    for (__u32 loop_bound_11 = 0; loop_bound_11 < 8; loop_bound_11++) {\n"
+                               "        k++;\n        if (!(k != 3))\n            break;\n    }\n    for (int j"),
+            std::string::npos)
+      << out[0].source;
+  EXPECT_NE(out[3].source.find("#pragma unroll\n    for (__u32 loop_bound_8 = 0; loop_bound_8 < 8; loop_bound_8++) {\n"
+                               "        if (k) break;\n    }\n"),
+            std::string::npos)
+      << out[3].source;
+  for (const auto& c : out) EXPECT_EQ(c.source.find("loop_bound_14"), std::string::npos) << c.source;
+}
+
+TEST(RepairRules, LargeLocalMovesToAPerCpuArrayMap) {
+  const std::string src = kHead +
+                          "struct flow { __u8 payload[512]; __u32 len; };\n"        // 4
+                          "SEC(\"xdp\")\n"                                          // 5
+                          "int f(struct xdp_md *ctx)\n"                              // 6
+                          "{\n"                                                      // 7
+                          "    __u8 buf[600] = {};\n"                                // 8
+                          "    struct flow fl;\n"                                    // 9
+                          "    fl.len = sizeof(buf);\n"                              // 10
+                          "    bpf_xdp_load_bytes(ctx, 0, &fl, sizeof(fl));\n"       // 11
+                          "    return buf[fl.len & 63] ? XDP_PASS : XDP_DROP;\n"     // 12
+                          "}\n";
+  VerifyResult r;
+  r.decision = Decision::fail;
+  r.first_failed_stage = Stage::compile;
+  r.compiler_diagnostics.push_back({"", 0, 0,
+                                    "error: in function f i32 (ptr): Looks like the BPF stack limit is exceeded. Please "
+                                    "move large on stack variables into BPF per-cpu array map."});
+  std::vector<Candidate> out;
+  stack_size_candidates(Source(src), r, out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].kind, "stack_to_map");
+  EXPECT_EQ(out[0].line, 8);  // the largest first
+  const std::string& a = out[0].source;
+  EXPECT_NE(a.find("\t__type(value, __u8[600]);\n} buf_percpu SEC(\".maps\");\n\nSEC(\"xdp\")\nint f("), std::string::npos) << a;
+  EXPECT_NE(a.find("    __u32 buf_percpu_key = 0;\n    __u8 *buf = bpf_map_lookup_elem(&buf_percpu, &buf_percpu_key);\n"
+                   "    if (!buf)\n        return XDP_PASS;\n    __builtin_memset(buf, 0, sizeof(__u8[600]));\n"),
+            std::string::npos)
+      << a;
+  EXPECT_NE(a.find("fl.len = sizeof(__u8[600]);"), std::string::npos) << a;
+  const std::string& b = out[1].source;
+  EXPECT_NE(b.find("struct flow *fl = bpf_map_lookup_elem(&fl_percpu, &fl_percpu_key);"), std::string::npos) << b;
+  EXPECT_NE(b.find("fl->len = sizeof(buf);"), std::string::npos) << b;
+  EXPECT_NE(b.find("bpf_xdp_load_bytes(ctx, 0, fl, sizeof(*fl));"), std::string::npos) << b;
+  EXPECT_NE(b.find("buf[fl->len & 63]"), std::string::npos) << b;
+  // Without a stack-limit error nothing moves.
+  out.clear();
+  r.compiler_diagnostics[0].text = "error: use of undeclared identifier 'x'";
+  stack_size_candidates(Source(src), r, out);
+  EXPECT_TRUE(out.empty());
+}
+
+TEST(RepairRules, CompileFixitsForEnumeratorsAddressesAndLibbpfMacros) {
+  const std::string src = "#include <linux/bpf.h>\n"                                     // 1
+                          "enum reason { A = 0, B = 1,\n"                                // 2
+                          "    A = 3,\n"                                                 // 3
+                          "};\n"                                                         // 4
+                          "struct {\n"                                                   // 5
+                          "    __uint(type, BPF_MAP_TYPE_HASH);\n"                       // 6
+                          "} m SEC(\".maps\");\n"                                        // 7
+                          "int f(void) { __u64 v = 1; return bpf_map_update_elem(&m, &v, v, 0); }\n";  // 8
+  VerifyResult r;
+  r.decision = Decision::fail;
+  r.first_failed_stage = Stage::compile;
+  r.compiler_diagnostics = {{"", 3, 5, "error: redefinition of enumerator 'A'"},
+                            {"", 6, 5, "error: type name requires a specifier or qualifier"},
+                            {"", 8, 63,
+                             "error: incompatible integer to pointer conversion passing '__u64' (aka 'unsigned long "
+                             "long') to parameter of type 'const void *' [-Wint-conversion]"}};
+  const auto out = repair_candidates(src, r);
+  const Candidate* dup = find(out, "compiler_fixit", {"enum reason { A = 0, B = 1,\n};"});
+  ASSERT_NE(dup, nullptr);
+  const Candidate* inc = find(out, "include", {"#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n"});
+  ASSERT_NE(inc, nullptr);
+  const Candidate* addr = find(out, "compiler_fixit", {"bpf_map_update_elem(&m, &v, &v, 0)"});
+  ASSERT_NE(addr, nullptr);
+}
+
+TEST(RepairRules, VariableTcpHeaderLengthBecomesTheFixedOne) {
+  const std::string src = kHead +
+                          "SEC(\"xdp\")\n"                                                 // 4
+                          "int f(struct xdp_md *ctx)\n"                                     // 5
+                          "{\n"                                                             // 6
+                          "    struct tcphdr *tcp = (void *)(long)ctx->data + 34;\n"        // 7
+                          "    __u32 tcp_len = (__u32)tcp->doff * 4;\n"                     // 8
+                          "    char *payload = (void *)tcp + tcp_len;\n"                    // 9
+                          "    return XDP_PASS;\n"                                          // 10
+                          "}\n";
+  const auto out = repair_candidates(src, rejected(9, "R1 pointer arithmetic with it prohibited for !root"));
+  const Candidate* c = find(out, "variable_offset", {"    if (tcp->doff != 5)\n        return XDP_PASS;\n    __u32 tcp_len = sizeof(*tcp);\n"});
+  ASSERT_NE(c, nullptr);
+}
+
+TEST(RepairRules, BoundsCheckCoversTheLargestConstantIndex) {
+  const std::string src = kHead +
+                          "SEC(\"xdp\")\n"                                                          // 4
+                          "int f(struct xdp_md *ctx)\n"                                              // 5
+                          "{\n"                                                                      // 6
+                          "    void *data_end = (void *)(long)ctx->data_end;\n"                      // 7
+                          "    char *payload = (void *)(long)ctx->data + 54;\n"                      // 8
+                          "    if (payload[4] == '/' && payload[9] == 'n')\n"                        // 9
+                          "        return XDP_DROP;\n"                                               // 10
+                          "    return XDP_PASS;\n"                                                   // 11
+                          "}\n";
+  const auto out = repair_candidates(src, rejected(9, "invalid access to packet, off=58 size=1", VerifierClass::packet_bounds));
+  ASSERT_NE(find(out, "packet_bounds_check", {"    if ((void *)(payload + 10) > data_end)\n"}), nullptr);
+}

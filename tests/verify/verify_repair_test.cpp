@@ -476,3 +476,71 @@ char LICENSE[] SEC("license") = "GPL";
             std::string::npos)
       << out.diff;
 }
+
+// repair_limits.cpp end to end: a loop the verifier cannot bound, a stack over 512 bytes.
+TEST(VerifyRepair, LoopTheVerifierCannotBoundGetsACap) {
+  // The VLAN walk never advances its pointer: "infinite loop detected".
+  const std::string source = R"(#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+struct vlan { __be16 tci; __be16 proto; };
+
+SEC("xdp")
+int f(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return XDP_PASS;
+	__be16 proto = eth->h_proto;
+	struct vlan *tag = (void *)(eth + 1);
+	while (proto == bpf_htons(ETH_P_8021Q)) {
+		if ((void *)(tag + 1) > data_end)
+			return XDP_PASS;
+		proto = tag->proto;
+	}
+	return proto == bpf_htons(ETH_P_ARP) ? XDP_DROP : XDP_PASS;
+}
+char LICENSE[] SEC("license") = "GPL";
+)";
+  const std::string arp = kMacs + "0806" + std::string(56, '0');
+  const std::string vlan_udp = kMacs + "8100" + "0001" + kUdp.substr(24);
+  Pipeline p(test_options());
+  const VerifyResult before = p.verify({source, {}, {}});
+  EXPECT_EQ(before.verifier_class, VerifierClass::unbounded_loop) << before.summary;
+  const auto out = expect_fixed(
+      source, {{"arp", arp, "XDP_DROP", ""}, {"udp", kUdp, "XDP_PASS", ""}, {"vlan udp", vlan_udp, "XDP_PASS", ""}},
+      "loop_bound", 4);
+  EXPECT_NE(out.diff.find("+#pragma unroll\n+\tfor (__u32 loop_bound_18 = 0; loop_bound_18 < 8; loop_bound_18++) {\n"
+                          "+\t\tif (!(proto == bpf_htons(ETH_P_8021Q)))\n+\t\t\tbreak;\n"),
+            std::string::npos)
+      << out.diff;
+}
+
+TEST(VerifyRepair, LargeStackBufferMovesToAPerCpuMap) {
+  // 600 bytes on a 512-byte stack: clang refuses ("Looks like the BPF stack limit is exceeded").
+  const std::string source = R"(#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+SEC("xdp")
+int f(struct xdp_md *ctx)
+{
+	__u8 frame[600];
+	if (bpf_xdp_load_bytes(ctx, 0, frame, 14))
+		return XDP_PASS;
+	return frame[12] == 0x08 && frame[13] == 0x06 ? XDP_DROP : XDP_PASS;
+}
+char LICENSE[] SEC("license") = "GPL";
+)";
+  const std::string arp = kMacs + "0806" + std::string(56, '0');
+  Pipeline p(test_options());
+  const VerifyResult before = p.verify({source, {}, {}});
+  EXPECT_EQ(before.first_failed_stage, Stage::compile) << before.summary;
+  const auto out = expect_fixed(source, {{"arp", arp, "XDP_DROP", ""}, {"udp", kUdp, "XDP_PASS", ""}}, "stack_to_map", 12);
+  EXPECT_NE(out.source.find("__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);"), std::string::npos) << out.source;
+  EXPECT_NE(out.source.find("__u8 *frame = bpf_map_lookup_elem(&frame_percpu, &frame_percpu_key);"), std::string::npos)
+      << out.source;
+}
