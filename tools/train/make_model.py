@@ -60,6 +60,8 @@ def parse_args(argv):
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--final-eval-windows", type=int, default=0, help="0: the whole validation split")
     p.add_argument("--restart", action="store_true", help="ignore an existing checkpoint")
+    p.add_argument("--reschedule", action="store_true", help="resume a checkpoint past its decay start with a "
+                   "new --steps (the LR steps down to the new schedule; recorded in the history)")
     return p.parse_args(argv)
 
 

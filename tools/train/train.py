@@ -101,7 +101,8 @@ def _semantic(arguments):
     """The arguments that change what is computed (a resume must keep them): not the logging,
     evaluation and checkpoint cadences."""
     return {k: v for k, v in arguments.items()
-            if k not in ("restart", "log_every", "out", "steps", "eval_every", "eval_windows", "checkpoint_every")}
+            if k not in ("restart", "log_every", "out", "steps", "eval_every", "eval_windows", "checkpoint_every",
+                         "reschedule")}
 
 
 def save_checkpoint(path, state):
@@ -179,7 +180,11 @@ def train(args, config, train_ids, valid_ids, train_mask=None):
         old_steps = state["args"]["steps"]
         lengthened_in_time = state["step"] <= min(decay_start(old_steps, args.decay_fraction),
                                                   decay_start(args.steps, args.decay_fraction))
-        if _semantic(state["args"]) != _semantic(vars(args)) or (old_steps != args.steps and not lengthened_in_time):
+        # --reschedule: a run cut short after its decay began continues on the new length's
+        # schedule (a step down in LR); the history records where, so the run stays explainable.
+        rescheduled = old_steps != args.steps and not lengthened_in_time and getattr(args, "reschedule", False)
+        if _semantic(state["args"]) != _semantic(vars(args)) or (old_steps != args.steps and not lengthened_in_time
+                                                                  and not rescheduled):
             log("train: the checkpoint was made with other arguments; use --restart to start over")
             log(f"  checkpoint: {state['args']}\n  now:        {vars(args)}")
             raise SystemExit(2)
@@ -187,6 +192,9 @@ def train(args, config, train_ids, valid_ids, train_mask=None):
         opt.load_state_dict(state["opt"])
         sampler.set_state(state["sampler"])
         start, history = state["step"], state["history"]
+        if rescheduled:
+            log(f"train: rescheduled at step {start}: {old_steps} -> {args.steps} steps")
+            history.append({"step": start, "rescheduled_from_steps": old_steps, "to_steps": args.steps})
         log(f"train: resumed at step {start} of {args.steps}")
 
     tokens_per_step = args.batch * args.seq
