@@ -138,10 +138,7 @@ class BpfBackend final : public BpfBackendApi {
 BpfBackend::BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOptions& opts)
     : model_(std::move(model)), cfg_(model_->config()), opts_(opts) {
   auto t0 = std::chrono::steady_clock::now();
-  plan_ = engine::make_model_plan(cfg_, opts.precision, opts.weight_path == WeightPath::arena,
-                                  static_cast<uint32_t>(opts.threads), engine_max_context(cfg_, opts.max_context),
-                                  static_cast<uint32_t>(opts.kv_bits));
-  plan_.layout.drive = opts.kernel_driver;
+  plan_ = plan_for(cfg_, opts, opts.precision);
   // Refused here, with the figures, rather than by the kernel in map creation.
   const MemoryLimit limit = memory_limit_for(opts);
   check_memory_fit(memory_need(cfg_, plan_, opts, limit), limit);

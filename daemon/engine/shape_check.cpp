@@ -10,16 +10,19 @@ namespace qwen3 {
 
 namespace {
 
-engine::ModelPlan plan_for(const ModelConfig& c, const BpfEngineOptions& o, Precision p) {
-  return engine::make_model_plan(c, p, o.weight_path == WeightPath::arena, static_cast<uint32_t>(o.threads),
-                                 engine::engine_max_context(c, o.max_context), static_cast<uint32_t>(o.kv_bits));
-}
-
 uint64_t kv_per_position(const engine::ProgramLayout& l) {
   return uint64_t(l.shape.n_layers) * l.shape.n_kv_heads * l.shape.kv_rec_bytes;
 }
 
 }  // namespace
+
+engine::ModelPlan plan_for(const ModelConfig& c, const BpfEngineOptions& o, Precision p) {
+  engine::ModelPlan plan =
+      engine::make_model_plan(c, p, o.weight_path == WeightPath::arena, static_cast<uint32_t>(o.threads),
+                              engine::engine_max_context(c, o.max_context), static_cast<uint32_t>(o.kv_bits));
+  plan.layout.drive = o.kernel_driver;
+  return plan;
+}
 
 ProgramCheck verify_programs(const ModelConfig& config, const BpfEngineOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -33,7 +36,6 @@ ProgramCheck verify_programs(const ModelConfig& config, const BpfEngineOptions& 
     r.limit = e.what();
     return r;
   }
-  plan.layout.drive = options.kernel_driver;
   r.weight_bytes = engine::weight_map_bytes(plan.layout);
   r.buffer_bytes = engine::buffer_bytes(plan.layout);
   r.kv_bytes_per_position = kv_per_position(plan.layout);

@@ -39,6 +39,10 @@ struct ProgramCheck {
 // for a shape the programs cannot run; the ProgramCheck says why.
 ProgramCheck verify_programs(const ModelConfig& config, const BpfEngineOptions& options);
 
+// The plan the engine loads for `config` and `options` in `precision`: one
+// source for the backend, the verify-only check and the memory figures.
+engine::ModelPlan plan_for(const ModelConfig& config, const BpfEngineOptions& options, Precision precision);
+
 // The memory a planned model asks for against `limit`, with the remedies a
 // user can apply (precision, kv_budget_mib) and their figures.
 engine::MemoryNeed memory_need(const ModelConfig& config, const engine::ModelPlan& plan,
