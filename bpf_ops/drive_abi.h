@@ -110,7 +110,7 @@ struct qn_drive_state {
   qn_u32 done;        /* shares of the current operator done */
   qn_u32 joined;      /* chains that joined (qn_drive_join) */
   qn_u32 active;      /* links running now (user space waits for 0 after the end) */
-  qn_u32 pad1;
+  qn_u32 max_link_at; /* the plan link that ran longest (max_link_ns) */
   qn_u64 slot_links[QN_DRIVE_CPUS]; /* operator shares each CPU slot's chain ran */
   /* Who holds the engine (the activation maps, sample_buf, the chain):
    * QN_OWNER_* taken by compare-and-swap, by the daemon before a pass batch
@@ -136,10 +136,30 @@ struct qn_drive_record {
   qn_u32 pos;    /* positions cached when the token was chosen */
 };
 
-/* Links of the plan for a model of n_layers and `threads` operator shares:
- * embed, per layer (QKV, attention, O, GATEUP, DOWN) x threads, VOCAB x
- * threads, merge, sample. The vocabulary's first link is plan_links - threads - 2. */
-QN_INLINE qn_u32 qn_drive_plan_links(qn_u32 n_layers, qn_u32 threads) { return 1 + n_layers * 5 * threads + threads + 2; }
-QN_INLINE qn_u32 qn_drive_vocab_link(qn_u32 n_layers, qn_u32 threads) { return 1 + n_layers * 5 * threads; }
+/* A matrix link's work bound: the weights one share of an operator multiplies
+ * for one position. The chain gets its CPU back only between links, so a
+ * link must stay short (the 0.6B shape's vocabulary, 156 M weights in two
+ * shares, held a CPU for 60-200 ms). An operator has at least `threads`
+ * shares (each chain runs one at a time, in its CPU slot's scratch). */
+#define QN_DRIVE_SHARE_WEIGHTS (8ull << 20)
+QN_INLINE qn_u32 qn_drive_shares(qn_u64 rows, qn_u64 cols, qn_u32 threads) {
+  qn_u64 n = (rows * cols + QN_DRIVE_SHARE_WEIGHTS - 1) / QN_DRIVE_SHARE_WEIGHTS;
+  return n > threads ? (qn_u32)n : threads;
+}
+/* Shares of each matrix operator (rows x columns as the model has them). */
+QN_INLINE qn_u32 qn_drive_qkv_shares(const struct qn_shape *s) { return qn_drive_shares(s->qkv_dim, s->hidden, s->threads); }
+QN_INLINE qn_u32 qn_drive_o_shares(const struct qn_shape *s) { return qn_drive_shares(s->hidden, s->q_dim, s->threads); }
+QN_INLINE qn_u32 qn_drive_gateup_shares(const struct qn_shape *s) { return qn_drive_shares(2ull * s->inter, s->hidden, s->threads); }
+QN_INLINE qn_u32 qn_drive_down_shares(const struct qn_shape *s) { return qn_drive_shares(s->hidden, s->inter, s->threads); }
+QN_INLINE qn_u32 qn_drive_vocab_shares(const struct qn_shape *s) { return qn_drive_shares(s->vocab, s->hidden, s->threads); }
+
+/* Links of the plan: embed; per layer QKV, attention (threads shares), O,
+ * GATEUP, DOWN; VOCAB; merge; sample. The vocabulary's first link is
+ * qn_drive_vocab_link. */
+QN_INLINE qn_u32 qn_drive_vocab_link(const struct qn_shape *s) {
+  return 1 + s->n_layers * (qn_drive_qkv_shares(s) + s->threads + qn_drive_o_shares(s) + qn_drive_gateup_shares(s) +
+                            qn_drive_down_shares(s));
+}
+QN_INLINE qn_u32 qn_drive_plan_links(const struct qn_shape *s) { return qn_drive_vocab_link(s) + qn_drive_vocab_shares(s) + 2; }
 
 #endif

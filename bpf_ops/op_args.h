@@ -68,6 +68,7 @@ struct qn_args {
   qn_u32 head_begin, head_end; /* attention: kv heads of this worker */
   qn_u32 pos_mask;        /* vocab: which of the npos positions need logits */
   qn_u32 top_k;           /* vocab: top-k wanted (<= QN_TOPK_MAX) */
+  qn_u32 topk_keep;       /* vocab: add to the worker's top-k lists, do not start them (the kernel driver's shares) */
   qn_s32 tokens[QN_PMAX]; /* embed: token ids */
   qn_s32 status;          /* written by the program: 0 ok, <0 error line */
 };

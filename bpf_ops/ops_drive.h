@@ -161,31 +161,43 @@ static __always_inline u32 drv_after(struct qn_drive_state *s, u32 end) {
   return n;
 }
 
-static __always_inline void drv_note_time(struct qn_drive_state *s, u32 key) {
+static __always_inline void drv_note_time(struct qn_drive_state *s, u32 key, u32 link) {
   u64 *t0 = buf_lookup(&drive_clock, key);
   if (!t0) return;
   u64 d = bpf_ktime_get_ns() - *t0;
-  if (d > s->max_link_ns) s->max_link_ns = d;
+  if (d > s->max_link_ns) {
+    s->max_link_ns = d;
+    s->max_link_at = link;
+  }
   __sync_fetch_and_add(&s->busy_ns, d);
 }
 
 /* ---- the operators of a link; 0 or an error line ---- */
-static __always_inline s32 drv_mm(struct qn_drive_state *s, struct qn_args *a, int cls) {
+/* A matrix share runs in its chain's CPU slot's scratch (a chain runs one
+ * link at a time, so no two shares running at once share scratch); a
+ * vocabulary share adds to that slot's top-k lists, which the pass's embed
+ * link started empty, and the merge takes every slot's lists. */
+static __always_inline s32 drv_mm(struct qn_drive_state *s, struct qn_args *a, int cls, u32 slot) {
+  if (a->row_begin >= a->row_end) return 0;
+  a->thread = slot;
+  a->topk_keep = 1;
   a->npos = s->npos;
   a->pos_mask = s->mask;
   a->top_k = s->sub.vocab_top_k;
-  if (a->row_begin < a->row_end) {
-    mm_main(a, cls);
-    return a->status;
-  }
-  if (cls == QN_MM_NORMED && a->op == QN_OP_VOCAB) {
-    /* no rows: an empty list for the merge, not the last pass's */
+  mm_main(a, cls);
+  return a->status;
+}
+
+/* Every worker slot's top-k lists empty, for the pass's vocabulary shares. */
+static __always_inline s32 drv_topk_start(void) {
+  for (u32 t = 0; t < QN_DRIVE_CPUS; t++) {
+    if (t >= SHAPE.threads) break;
     for (u32 c = 0; c < QN_PMAX; c++) {
-      struct qn_topk_slot *t = topk_slot(a->thread, c);
-      if (!t) return __LINE__;
-      t->argmax_id = -1;
-      t->argmax_logit = 0;
-      t->count = 0;
+      struct qn_topk_slot *k = topk_slot(t, c);
+      if (!k) return __LINE__;
+      k->argmax_id = -1;
+      k->argmax_logit = 0;
+      k->count = 0;
     }
   }
   return 0;
@@ -227,6 +239,7 @@ static __always_inline s32 drv_embed(struct qn_drive_state *s, struct qn_args *a
   s->npos = n;
   s->mask = mask;
   s->pos += n;
+  if (mask && drv_topk_start()) return __LINE__;
   a->npos = n;
   emb_main(a);
   return a->status;
@@ -415,20 +428,20 @@ static __attribute__((noinline)) s32 drv_op_mm(struct qn_drive_state *s, u32 i, 
   u32 kind = 0;
   struct qn_args *a = drv_args(i, QN_FAM_MM, slot, &kind);
   if (!s || !a) return __LINE__;
-  return drv_mm(s, a, QN_MM_NORMED);
+  return drv_mm(s, a, QN_MM_NORMED, slot);
 }
 static __attribute__((noinline)) s32 drv_op_proj(struct qn_drive_state *s, u32 i, u32 slot) {
   u32 kind = 0;
   struct qn_args *a = drv_args(i, QN_FAM_PROJ, slot, &kind);
   if (!s || !a) return __LINE__;
-  return drv_mm(s, a, QN_MM_PROJ);
+  return drv_mm(s, a, QN_MM_PROJ, slot);
 }
 
 /* After share i (status e): count it done; the chain that completes the
  * operator publishes the next one, the others go on claiming. */
 static __attribute__((noinline)) int drv_done(struct qn_drive_state *s, u32 fam, u32 slot, u32 i, s32 e) {
   if (!s) return 0;
-  drv_note_time(s, fam * QN_DRIVE_CPUS + slot);
+  drv_note_time(s, fam * QN_DRIVE_CPUS + slot, i);
   if (e < 0) return 0; /* the sample link ended the generation */
   if (e) return drv_fail(s, i, e);
   struct qn_drive_link *l = drv_link_at(i);
@@ -524,6 +537,7 @@ static __always_inline void drv_begin(struct qn_drive_state *s) {
   s->lost = 0;
   s->links_run = 0;
   s->max_link_ns = 0;
+  s->max_link_at = 0;
   s->busy_ns = 0;
   s->waits = 0;
   s->joined = 0;

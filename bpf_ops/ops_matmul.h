@@ -46,26 +46,30 @@ static __always_inline struct qn_topk_slot *topk_slot(u32 thread, u32 c) {
   return buf_lookup(&topk_buf, thread * QN_PMAX + c);
 }
 
-/* Keeps argmax (lowest id among equals) and the k best (sorted, earlier id
- * first among equals) of one position. A global function: the verifier
- * checks it once, not once per exit state of the previous call (a matmul step
- * stores two rows). */
+/* Keeps argmax (lowest id among equals) and the k best (sorted by logit,
+ * lower id first among equals), whatever order the rows come in: the kernel
+ * driver's shares reach a worker's lists out of row order. A global
+ * function: the verifier checks it once, not once per exit state of the
+ * previous call (a matmul step stores two rows). */
 __attribute__((noinline)) int qn_topk_update(struct qn_topk_slot *t, s32 id, s32 v, u32 k) {
   if (!t) return 0;
-  if (t->argmax_id < 0 || v > t->argmax_logit) {
+  if (t->argmax_id < 0 || v > t->argmax_logit || (v == t->argmax_logit && id < t->argmax_id)) {
     t->argmax_id = id;
     t->argmax_logit = v;
   }
   if (k == 0 || k > QN_TOPK_MAX) return 0;
   s32 cnt = t->count;
   if (cnt < 0 || cnt > QN_TOPK_MAX) return 0;
-  if ((u32)cnt >= k && v <= t->e[(k - 1) & (QN_TOPK_MAX - 1)].logit) return 0;
+  if ((u32)cnt >= k) {
+    struct qn_topk_entry *last = &t->e[(k - 1) & (QN_TOPK_MAX - 1)];
+    if (v < last->logit || (v == last->logit && id > last->id)) return 0;
+  }
   s32 j = (u32)cnt < k ? cnt : (s32)k - 1;
   for (int it = 0; it < QN_TOPK_MAX; it++) {
     u32 jj = (u32)j;
     QN_BARRIER(jj); /* keep an index the verifier can bound, not a walking pointer */
     if (jj == 0 || jj >= QN_TOPK_MAX) break;
-    if (t->e[jj - 1].logit >= v) break;
+    if (t->e[jj - 1].logit > v || (t->e[jj - 1].logit == v && t->e[jj - 1].id < id)) break;
     t->e[jj] = t->e[jj - 1];
     j = (s32)jj - 1;
   }
@@ -555,7 +559,7 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi) {
       return a->status;
     }
   }
-  if (st.op == QN_OP_VOCAB) {
+  if (st.op == QN_OP_VOCAB && !a->topk_keep) {
     for (u32 c = 0; c < QN_PMAX; c++) {
       if (c >= n) break;
       struct qn_topk_slot *t = topk_slot(st.thread, c);

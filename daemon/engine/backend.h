@@ -113,6 +113,7 @@ struct KernelGenerateResult {
   KernelFinish finish = KernelFinish::length;
   uint64_t links = 0;         // links the chain ran
   double max_link_ms = 0;     // the longest uninterrupted link
+  std::string max_link_op;    // which operator share it ran ("vocab share 3 of 10, rows ...")
   double kernel_ms = 0;       // start to last record, kernel clock
   double busy_ms = 0;         // the links' run time summed: the chains' CPU time (kworkers, not this process's)
   std::vector<uint64_t> chain_links;  // operator shares each CPU's chain ran (the submitter's first)

@@ -120,9 +120,9 @@ void configure(Skel* s, const ProgramLayout& l) {
   bpf_program__set_autoload(s->progs.qn_matmul_proj_pre, q8);
   // The kernel driver's programs only when asked for: they verify the
   // operators a second time (as wq callbacks), about as long again.
-  const uint32_t links = qn_drive_plan_links(sh.n_layers, sh.threads);
+  const uint32_t links = qn_drive_plan_links(&sh);
   s->rodata->DRIVE_LINKS = links;
-  s->rodata->DRIVE_VOCAB = qn_drive_vocab_link(sh.n_layers, sh.threads);
+  s->rodata->DRIVE_VOCAB = qn_drive_vocab_link(&sh);
   set(s->maps.drive_plan, sizeof(qn_drive_link), l.drive ? links : 1, "drive_plan");
   for (bpf_program* p : {s->progs.qn_drive_start, s->progs.qn_drive_join, s->progs.qn_drive_arm_ctl, s->progs.qn_drive_arm_mm,
                          s->progs.qn_drive_arm_proj, s->progs.qn_drive_arm_att, s->progs.qn_kdoor_arm,
@@ -201,7 +201,7 @@ uint64_t buffer_bytes(const ProgramLayout& l) {
                uint64_t(qn_topk_entries(s.threads)) * qn_round8(sizeof(qn_topk_slot)) +
                qn_rope_bytes(l.rope_positions, s.head_dim) + qn_norms_bytes(s.norms_len) + qn_sample_bytes(s.vocab);
   if (l.drive)
-    b += uint64_t(qn_drive_plan_links(s.n_layers, s.threads)) * sizeof(qn_drive_link) +
+    b += uint64_t(qn_drive_plan_links(&s)) * sizeof(qn_drive_link) +
          uint64_t(s.vocab) * sizeof(qk_kd_text);
   return b;
 }

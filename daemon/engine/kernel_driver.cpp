@@ -48,9 +48,10 @@ KernelDriver::~KernelDriver() {
 }
 
 // The links in run_pass's order: embed; per layer QKV, attention, O, GATEUP,
-// DOWN, each one share per worker slot (the same row and head ranges, the
-// same per-worker scratch, so the same arithmetic); the vocabulary's shares,
-// the merge, the sample.
+// DOWN; the vocabulary's shares, the merge, the sample. A matrix operator has
+// qn_drive_*_shares shares of bounded work; a chain runs a share in its CPU
+// slot's scratch (ops_drive.h), so the rows' split does not change the
+// arithmetic. Attention has one share per worker slot (its head ranges).
 void KernelDriver::fill_plan(const ModelPlan& plan, const std::function<qn_args(const MatrixPlan&)>& mat_args) {
   const qn_shape& sh = progs_.layout().shape;
   const uint32_t T = sh.threads, L = sh.n_layers;
@@ -64,24 +65,26 @@ void KernelDriver::fill_plan(const ModelPlan& plan, const std::function<qn_args(
     out[n].group_end = n - share + shares;
     n++;
   };
-  auto mm = [&](uint32_t op, const MatrixPlan& mp, uint32_t norm_off) {
+  uint32_t layer = 0;  // recorded in the matrix links too (describe_link)
+  auto mm = [&](uint32_t op, const MatrixPlan& mp, uint32_t norm_off, uint32_t shares) {
     const bool pairs = op == QN_OP_GATEUP;
     const uint32_t rows = pairs ? mp.rows / 2 : mp.rows;
-    for (uint32_t t = 0; t < T; t++) {
+    for (uint32_t k = 0; k < shares; k++) {
       qn_args a = mat_args(mp);
       a.op = op;
       a.norm_off = norm_off;
-      a.thread = t;
-      const RowRange rr = worker_rows(rows, pairs, mp.precision, t, T);
+      a.layer = layer;
+      const RowRange rr = worker_rows(rows, pairs, mp.precision, k, shares);
       a.row_begin = rr.begin;
       a.row_end = rr.end;
-      put(a, op == QN_OP_O || op == QN_OP_DOWN ? QN_FAM_PROJ : QN_FAM_MM, QN_LINK_MM, T, t);
+      put(a, op == QN_OP_O || op == QN_OP_DOWN ? QN_FAM_PROJ : QN_FAM_MM, QN_LINK_MM, shares, k);
     }
   };
   put(mat_args(plan.embed()), QN_FAM_CTL, QN_LINK_EMBED);
   for (uint32_t l = 0; l < L; l++) {
+    layer = l;
     const NormOffsets& nrm = plan.norms[l];
-    mm(QN_OP_QKV, plan.layer_matrix(int(l), MatrixKind::qkv), nrm.input);
+    mm(QN_OP_QKV, plan.layer_matrix(int(l), MatrixKind::qkv), nrm.input, qn_drive_qkv_shares(&sh));
     for (uint32_t t = 0; t < T; t++) {
       qn_args a{};
       a.thread = t;
@@ -92,19 +95,37 @@ void KernelDriver::fill_plan(const ModelPlan& plan, const std::function<qn_args(
       a.head_end = uint32_t(uint64_t(sh.n_kv_heads) * (t + 1) / T);
       put(a, QN_FAM_ATT, QN_LINK_ATT, T, t);
     }
-    mm(QN_OP_O, plan.layer_matrix(int(l), MatrixKind::o), 0);
-    mm(QN_OP_GATEUP, plan.layer_matrix(int(l), MatrixKind::gate_up), nrm.post);
-    mm(QN_OP_DOWN, plan.layer_matrix(int(l), MatrixKind::down), 0);
+    mm(QN_OP_O, plan.layer_matrix(int(l), MatrixKind::o), 0, qn_drive_o_shares(&sh));
+    mm(QN_OP_GATEUP, plan.layer_matrix(int(l), MatrixKind::gate_up), nrm.post, qn_drive_gateup_shares(&sh));
+    mm(QN_OP_DOWN, plan.layer_matrix(int(l), MatrixKind::down), 0, qn_drive_down_shares(&sh));
   }
-  if (n != qn_drive_vocab_link(L, T)) throw Error("kernel driver plan: vocabulary link misplaced");
-  mm(QN_OP_VOCAB, plan.lm_head(), plan.final_norm);
+  if (n != qn_drive_vocab_link(&sh)) throw Error("kernel driver plan: vocabulary link misplaced");
+  mm(QN_OP_VOCAB, plan.lm_head(), plan.final_norm, qn_drive_vocab_shares(&sh));
   qn_args m{};
   m.op = QN_OP_TOPK_MERGE;
   put(m, QN_FAM_CTL, QN_LINK_MERGE);
   qn_args s{};
   s.op = QN_OP_SAMPLE;
   put(s, QN_FAM_CTL, QN_LINK_SAMPLE);
-  if (n != qn_drive_plan_links(L, T)) throw Error("kernel driver plan: wrong number of links");
+  if (n != qn_drive_plan_links(&sh)) throw Error("kernel driver plan: wrong number of links");
+}
+
+// A plan link in words, for the longest-link figure.
+std::string KernelDriver::describe_link(uint32_t link) const {
+  const qn_shape& sh = progs_.layout().shape;
+  if (link >= qn_drive_plan_links(&sh)) return "link " + std::to_string(link);
+  const qn_drive_link& l = progs_.drive_plan()[link];
+  if (l.kind == QN_LINK_EMBED) return "embed";
+  if (l.kind == QN_LINK_MERGE) return "top-k merge";
+  if (l.kind == QN_LINK_SAMPLE) return "sample";
+  const std::string share = " share " + std::to_string(link - l.group_first + 1) + " of " +
+                            std::to_string(l.group_end - l.group_first);
+  const std::string layer = " of layer " + std::to_string(l.a.layer);
+  if (l.kind == QN_LINK_ATT) return "attention" + layer + share;
+  static const char* const names[] = {"?", "qkv", "gate/up", "o", "down", "vocab"};
+  const std::string rows = ", rows " + std::to_string(l.a.row_begin) + ".." + std::to_string(l.a.row_end);
+  return std::string(l.a.op <= QN_OP_VOCAB ? names[l.a.op] : "?") + (l.a.op == QN_OP_VOCAB ? "" : layer) + share +
+         rows;
 }
 
 bool KernelDriver::fits(const KernelGenerateRequest& req) {
@@ -220,6 +241,7 @@ KernelGenerateResult KernelDriver::generate(BpfKvCache& kv, const KernelGenerate
   if (st->running || st->active) throw Error("kernel driver: a chain did not come to rest");
   res.links = st->links_run;
   res.max_link_ms = double(st->max_link_ns) / 1e6;
+  res.max_link_op = describe_link(st->max_link_at);
   res.kernel_ms = double(st->t_end_ns - st->t_start_ns) / 1e6;
   res.busy_ms = double(st->busy_ns) / 1e6;
   for (uint64_t n : st->slot_links) res.chain_links.push_back(n);

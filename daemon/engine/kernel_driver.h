@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/backend.h"
@@ -39,6 +40,7 @@ class KernelDriver {
 
  private:
   void fill_plan(const ModelPlan& plan, const std::function<qn_args(const MatrixPlan&)>& mat_args);
+  std::string describe_link(uint32_t link) const;
   qn_drive_submit submission(const BpfKvCache& kv, const KernelGenerateRequest& req) const;
 
   BpfPrograms& progs_;
