@@ -20,9 +20,6 @@ namespace v1 = qwen3bpf::v1;
 
 namespace {
 
-// The daemon names the HTTP API's automatic prompt caches so (daemon/service/inference.h).
-constexpr const char* kPromptCachePrefix = "prompt-cache-";
-
 std::string read_token(const Args& a) {
   std::string path = a.get_or("token-file", "");
   if (path.empty()) {

@@ -21,10 +21,6 @@ namespace v1 = qwen3bpf::v1;
 
 namespace {
 
-// The daemon names the HTTP API's automatic prompt caches so
-// (daemon/service/inference.h, kPromptCachePrefix).
-constexpr const char* kPromptCachePrefix = "prompt-cache-";
-
 // The user name of a uid, or the number when it has none.
 std::string owner_name(uint32_t uid) {
   if (const passwd* pw = getpwuid(uid)) return pw->pw_name;

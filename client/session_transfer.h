@@ -9,6 +9,11 @@
 
 namespace qwen3::cli {
 
+// The daemon names the HTTP API's automatic prompt caches so
+// (daemon/service/inference.h, kPromptCachePrefix): `sessions list` hides
+// them and `drain` leaves them behind unless asked for all.
+inline constexpr const char* kPromptCachePrefix = "prompt-cache-";
+
 // The export file's bytes. Throws CliError.
 std::string export_session(DaemonClient& client, const std::string& id, bool with_kv);
 

@@ -6,11 +6,11 @@ namespace qwen3 {
 
 namespace pb = qwen3bpf::v1;
 
-namespace {
-
 int64_t unix_ms(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
+
+namespace {
 
 // An enum field of a request must name a known value (proto3 keeps unknown
 // numbers as they came).

@@ -11,6 +11,8 @@
 namespace qwen3 {
 
 grpc::StatusCode code_of(ErrorKind kind);
+// Milliseconds since the Unix epoch (the messages' timestamps).
+int64_t unix_ms(Clock::time_point t);
 // "OK", "INVALID_ARGUMENT", ... (the label of the request metric).
 const char* code_name(grpc::StatusCode code);
 

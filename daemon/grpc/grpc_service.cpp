@@ -18,10 +18,6 @@ namespace {
 
 using Steady = std::chrono::steady_clock;
 
-int64_t unix_ms(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
-
 }  // namespace
 
 Qwen3BpfService::Qwen3BpfService(InferenceCore& core, const Listener* listener, const RestartNeeded* restart_needed)

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "common/error.h"
+#include "service/elapsed.h"
 #include "service/inference.h"
 
 #include "engine/kernel_door.h"
@@ -16,8 +17,6 @@ namespace qwen3 {
 namespace {
 
 using Steady = std::chrono::steady_clock;
-
-double ms_since(Steady::time_point t) { return std::chrono::duration<double, std::milli>(Steady::now() - t).count(); }
 
 }  // namespace
 

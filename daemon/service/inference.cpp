@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "service/elapsed.h"
 #include "sampling/speculative.h"
 #include "service/stop_matcher.h"
 #include "sessions/session.h"
@@ -18,10 +19,6 @@ namespace qwen3 {
 namespace {
 
 using Steady = std::chrono::steady_clock;
-
-double ms_since(Steady::time_point t) {
-  return std::chrono::duration<double, std::milli>(Steady::now() - t).count();
-}
 
 // A prompt-cache session of `caller` able to hold `want` positions: the one
 // whose cached history shares the longest prefix with `sequence`, else a new

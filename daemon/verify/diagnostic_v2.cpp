@@ -1,11 +1,11 @@
 #include "verify/diagnostic_v2.h"
 
+#include "verify/verifier_log.h"
+
 namespace qwen3::verify {
 namespace {
 
 using nlohmann::json;
-
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 json or_null(int v) { return v > 0 ? json(v) : json(nullptr); }
 

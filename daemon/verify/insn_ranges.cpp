@@ -7,11 +7,7 @@ namespace qwen3::verify {
 namespace {
 
 constexpr int kWidenAfterVisits = 12;  // then growing bounds jump to "unknown"
-// Newer than the uapi headers of some distributions.
-constexpr uint8_t kBpfJcond = 0xe0;  // may_goto
-constexpr uint8_t kBpfMemsx = 0x80;  // sign-extending load
-
-bool is_ld_imm64(const bpf_insn& in) { return in.code == (BPF_LD | BPF_IMM | BPF_DW); }
+constexpr uint8_t kBpfMemsx = 0x80;  // sign-extending load (newer than some uapi headers)
 
 RegValue join(const RegValue& a, const RegValue& b) {
   if (a.kind != b.kind) return RegValue::unknown();

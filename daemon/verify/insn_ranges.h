@@ -16,6 +16,10 @@
 
 namespace qwen3::verify {
 
+inline constexpr uint8_t kBpfJcond = 0xe0;  // may_goto (newer than the uapi headers of some distributions)
+
+inline bool is_ld_imm64(const bpf_insn& in) { return in.code == (BPF_LD | BPF_IMM | BPF_DW); }
+
 struct RegValue {
   enum Kind : uint8_t { any, scalar, stack_ptr, callback } kind = any;
   uint64_t lo = 0, hi = UINT64_MAX;  // scalar: unsigned bounds

@@ -9,7 +9,6 @@
 namespace qwen3::verify {
 namespace {
 
-constexpr uint8_t kBpfJcond = 0xe0;       // may_goto (newer than some uapi headers)
 constexpr uint64_t kCallbackWork = 16;    // the helper's own work per callback run
 // Larger functions skip the range analysis (its states cost memory per
 // instruction): their counts are unknown, i.e. the kernel's cap.
@@ -18,7 +17,6 @@ constexpr int kMaxRangeAnalysisInsns = 65536;
 uint64_t smul(uint64_t a, uint64_t b) { return (a != 0 && b > UINT64_MAX / a) ? UINT64_MAX : a * b; }
 uint64_t sadd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
-bool is_ld_imm64(const bpf_insn& in) { return in.code == (BPF_LD | BPF_IMM | BPF_DW); }
 bool is_call(const bpf_insn& in) { return in.code == (BPF_JMP | BPF_CALL); }
 bool is_helper(const bpf_insn& in, int id) { return is_call(in) && in.src_reg == 0 && in.imm == id; }
 bool is_may_goto(const bpf_insn& in) { return in.code == (BPF_JMP | kBpfJcond); }

@@ -63,11 +63,6 @@ std::string source_line(const std::string& source, int line) {
   return l.size() > 400 ? l.substr(0, 400) + "..." : l;
 }
 
-std::string first_line(const std::string& s) {
-  size_t nl = s.find('\n');
-  return nl == std::string::npos ? s : s.substr(0, nl);
-}
-
 // libbpf's own explanation, without the verifier log it may have echoed.
 std::string libbpf_gist(const std::string& messages) {
   std::stringstream ss(messages);

@@ -10,7 +10,6 @@
 namespace qwen3::verify {
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // The position of the ')' matching the '(' at `open` on the same line; npos if none.
 size_t matching_paren(const std::string& l, size_t open) {

@@ -10,7 +10,6 @@
 namespace qwen3::verify {
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 std::string regex_escape(const std::string& s) {
   static const std::regex special(R"([.^$|()\[\]{}*+?\\])");

@@ -11,6 +11,8 @@
 
 namespace qwen3::verify {
 
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
 struct Declaration {
   int line = 0;            // 0: not found
   std::string name;

@@ -10,6 +10,10 @@
 
 namespace qwen3::verify {
 
+// A message up to its first line break (the verifier's and libbpf's messages
+// put their gist first).
+inline std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
 struct VerifierAnalysis {
   VerifierClass verifier_class = VerifierClass::none;
   std::string message;      // the verifier's error line(s)

@@ -4,7 +4,6 @@
 // (this process, plus for the kernel driver the chain's own run time in the
 // kworkers, which no process is charged for), bpf() calls per decoded token,
 // and whether the ids agree.
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,12 +19,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-double process_cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
-}
 
 struct Sample {
   double ms = 0, cpu_ms = 0, calls = 0, max_link_ms = 0;
@@ -93,12 +86,6 @@ Sample run_kernel(Backend& b, BpfBackendApi& api, const std::vector<int32_t>& pr
   s.second_share = all && res->chain_links.size() > 1 ? double(all - res->chain_links[0]) / double(all) : 0;
   s.ids = res->tokens;
   return s;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "bench_run.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -17,14 +19,24 @@ size_t rss_bytes(const char* key) {
   return 0;
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
 // The median of the per-round ratios a[i] / b[i] (rounds alternate, so each
 // pair ran close in time: robust to a neighbour's burst that a total is not).
 double median_ratio(const std::vector<double>& a, const std::vector<double>& b) {
   std::vector<double> r;
   for (size_t i = 0; i < a.size() && i < b.size(); i++) r.push_back(a[i] / b[i]);
-  if (r.empty()) return 0;
-  std::sort(r.begin(), r.end());
-  return r.size() % 2 ? r[r.size() / 2] : (r[r.size() / 2 - 1] + r[r.size() / 2]) / 2;
+  return median(std::move(r));
+}
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
 }
 
 double load_average() {

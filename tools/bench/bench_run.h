@@ -109,8 +109,11 @@ void time_driver_sessions(Backend& b, const Options& o, const std::vector<int32_
 
 // Resident memory of this process (kB -> bytes), from /proc/self/status.
 size_t rss_bytes(const char* key = "VmRSS:");
+double median(std::vector<double> v);  // 0 when empty
 // The median over rounds of a[i] / b[i].
 double median_ratio(const std::vector<double>& a, const std::vector<double>& b);
+// User + system time of this process so far.
+double process_cpu_seconds();
 double load_average();
 
 }  // namespace bench

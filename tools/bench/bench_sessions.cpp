@@ -7,7 +7,6 @@
 // session's end. The drivers and counts alternate round by round in one
 // process; CPU is this process's plus, for the kernel driver, the chains'
 // run time in the kworkers (busy_ms).
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -24,17 +23,6 @@ namespace qwen3::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double process_cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 // Session i's prompt: the bench's prompt for session 0, its own ids for the others.
 std::vector<int32_t> session_prompt(const std::vector<int32_t>& prompt, int i, int vocab) {
@@ -71,12 +59,12 @@ std::vector<int32_t> decode_kernel(Scheduler& sched, Backend& b, KvCache& kv, co
   return r->tokens;
 }
 
-struct Sample {
+struct SessionsSample {
   double tps = 0, cpu_ms = 0;
   std::vector<std::vector<int32_t>> ids;  // per session
 };
 
-Sample run_sessions(Scheduler& sched, Backend& b, const std::string& driver, int count,
+SessionsSample run_sessions(Scheduler& sched, Backend& b, const std::string& driver, int count,
                     const std::vector<int32_t>& prompt, int decode) {
   const int vocab = b.config().vocab_size;
   std::vector<std::unique_ptr<KvCache>> kvs;
@@ -86,7 +74,7 @@ Sample run_sessions(Scheduler& sched, Backend& b, const std::string& driver, int
     kvs.push_back(b.create_kv(static_cast<int>(prompt.size()) + decode + 1));
     b.forward(*kvs.back(), std::span<const int32_t>(prompts.back()).first(prompt.size() - 1), {});  // untimed
   }
-  Sample s;
+  SessionsSample s;
   s.ids.resize(count);
   std::vector<double> busy(count, 0);
   const double cpu0 = process_cpu_seconds();
@@ -127,7 +115,7 @@ void time_driver_sessions(Backend& b, const Options& o, const std::vector<int32_
   for (int round = 0; round < o.rounds; round++)
     for (size_t k = 0; k < figs.size(); k++) {
       auto& f = figs[(k + size_t(round)) % figs.size()];  // alternate who goes first
-      const Sample s = run_sessions(sched, b, f.driver, f.n, prompt, o.decode);
+      const SessionsSample s = run_sessions(sched, b, f.driver, f.n, prompt, o.decode);
       f.tps.push_back(s.tps);
       f.cpu_ms.push_back(s.cpu_ms);
       auto& known = ids[&f - figs.data()];
