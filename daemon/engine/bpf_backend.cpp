@@ -424,10 +424,20 @@ PositionLogits BpfBackend::sample_in_pass(uint32_t c, const BatchItem& item, uin
   const ForwardWants& wants = item.wants;
   if (!wants.sample) return collect(c, wants);
   const PassSampling& ps = *wants.sample;
-  const std::vector<PositionLogits>& before = item.result->positions;
-  if (wants.all_positions && at > 0 &&
-      (before.size() != at || before.back().sampled != item.tokens[at] || before.back().sampled_draw != ps.draw_index + at - 1))
-    return collect(c, wants);  // the draft was rejected before this position (or its draws are not all here)
+  const bool whole = wants.full_logits || wants.top_k > QN_TOPK_MAX;
+  ForwardWants own = wants;
+  if (ps.scores_unused) {  // what the draw needs: the argmax, or the top-k list
+    own.full_logits = false;
+    if (whole) own.top_k = 1;
+  }
+  if (wants.all_positions) {  // the draft's earlier positions, in order: each drew the fed token after it?
+    const std::vector<PositionLogits>& before = item.result->positions;
+    if (before.size() != at) return collect(c, wants);
+    for (uint32_t j = 0; j < at; j++) {
+      if (before[j].sampled < 0) return collect(c, wants);  // declined there: the scores as asked, for the Sampler
+      if (before[j].sampled != item.tokens[j + 1]) return collect(c, own);  // rejected: the caller reads none of it
+    }
+  }
   std::vector<int32_t> seen;  // the penalty's ids at a draft position: the history and the drafts before it
   std::span<const int32_t> history = ps.history;
   if (wants.all_positions && at > 0 && ps.params.penalty) {
@@ -436,12 +446,6 @@ PositionLogits BpfBackend::sample_in_pass(uint32_t c, const BatchItem& item, uin
     history = seen;
   }
   const uint64_t draw = ps.draw_index + (wants.all_positions ? at : 0);
-  const bool whole = wants.full_logits || wants.top_k > QN_TOPK_MAX;
-  ForwardWants own = wants;
-  if (ps.scores_unused) {  // what the draw needs: the argmax, or the top-k list
-    own.full_logits = false;
-    if (whole) own.top_k = 1;
-  }
   PositionLogits pl = collect(c, own);
   const std::optional<int32_t> id = whole ? kernel_sample_row(*progs_, c, ps.params, history, draw)
                                          : kernel_sample_token(*progs_, pl, ps.params, history, draw);
