@@ -118,26 +118,33 @@ std::optional<uint32_t> load_candidates(BpfPrograms& progs, const PositionLogits
   return static_cast<uint32_t>(n);
 }
 
+// The whole vocabulary in logits row `row` as qn_sample's candidates, read
+// in place (QN_SAMPLE_LOGITS): the header's n, flags and row set. nullopt
+// (logged once) for a vocabulary above QN_SAMPLE_MAX; throws
+// invalid_argument for a row past QN_PMAX.
+std::optional<qn_sample_hdr> row_candidates(BpfPrograms& progs, uint32_t row, bool logprobs) {
+  const uint32_t vocab = progs.layout().shape.vocab;
+  if (vocab > QN_SAMPLE_MAX) return decline(Decline::too_many, vocab, vocab, logprobs);
+  if (row >= QN_PMAX)
+    throw invalid_argument(std::string(logprobs ? "logprobs" : "sampling") + ": logits row " + std::to_string(row) +
+                           " is past the pass's " + std::to_string(QN_PMAX));
+  qn_sample_hdr h{};
+  h.n = vocab;
+  h.flags = QN_SAMPLE_LOGITS;
+  h.row = row;
+  return h;
+}
+
 // The candidates qn_sample reads for one position: the logits row `row` in
-// place (QN_SAMPLE_LOGITS) when the kernel still holds the scores' whole
-// vocabulary there, else those load_candidates put into sample_buf. The
-// header's n, flags and row set; nullopt as load_candidates.
+// place when the kernel still holds the scores' whole vocabulary there, else
+// those load_candidates put into sample_buf (the header's n set); nullopt
+// as those.
 std::optional<qn_sample_hdr> candidates(BpfPrograms& progs, const PositionLogits& scores, std::optional<uint32_t> row,
                                         bool logprobs) {
-  qn_sample_hdr h{};
-  if (row && scores.whole_vocab()) {
-    const uint32_t vocab = progs.layout().shape.vocab;
-    if (vocab > QN_SAMPLE_MAX) return decline(Decline::too_many, vocab, vocab, logprobs);
-    if (*row >= QN_PMAX)
-      throw invalid_argument(std::string(logprobs ? "logprobs" : "sampling") + ": logits row " + std::to_string(*row) +
-                             " is past the pass's " + std::to_string(QN_PMAX));
-    h.n = vocab;
-    h.flags = QN_SAMPLE_LOGITS;
-    h.row = *row;
-    return h;
-  }
+  if (row && scores.whole_vocab()) return row_candidates(progs, *row, logprobs);
   const std::optional<uint32_t> n = load_candidates(progs, scores, logprobs);
   if (!n) return std::nullopt;
+  qn_sample_hdr h{};
   h.n = *n;
   return h;
 }
@@ -162,12 +169,10 @@ void run_program(BpfPrograms& progs, qn_sample_hdr h, std::span<const int32_t> h
   progs.sample();
 }
 
-// Runs qn_sample over the scores' candidates (see candidates) with the
-// params (and the draw when `draw` is set); false when the kernel declines
-// the scores (see load_candidates).
-bool run_sample(BpfPrograms& progs, const PositionLogits& scores, std::optional<uint32_t> row,
-                const KernelSamplingParams& params, std::span<const int32_t> history, std::optional<uint64_t> draw) {
-  const std::optional<qn_sample_hdr> c = candidates(progs, scores, row, false);
+// Runs qn_sample over the candidates `c` (see candidates) with the params
+// (and the draw when `draw` is set); false when the kernel declined them.
+bool run_sample(BpfPrograms& progs, const std::optional<qn_sample_hdr>& c, const KernelSamplingParams& params,
+                std::span<const int32_t> history, std::optional<uint64_t> draw) {
   if (!c) return false;
   qn_sample_hdr h = sample_hdr(params, c->n);
   h.flags |= c->flags;
@@ -183,7 +188,7 @@ uint64_t whole_vocab_loads() { return g_whole_loads.load(std::memory_order_relax
 std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const PositionLogits& scores,
                                                      const KernelSamplingParams& params, std::span<const int32_t> history,
                                                      std::optional<uint32_t> row) {
-  if (!run_sample(progs, scores, row, params, history, std::nullopt)) return std::nullopt;
+  if (!run_sample(progs, candidates(progs, scores, row, false), params, history, std::nullopt)) return std::nullopt;
   const uint32_t kept = progs.sample_hdr()->kept;
   const auto* out = reinterpret_cast<const qn_sample_entry*>(progs.sample_buf() +
                                                              qn_sample_out_off(progs.layout().shape.vocab));
@@ -197,15 +202,14 @@ std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const P
 std::optional<int32_t> kernel_sample_token(BpfPrograms& progs, const PositionLogits& scores,
                                            const KernelSamplingParams& params, std::span<const int32_t> history,
                                            uint64_t draw_index, std::optional<uint32_t> row) {
-  if (!run_sample(progs, scores, row, params, history, draw_index)) return std::nullopt;
+  if (!run_sample(progs, candidates(progs, scores, row, false), params, history, draw_index)) return std::nullopt;
   return progs.sample_hdr()->drawn_id;
 }
 
 std::optional<int32_t> kernel_sample_row(BpfPrograms& progs, uint32_t row, const KernelSamplingParams& params,
                                          std::span<const int32_t> history, uint64_t draw_index) {
-  PositionLogits whole;
-  whole.logits_pass = 1;  // whole_vocab(): the row's candidates
-  return kernel_sample_token(progs, whole, params, history, draw_index, row);
+  if (!run_sample(progs, row_candidates(progs, row, false), params, history, draw_index)) return std::nullopt;
+  return progs.sample_hdr()->drawn_id;
 }
 
 std::optional<int64_t> kernel_log_normalizer(BpfPrograms& progs, const PositionLogits& scores,
