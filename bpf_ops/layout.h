@@ -179,12 +179,12 @@ QN_INLINE qn_u32 qn_topk_key(qn_u32 thread, qn_u32 c) { return thread * QN_PMAX 
  * struct qn_sample_entry (kept ids, Q40 probabilities). With QN_SAMPLE_DRAW
  * the program also picks one kept id by the seeded draw (draw.h) of
  * (seed, draw_index): drawn_id. With QN_SAMPLE_LSE the program reads only n,
- * flags and cand, and writes only lse_q16 (kept 0): the log-normalizer of the
+ * flags and cand (or the logits row), and writes only lse_q16 (kept 0): the log-normalizer of the
  * reported logprobs. */
 #define QN_SAMPLE_MAX (1u << 18)      /* candidates: keeps the weight sums below 2^62 */
 #define QN_SAMPLE_GREEDY 1u           /* flags: the penalised argmax only */
 #define QN_SAMPLE_PENALTY 2u          /* flags: apply the repetition penalty to seen ids */
-#define QN_SAMPLE_LSE 4u              /* flags, alone: only lse_q16 of the candidates as given (T = 1, no cut) */
+#define QN_SAMPLE_LSE 4u              /* flags, alone or with LOGITS: only lse_q16 of the candidates (T = 1, no cut) */
 #define QN_SAMPLE_DRAW 8u             /* flags: also pick the token (drawn_id) by the seeded draw */
 #define QN_SAMPLE_LOGITS 16u          /* flags: cand is logits_buf's row `row` (ids 0..vocab-1, n = vocab), read in the kernel */
 struct qn_sample_hdr {

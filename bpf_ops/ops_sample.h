@@ -21,10 +21,11 @@
  *   6. with QN_SAMPLE_DRAW, the token the seeded draw picks (draw.h): one walk
  *      over the kept entries in candidate order, the same rule as the
  *      Sampler's draw_token in user space.
- * With QN_SAMPLE_LSE (alone) only the log-normalizer of the logprobs the API
- * reports: pass 1 without a penalty or top-k gives the best logit M, one more
- * pass sums the weights at temperature 1 (as in 3.), and lse_q16 = M +
- * ln(S / 2^44) (qn_lse_q16); no cut, nothing written to out.
+ * With QN_SAMPLE_LSE (alone, or with QN_SAMPLE_LOGITS) only the
+ * log-normalizer of the logprobs the API reports: pass 1 without a penalty or
+ * top-k gives the best logit M, one more pass sums the weights at
+ * temperature 1 (as in 3.), and lse_q16 = M + ln(S / 2^44) (qn_lse_q16); no
+ * cut, nothing written to out.
  * Every loop is a bpf_loop over at most QN_SAMPLE_MAX candidates or 256
  * digits; the state lives in the map header, so each callback is verified once.
  * The C++ model is tests/bpf/fixed_sample.h (by sorting, not radix select).
@@ -321,7 +322,7 @@ static long smp_lse_cb(u64 it, void *ctx) {
   return 0;
 }
 static __always_inline s32 smp_lse(struct qn_sample_hdr *h, u8 *b, u32 n) {
-  if (h->flags != QN_SAMPLE_LSE) return __LINE__; /* no penalty, no greedy: the model's own distribution */
+  if ((h->flags & ~QN_SAMPLE_LOGITS) != QN_SAMPLE_LSE) return __LINE__; /* no penalty, no greedy: the model's own distribution */
   h->err = 0;
   h->kept = 0;
   h->best_l = 0;
@@ -344,8 +345,8 @@ static __always_inline s32 smp_lse(struct qn_sample_hdr *h, u8 *b, u32 n) {
 static __always_inline s32 smp_run(struct qn_sample_hdr *h, u8 *b) {
   const u32 n = h->n;
   if (n == 0 || n > SHAPE.vocab || n > QN_SAMPLE_MAX) return __LINE__;
-  if (h->flags & QN_SAMPLE_LSE) return smp_lse(h, b, n);
   if ((h->flags & QN_SAMPLE_LOGITS) && (n != SHAPE.vocab || h->row >= QN_PMAX)) return __LINE__;
+  if (h->flags & QN_SAMPLE_LSE) return smp_lse(h, b, n);
   const int greedy = (h->flags & QN_SAMPLE_GREEDY) != 0;
   if ((h->flags & QN_SAMPLE_PENALTY) && (h->pm < (1u << 23) || h->pm >= (1u << 24) || h->pe > 32))
     return __LINE__;

@@ -34,7 +34,12 @@ class KvCache {
 // What the caller wants back from one forward step of one sequence.
 // Sampling in the forward pass (ForwardWants::sample; Sampler::in_pass
 // fills it): the token of the step's last position drawn right after the
-// pass, from the logits where the pass left them.
+// pass, from the logits where the pass left them. With all_positions
+// (speculative verification: the fed tokens after the first are a draft),
+// fed position i is drawn at draw_index + i, its history `history` (which
+// ends with the first fed token) followed by the fed tokens 1..i, for as long
+// as each earlier position drew the fed token after it: the draws plain
+// decoding would make, up to the first that rejects the draft.
 struct PassSampling {
   KernelSamplingParams params;       // the candidates: those the wants' scores carry, as sample_token takes them
   std::span<const int32_t> history;   // the repetition penalty's ids; must outlive the call
@@ -47,8 +52,8 @@ struct ForwardWants {
   int top_k = 0;               // top-k (id, logit) per reported position (0 = none)
   bool full_logits = false;    // the whole vocabulary's logits per reported position
   // A backend that samples in the pass (Backend::samples_in_pass) reports the
-  // token in PositionLogits::sampled; ignored with all_positions, and by the
-  // other backends.
+  // token in PositionLogits::sampled (with all_positions: see PassSampling);
+  // ignored by the other backends.
   std::optional<PassSampling> sample;
 };
 
@@ -62,10 +67,19 @@ struct PositionLogits {
   // only below |logit| 256; sampling in the kernel reads these.
   // top_k_q16[i] is top_k[i]'s logit (empty, or as long as top_k).
   std::vector<int32_t> top_k_q16;
-  // The whole vocabulary's by id: whenever `full` is asked for, and also when
-  // the top-k asked for is more than the backend's kernel selects (BPF: 64),
-  // so that sampling makes that cut in the kernel, not from the sorted list.
+  // The whole vocabulary's by id, whenever `full` is asked for.
   std::vector<int32_t> full_q16;
+  // Where the backend left the whole vocabulary's logits of this position
+  // (BPF: row logits_row of logits_buf after the vocabulary projection
+  // numbered logits_pass; 0: nowhere), set when the scores carry the whole
+  // vocabulary: `full` asked for, or a top-k beyond what the kernel selects
+  // (BPF: 64; the cut is then qn_sample's). The backend's sampling calls run
+  // over them there while no later pass has overwritten them, and otherwise
+  // over full_q16; scores with neither are refused, never read stale.
+  uint64_t logits_pass = 0;
+  uint32_t logits_row = 0;
+  // Whether the candidates are the whole vocabulary (not the top-k list).
+  bool whole_vocab() const { return !full.empty() || !full_q16.empty() || logits_pass != 0; }
   // ForwardWants::sample's token, drawn in the pass with draw index
   // sampled_draw; -1: not sampled in the pass.
   int32_t sampled = -1;
@@ -161,8 +175,8 @@ class SamplingCalls {
   // The log-normalizer of one position's scores, for the logprobs the API
   // reports (position_logprobs, daemon/sampling): lse = max + ln(sum_i
   // exp(l_i - max)) at temperature 1 over the candidates the scores carry
-  // (the whole vocabulary when they carry it, full_q16 / full, else the
-  // top-k list), in Q16 from the backend's own Q16 logits, so that a
+  // (the whole vocabulary when they carry it, PositionLogits::whole_vocab,
+  // else the top-k list), in Q16 from the backend's own Q16 logits, so that a
   // candidate's logprob is (l_q16 - lse) / 2^16. nullopt: the caller computes
   // the log-softmax in float, which is the default (the reference backend);
   // the BPF backend computes it in the kernel (qn_sample, QN_SAMPLE_LSE) for

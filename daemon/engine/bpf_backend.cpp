@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -45,6 +46,12 @@ const char* precision_name(Precision p) { return p == Precision::q8 ? "q8" : "q2
 namespace engine {
 namespace {
 
+// Numbers the vocabulary projections of every backend in the process.
+uint64_t next_logits_pass() {
+  static std::atomic<uint64_t> n{0};
+  return ++n;
+}
+
 void release_pages(const uint8_t* data, size_t n) {
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   uintptr_t b = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
@@ -64,19 +71,20 @@ class BpfBackend final : public BpfBackendApi {
   BpfBackendStats stats() const override;
   void set_debug_trace(std::function<void(const BpfTracePoint&)> fn) override { trace_ = std::move(fn); }
   // In the kernel (qn_sample), holding the engine as a pass does: sample_buf
-  // is shared with the passes and the kernel driver's chain.
+  // is shared with the passes and the kernel driver's chain. Over the logits
+  // row in place while logits_buf still holds it (held_row).
   std::optional<TokenDistribution> sampling_distribution(const PositionLogits& scores, const KernelSamplingParams& params,
                                                          std::span<const int32_t> history) override {
     std::lock_guard lock(mu_);
     const EngineOwner::Hold own = hold_engine();
-    return kernel_distribution(*progs_, scores, params, history);
+    return kernel_distribution(*progs_, scores, params, history, held_row(scores));
   }
   // The draw in the kernel too (qn_sample, QN_SAMPLE_DRAW).
   std::optional<int32_t> sample_token(const PositionLogits& scores, const KernelSamplingParams& params,
                                       std::span<const int32_t> history, uint64_t draw_index) override {
     std::lock_guard lock(mu_);
     const EngineOwner::Hold own = hold_engine();
-    return kernel_sample_token(*progs_, scores, params, history, draw_index);
+    return kernel_sample_token(*progs_, scores, params, history, draw_index, held_row(scores));
   }
   // ForwardWants::sample: in the kernel, right after the pass (sample_in_pass).
   bool samples_in_pass() const override { return true; }
@@ -84,7 +92,7 @@ class BpfBackend final : public BpfBackendApi {
   std::optional<int64_t> log_normalizer_q16(const PositionLogits& scores) override {
     std::lock_guard lock(mu_);
     const EngineOwner::Hold own = hold_engine();
-    return kernel_log_normalizer(*progs_, scores);
+    return kernel_log_normalizer(*progs_, scores, held_row(scores));
   }
   std::optional<KernelGenerateResult> generate_in_kernel(KvCache& kv, const KernelGenerateRequest& req,
                                                          const std::function<bool(int32_t, int)>& on_token) override;
@@ -117,7 +125,19 @@ class BpfBackend final : public BpfBackendApi {
   void attention_op(uint32_t layer, const Pass& pass, std::span<const Sequence> seqs);
   void run_pass(const Pass& pass, std::span<const Sequence> seqs);
   PositionLogits collect(uint32_t c, const ForwardWants& wants) const;
-  PositionLogits sample_in_pass(uint32_t c, const ForwardWants& wants);
+  PositionLogits sample_in_pass(uint32_t c, const BatchItem& item, uint32_t at);
+  // The row of logits_buf that still holds the scores' whole vocabulary, or
+  // nullopt: none (top-k scores), or overwritten since (a later pass, or a
+  // kernel-driven chain: its start time moved). Called holding the engine.
+  std::optional<uint32_t> held_row(const PositionLogits& scores) const {
+    if (scores.logits_pass == 0 || scores.logits_pass != logits_pass_ || chain_start() != logits_chain_)
+      return std::nullopt;
+    return scores.logits_row;
+  }
+  uint64_t chain_start() const {
+    qn_drive_state* st = progs_->drive_state();
+    return st ? std::atomic_ref<uint64_t>(st->t_start_ns).load() : 0;
+  }
   // The engine from kernel-started generations (engine_owner.h); free without the kernel driver.
   EngineOwner::Hold hold_engine() { return kdoor_ ? kdoor_->owner().hold() : EngineOwner::Hold(nullptr); }
 
@@ -131,6 +151,11 @@ class BpfBackend final : public BpfBackendApi {
   std::unique_ptr<KernelDoor> kdoor_;      // with kdriver_: kernel-started generations; owns the engine's owner word
   std::shared_ptr<KvSlots> slots_;
   std::mutex mu_;  // one use of the engine at a time: the activation maps and sample_buf are shared
+  // The latest vocabulary projection's number (next_logits_pass: unique in
+  // the process, so no other backend's scores match) and the kernel
+  // driver's last chain start then: what held_row checks.
+  uint64_t logits_pass_ = 0;
+  uint64_t logits_chain_ = 0;
   double load_seconds_ = 0;
   std::function<void(const BpfTracePoint&)> trace_;
 };
@@ -348,7 +373,7 @@ PositionLogits BpfBackend::collect(uint32_t c, const ForwardWants& wants) const 
   if (wide) {
     // The list the caller reports (Forward's top scores): ordered from the
     // kernel's logits by a sort, no arithmetic. Sampling does not use it: the
-    // whole vocabulary goes along (full_q16) and qn_sample makes the cut.
+    // candidates are the whole vocabulary and qn_sample makes the cut.
     std::vector<std::pair<int32_t, int32_t>> cand;  // (logit, id)
     cand.reserve(cfg_.vocab_size);
     for (int32_t i = 0; i < cfg_.vocab_size; i++) cand.push_back({logits[i], i});
@@ -371,23 +396,33 @@ PositionLogits BpfBackend::collect(uint32_t c, const ForwardWants& wants) const 
       pl.top_k_q16.push_back(s->e[i].logit);
     }
   }
-  if (wants.full_logits || wide) pl.full_q16.assign(logits, logits + cfg_.vocab_size);
+  // The whole vocabulary stays where it is (held_row); only floats asked
+  // for go out, with their exact Q16 values for when the row is overwritten.
+  if (wants.full_logits || wide) {
+    pl.logits_pass = logits_pass_;
+    pl.logits_row = c;
+  }
   if (wants.full_logits) {
+    pl.full_q16.assign(logits, logits + cfg_.vocab_size);
     pl.full.resize(cfg_.vocab_size);
     for (int32_t i = 0; i < cfg_.vocab_size; i++) pl.full[i] = logits[i] / 65536.0f;
   }
   return pl;
 }
 
-// Logits row c's report, and with ForwardWants::sample its token drawn in
-// the kernel while the row is still in logits_buf, over the candidates
-// sample_token would take from collect's scores: the whole vocabulary (full
-// logits asked, or a top-k beyond the kernel's list: the cut is qn_sample's)
-// straight from the row (kernel_sample_row), else the kernel's top-k list.
-// Scores the caller does not read are left out; declined (a vocabulary above
-// QN_SAMPLE_MAX): the scores as asked, for the caller's Sampler.
-PositionLogits BpfBackend::sample_in_pass(uint32_t c, const ForwardWants& wants) {
-  if (!wants.sample || wants.all_positions) return collect(c, wants);
+// Logits row c's report for fed position `at` of `item`, and with
+// ForwardWants::sample its token drawn in the kernel while the row is still
+// in logits_buf, over the candidates sample_token would take from collect's
+// scores: the whole vocabulary (full logits asked, or a top-k beyond the
+// kernel's list: the cut is qn_sample's) straight from the row
+// (kernel_sample_row), else the kernel's top-k list. With all_positions
+// (PassSampling: a draft), position `at` at draw index + at with the history
+// and the fed tokens 1..at, only while every earlier position drew the fed
+// token after it. Scores the caller does not read are left out; declined (a
+// vocabulary above QN_SAMPLE_MAX): the scores as asked, for the caller's Sampler.
+PositionLogits BpfBackend::sample_in_pass(uint32_t c, const BatchItem& item, uint32_t at) {
+  const ForwardWants& wants = item.wants;
+  if (!wants.sample) return collect(c, wants);
   const PassSampling& ps = *wants.sample;
   const bool whole = wants.full_logits || wants.top_k > QN_TOPK_MAX;
   ForwardWants own = wants;
@@ -395,12 +430,28 @@ PositionLogits BpfBackend::sample_in_pass(uint32_t c, const ForwardWants& wants)
     own.full_logits = false;
     if (whole) own.top_k = 1;
   }
+  if (wants.all_positions) {  // the draft's earlier positions, in order: each drew the fed token after it?
+    const std::vector<PositionLogits>& before = item.result->positions;
+    if (before.size() != at) return collect(c, wants);
+    for (uint32_t j = 0; j < at; j++) {
+      if (before[j].sampled < 0) return collect(c, wants);  // declined there: the scores as asked, for the Sampler
+      if (before[j].sampled != item.tokens[j + 1]) return collect(c, own);  // rejected: the caller reads none of it
+    }
+  }
+  std::vector<int32_t> seen;  // the penalty's ids at a draft position: the history and the drafts before it
+  std::span<const int32_t> history = ps.history;
+  if (wants.all_positions && at > 0 && ps.params.penalty) {
+    seen.assign(ps.history.begin(), ps.history.end());
+    seen.insert(seen.end(), item.tokens.begin() + 1, item.tokens.begin() + at + 1);
+    history = seen;
+  }
+  const uint64_t draw = ps.draw_index + (wants.all_positions ? at : 0);
   PositionLogits pl = collect(c, own);
-  const std::optional<int32_t> id = whole ? kernel_sample_row(*progs_, c, ps.params, ps.history, ps.draw_index)
-                                         : kernel_sample_token(*progs_, pl, ps.params, ps.history, ps.draw_index);
+  const std::optional<int32_t> id = whole ? kernel_sample_row(*progs_, c, ps.params, history, draw)
+                                         : kernel_sample_token(*progs_, pl, ps.params, history, draw);
   if (!id) return collect(c, wants);
   pl.sampled = *id;
-  pl.sampled_draw = ps.draw_index;
+  pl.sampled_draw = draw;
   return pl;
 }
 
@@ -442,11 +493,15 @@ void BpfBackend::run_pass(const Pass& pass, std::span<const Sequence> seqs) {
     trace("residual", l, pos0, npos, progs_->resid(), L.hid_pad, H);
   }
   if (mask == 0) return;
+  logits_pass_ = next_logits_pass();  // the rows any earlier scores name are overwritten from here on
+  logits_chain_ = chain_start();
   matmul_op(QN_OP_VOCAB, plan_.lm_head(), plan_.final_norm, npos, mask, top_k);
   uint32_t c = 0;  // logits rows are compact: one per set bit of the mask, in pass order
-  for (const PassSlice& s : pass.slices)
+  for (const PassSlice& s : pass.slices) {
+    BatchItem& it = *seqs[s.item].item;
     for (uint32_t p = s.pass_off; p < s.pass_off + s.npos; p++)
-      if (mask >> p & 1) seqs[s.item].item->result->positions.push_back(sample_in_pass(c++, seqs[s.item].item->wants));
+      if (mask >> p & 1) it.result->positions.push_back(sample_in_pass(c++, it, s.token_off + (p - s.pass_off)));
+  }
 }
 
 BpfKvCache& BpfBackend::checked_cache(KvCache* kv, std::span<const int32_t> tokens) const {
@@ -531,6 +586,7 @@ std::optional<KernelGenerateResult> BpfBackend::generate_in_kernel(KvCache& kv, 
   }
   std::lock_guard lock(mu_);
   const EngineOwner::Hold own = hold_engine();
+  logits_pass_ = 0;  // the chain's passes overwrite logits_buf
   return kdriver_->generate(cache, rest, on_token);
 }
 

@@ -1,6 +1,7 @@
 #include "engine/sampling_kernel.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -70,19 +71,28 @@ std::nullopt_t decline(Decline why, size_t n, uint32_t vocab, bool logprobs = fa
   return std::nullopt;
 }
 
+std::atomic<uint64_t> g_whole_loads{0};
+
 // Puts one position's candidates into sample_buf for qn_sample: the whole
 // vocabulary when the scores carry it (a top-k cut, if any, is then
 // qn_sample's), else the top-k list; their logits the backend's own Q16
 // values when it kept them, else (sampling only) the floats in Q16. Returns
 // how many, or nullopt when there are none, when the scores are not the
 // kernel's (logprobs: the float log-softmax then), or when the kernel
-// declines them (logged once per reason and use).
+// declines them (logged once per reason and use). Throws
+// failed_precondition for whole-vocabulary scores whose values stayed in
+// the kernel (logits_pass) when the caller found them overwritten.
 std::optional<uint32_t> load_candidates(BpfPrograms& progs, const PositionLogits& scores, bool logprobs) {
   const uint32_t vocab = progs.layout().shape.vocab;
-  const bool whole = !scores.full_q16.empty() || !scores.full.empty();
+  const bool whole = scores.whole_vocab();
   const std::vector<int32_t>& exact = whole ? scores.full_q16 : scores.top_k_q16;
   const size_t n_float = whole ? scores.full.size() : scores.top_k.size();
   const char* use = logprobs ? "logprobs" : "sampling";
+  if (whole && exact.empty() && n_float == 0)
+    throw failed_precondition(std::string(use) +
+                              ": this position's logits are no longer in the kernel (a later forward pass overwrote "
+                              "logits_buf) and its scores carry no copy of them; sample in the pass "
+                              "(Sampler::in_pass) or ask for full_logits");
   if (!exact.empty() && (whole ? n_float != 0 && exact.size() != n_float : exact.size() != n_float)) {
     if (!whole && n_float == 0) throw invalid_argument(std::string(use) + ": the scores' top-k Q16 logits come without their ids");
     throw invalid_argument(std::string(use) + ": the scores' Q16 logits (" + std::to_string(exact.size()) +
@@ -104,12 +114,40 @@ std::optional<uint32_t> load_candidates(BpfPrograms& progs, const PositionLogits
       return decline(Decline::not_q16, n, vocab, logprobs);
     }
   }
+  if (whole) g_whole_loads.fetch_add(1, std::memory_order_relaxed);
   return static_cast<uint32_t>(n);
 }
 
-}  // namespace
+// The whole vocabulary in logits row `row` as qn_sample's candidates, read
+// in place (QN_SAMPLE_LOGITS): the header's n, flags and row set. nullopt
+// (logged once) for a vocabulary above QN_SAMPLE_MAX; throws
+// invalid_argument for a row past QN_PMAX.
+std::optional<qn_sample_hdr> row_candidates(BpfPrograms& progs, uint32_t row, bool logprobs) {
+  const uint32_t vocab = progs.layout().shape.vocab;
+  if (vocab > QN_SAMPLE_MAX) return decline(Decline::too_many, vocab, vocab, logprobs);
+  if (row >= QN_PMAX)
+    throw invalid_argument(std::string(logprobs ? "logprobs" : "sampling") + ": logits row " + std::to_string(row) +
+                           " is past the pass's " + std::to_string(QN_PMAX));
+  qn_sample_hdr h{};
+  h.n = vocab;
+  h.flags = QN_SAMPLE_LOGITS;
+  h.row = row;
+  return h;
+}
 
-namespace {
+// The candidates qn_sample reads for one position: the logits row `row` in
+// place when the kernel still holds the scores' whole vocabulary there, else
+// those load_candidates put into sample_buf (the header's n set); nullopt
+// as those.
+std::optional<qn_sample_hdr> candidates(BpfPrograms& progs, const PositionLogits& scores, std::optional<uint32_t> row,
+                                        bool logprobs) {
+  if (row && scores.whole_vocab()) return row_candidates(progs, *row, logprobs);
+  const std::optional<uint32_t> n = load_candidates(progs, scores, logprobs);
+  if (!n) return std::nullopt;
+  qn_sample_hdr h{};
+  h.n = *n;
+  return h;
+}
 
 // Writes the header (params over n candidates, the draw when `draw` is set:
 // flags QN_SAMPLE_DRAW, index) and the history bitmap, then runs qn_sample.
@@ -131,22 +169,26 @@ void run_program(BpfPrograms& progs, qn_sample_hdr h, std::span<const int32_t> h
   progs.sample();
 }
 
-// Runs qn_sample over the scores' candidates with the params (and the draw
-// when `draw` is set); false when the kernel declines the scores (see
-// load_candidates).
-bool run_sample(BpfPrograms& progs, const PositionLogits& scores, const KernelSamplingParams& params,
+// Runs qn_sample over the candidates `c` (see candidates) with the params
+// (and the draw when `draw` is set); false when the kernel declined them.
+bool run_sample(BpfPrograms& progs, const std::optional<qn_sample_hdr>& c, const KernelSamplingParams& params,
                 std::span<const int32_t> history, std::optional<uint64_t> draw) {
-  const std::optional<uint32_t> loaded = load_candidates(progs, scores, false);
-  if (!loaded) return false;
-  run_program(progs, sample_hdr(params, *loaded), history, draw);
+  if (!c) return false;
+  qn_sample_hdr h = sample_hdr(params, c->n);
+  h.flags |= c->flags;
+  h.row = c->row;
+  run_program(progs, h, history, draw);
   return true;
 }
 
 }  // namespace
 
+uint64_t whole_vocab_loads() { return g_whole_loads.load(std::memory_order_relaxed); }
+
 std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const PositionLogits& scores,
-                                                     const KernelSamplingParams& params, std::span<const int32_t> history) {
-  if (!run_sample(progs, scores, params, history, std::nullopt)) return std::nullopt;
+                                                     const KernelSamplingParams& params, std::span<const int32_t> history,
+                                                     std::optional<uint32_t> row) {
+  if (!run_sample(progs, candidates(progs, scores, row, false), params, history, std::nullopt)) return std::nullopt;
   const uint32_t kept = progs.sample_hdr()->kept;
   const auto* out = reinterpret_cast<const qn_sample_entry*>(progs.sample_buf() +
                                                              qn_sample_out_off(progs.layout().shape.vocab));
@@ -159,31 +201,24 @@ std::optional<TokenDistribution> kernel_distribution(BpfPrograms& progs, const P
 
 std::optional<int32_t> kernel_sample_token(BpfPrograms& progs, const PositionLogits& scores,
                                            const KernelSamplingParams& params, std::span<const int32_t> history,
-                                           uint64_t draw_index) {
-  if (!run_sample(progs, scores, params, history, draw_index)) return std::nullopt;
+                                           uint64_t draw_index, std::optional<uint32_t> row) {
+  if (!run_sample(progs, candidates(progs, scores, row, false), params, history, draw_index)) return std::nullopt;
   return progs.sample_hdr()->drawn_id;
 }
 
 std::optional<int32_t> kernel_sample_row(BpfPrograms& progs, uint32_t row, const KernelSamplingParams& params,
                                          std::span<const int32_t> history, uint64_t draw_index) {
-  const uint32_t vocab = progs.layout().shape.vocab;
-  if (vocab > QN_SAMPLE_MAX) return decline(Decline::too_many, vocab, vocab);
-  if (row >= QN_PMAX) throw invalid_argument("sampling: logits row " + std::to_string(row) + " is past the pass's " +
-                                             std::to_string(QN_PMAX));
-  qn_sample_hdr h = sample_hdr(params, vocab);
-  h.flags |= QN_SAMPLE_LOGITS;
-  h.row = row;
-  run_program(progs, h, history, draw_index);
+  if (!run_sample(progs, row_candidates(progs, row, false), params, history, draw_index)) return std::nullopt;
   return progs.sample_hdr()->drawn_id;
 }
 
-std::optional<int64_t> kernel_log_normalizer(BpfPrograms& progs, const PositionLogits& scores) {
+std::optional<int64_t> kernel_log_normalizer(BpfPrograms& progs, const PositionLogits& scores,
+                                             std::optional<uint32_t> row) {
   // The same candidates as position_logprobs (daemon/sampling) reports.
-  const std::optional<uint32_t> n = load_candidates(progs, scores, true);
-  if (!n) return std::nullopt;
-  qn_sample_hdr h{};
-  h.n = *n;
-  h.flags = QN_SAMPLE_LSE;
+  const std::optional<qn_sample_hdr> c = candidates(progs, scores, row, true);
+  if (!c) return std::nullopt;
+  qn_sample_hdr h = *c;
+  h.flags |= QN_SAMPLE_LSE;
   *progs.sample_hdr() = h;
   progs.sample();
   return progs.sample_hdr()->lse_q16;

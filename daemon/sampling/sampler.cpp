@@ -229,8 +229,13 @@ PositionLogprobs position_logprobs(const PositionLogits& scores, int n, Sampling
   PositionLogprobs out;
   const size_t want = n > 0 ? static_cast<size_t>(n) : 0;
   if (want == 0 && chosen < 0) return out;
-  const bool whole = !scores.full.empty() || !scores.full_q16.empty();
+  const bool whole = scores.whole_vocab();
   const size_t count = whole ? std::max(scores.full.size(), scores.full_q16.size()) : scores.top_k.size();
+  // The list is the order of the whole vocabulary's values: they must be here.
+  if (whole && count == 0)
+    throw failed_precondition(
+        "logprobs: the scores carry the whole vocabulary only in the backend (a top-k beyond what its kernel "
+        "selects, without full logits); ask for full_logits with logprobs");
   if (count == 0) return out;
   const auto id_of = [&](size_t i) { return whole ? static_cast<int32_t>(i) : scores.top_k[i].first; };
   // The candidate index of `chosen`, or count.

@@ -38,7 +38,9 @@ struct PositionLogprobs {
 // The logprobs the API reports for one position (Forward's top scores,
 // Generate's logprobs; the one place they are computed): the log-softmax at
 // temperature 1 over the candidates the scores carry, the whole vocabulary
-// when they carry it (full, or full_q16 alone), else the top-k list.
+// when they carry it (PositionLogits::whole_vocab: its values in full or
+// full_q16; throws Error(failed_precondition) when they stayed in the
+// backend), else the top-k list.
 // With an engine that gives its log-normalizer (SamplingCalls::
 // log_normalizer_q16; the BPF backend computes it in the kernel), logprob = (l_q16 - lse_q16) /
 // 2^16, the difference of two kernel integers converted to float, and the
@@ -74,7 +76,10 @@ class Sampler {
   // history and the next draw index) when the backend samples in the pass and
   // the choice is more than the argmax; base unchanged otherwise. When base
   // asks nothing beyond wants(), the backend may leave the scores out (only
-  // the token comes back). The history must outlive the forward call.
+  // the token comes back). The history must outlive the forward call. With
+  // base.all_positions (speculative verification: SpeculativeDecoder::step),
+  // each fed position is drawn as peek_sample would draw it, up to the first
+  // that rejects the draft (PassSampling).
   ForwardWants in_pass(const ForwardWants& base, std::span<const int32_t> history) const;
   // Chooses the next token from one position's scores and the ids seen so far,
   // with the next draw index (one per token chosen; the BPF backend draws in

@@ -71,6 +71,7 @@ SpeculativeDecoder::Verdict SpeculativeDecoder::verify(Sampler& sampler, const F
   // becomes the pending token); with none usable the verdict is empty.
   const ForwardWants need = sampler.wants();
   auto usable = [&need](const PositionLogits& p) {
+    if (p.sampled >= 0) return true;  // drawn in the pass (Sampler::in_pass)
     if (need.full_logits) return !p.full.empty();
     if (need.top_k > 1) return !p.top_k.empty() || !p.full.empty();
     return p.argmax >= 0 || !p.top_k.empty() || !p.full.empty();
@@ -113,12 +114,15 @@ std::vector<int32_t> SpeculativeDecoder::step(const ForwardFn& forward, KvCache&
   feed.reserve(draft.size() + 1);
   feed.push_back(history.back());
   feed.insert(feed.end(), draft.begin(), draft.end());
+  // The draws in the pass where the backend makes them (no logits out to
+  // user space): the plain step's, or each draft position's up to the first
+  // that rejects the draft.
   if (draft.empty()) {
-    const ForwardResult r = forward(kv, feed, wants);
+    const ForwardResult r = forward(kv, feed, sampler.in_pass(wants, history));
     if (r.positions.empty()) throw Error("the backend reported no logits for the decode step");
     return {sampler.sample(r.positions.back(), history)};
   }
-  const ForwardResult r = forward(kv, feed, verify_wants(wants));
+  const ForwardResult r = forward(kv, feed, sampler.in_pass(verify_wants(wants), history));
   Verdict v;
   try {
     v = verify(sampler, r, draft, history);
@@ -129,7 +133,7 @@ std::vector<int32_t> SpeculativeDecoder::step(const ForwardFn& forward, KvCache&
   if (v.tokens.empty()) {
     // Nothing usable came back (a chunked pass): forget it, take a plain step.
     kv.truncate(base);
-    const ForwardResult plain = forward(kv, std::span<const int32_t>(feed.data(), 1), wants);
+    const ForwardResult plain = forward(kv, std::span<const int32_t>(feed.data(), 1), sampler.in_pass(wants, history));
     if (plain.positions.empty()) throw Error("the backend reported no logits for the decode step");
     return {sampler.sample(plain.positions.back(), history)};
   }

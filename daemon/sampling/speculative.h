@@ -98,7 +98,8 @@ class SpeculativeDecoder {
   // history.size() - 1 positions): feeds the pending token, with a draft when
   // one is found, and returns the 1..K+1 tokens it yields, `kv` truncated to
   // hold everything but the last of them. Without a draft it is exactly a
-  // plain decode step (forward of one token, sampler.sample). `room`: tokens
+  // plain decode step (forward of one token, sampler.sample). Both draw in
+  // the pass where the backend can (Sampler::in_pass). `room`: tokens
   // the caller may still take (>= 1). `wants`: the sampler's. Errors of
   // `forward` pass through with the cache as it left it.
   std::vector<int32_t> step(const ForwardFn& forward, KvCache& kv, Sampler& sampler, const ForwardWants& wants,

@@ -353,6 +353,9 @@ void Scheduler::run_batch(std::vector<std::pair<std::shared_ptr<Job>, int>>& pic
     item.tokens = std::span<const int32_t>(job->tokens).subspan(job->fed, n);
     if (last_chunk) {
       item.wants = job->wants;
+      // A draft's draws in the pass start at its first position (PassSampling):
+      // a later chunk's are the caller's Sampler's, from the scores.
+      if (job->wants.all_positions && job->fed > 0) item.wants.sample.reset();
     } else {
       // Intermediate chunks only matter for their K/V, and for the argmax of every position.
       item.wants = ForwardWants{};

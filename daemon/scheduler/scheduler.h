@@ -20,7 +20,8 @@
 // no session waits more than about one turn per other session.
 //
 // Sampling's calls on the engine (SamplingCalls: the kernel's probabilities,
-// draw and logprob normalizer over a position's copied scores) run on the
+// draw and logprob normalizer over a position's scores: BPF reads them where
+// the pass left them while no later step overwrote them) run on the
 // same thread too: the Scheduler is the SamplingCalls the daemon's Samplers
 // use. Each call runs between steps, before the next one, so it waits for at
 // most the step at hand (a kernel turn yields to it after kernel_turn).

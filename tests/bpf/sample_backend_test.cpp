@@ -11,6 +11,9 @@
 //     where the pass left them, QN_SAMPLE_LOGITS) picks the token sampling
 //     from the copied scores picks, for every candidate kind and draw index,
 //     and leaves the scores out when the caller reads only the token;
+//   - scores that carry the whole vocabulary are sampled and normalised in
+//     place while logits_buf holds them, from their copied values after a
+//     later pass (the same results bit for bit), and refused without them;
 //   - request threads computing distributions while the engine thread runs
 //     forward passes on the same backend get the single-threaded results.
 //   - the logprobs the API reports (position_logprobs) come from the kernel's
@@ -29,6 +32,7 @@
 #include <vector>
 
 #include "../engine/test_backends.h"
+#include "common/error.h"
 #include "engine/bpf_backend.h"
 #include "engine/sampling_kernel.h"
 #include "sampling/kernel_params.h"
@@ -104,9 +108,10 @@ TEST(SampleBackend, KernelDistributionEqualsModelAndIsCloseToFloat) {
   }
 }
 
-// A sampling top-k beyond the kernel's list (64): the backend hands qn_sample
-// the whole vocabulary's Q16 logits and the program makes the cut (its radix
-// select), bit for bit the model's; the list it reports is for reporting only.
+// A sampling top-k beyond the kernel's list (64): qn_sample reads the whole
+// vocabulary's Q16 logits where the pass left them (none copied out) and
+// makes the cut (its radix select), bit for bit the model's; the list it
+// reports is for reporting only.
 TEST(SampleBackend, TopKBeyondTheKernelListIsCutByQnSample) {
   const int vocab = backend().config().vocab_size;
   const std::vector<SamplingParams> cases = {
@@ -117,19 +122,26 @@ TEST(SampleBackend, TopKBeyondTheKernelListIsCutByQnSample) {
   for (const SamplingParams& p : cases) {
     SCOPED_TRACE("top_k " + std::to_string(p.top_k));
     Sampler kernel(p, &backend());
+    // The same prompt's whole vocabulary copied out by a pass that asks for it (the model's input below).
+    PositionLogits copied;
+    {
+      auto kv = backend().create_kv(64);
+      copied = backend().forward(*kv, kPrompt, ForwardWants{.full_logits = true}).positions.back();
+    }
     const PositionLogits s = scores_for(kernel);
-    ASSERT_EQ(s.full_q16.size(), size_t(vocab));
+    ASSERT_TRUE(s.full_q16.empty());  // the whole vocabulary stayed in the kernel
+    ASSERT_TRUE(s.whole_vocab());
     ASSERT_TRUE(s.full.empty());  // not asked for
     ASSERT_EQ(s.top_k.size(), size_t(p.top_k));
     ASSERT_EQ(s.top_k_q16.size(), s.top_k.size());
     for (size_t i = 0; i < s.top_k.size(); i++) {
-      ASSERT_EQ(s.top_k_q16[i], s.full_q16[s.top_k[i].first]);
+      ASSERT_EQ(s.top_k_q16[i], copied.full_q16.at(s.top_k[i].first));
       ASSERT_EQ(s.top_k[i].second, float(s.top_k_q16[i]) / 65536.0f);
     }
     uint64_t c0 = calls();
     const TokenDistribution k = kernel.distribution(s, kPrompt);
     EXPECT_EQ(calls() - c0, 1u);  // qn_sample; the float path makes no bpf() call
-    const TokenDistribution m = model_distribution(s, p, kPrompt);
+    const TokenDistribution m = model_distribution(copied, p, kPrompt);
     std::map<int32_t, double> km(k.tokens.begin(), k.tokens.end()), mm(m.tokens.begin(), m.tokens.end());
     EXPECT_EQ(km, mm);
     for (auto& [id, q] : k.tokens)  // Q40 probabilities, as only the kernel computes them
@@ -201,6 +213,54 @@ TEST(SampleBackend, InPassSamplingPicksWhatTheCopiedScoresPick) {
       EXPECT_EQ(in_pass.sample(got, kPrompt), want);
       EXPECT_EQ(calls(), c0);  // drawn already
     }
+  }
+}
+
+// Scores that carry the whole vocabulary are sampled, drawn and normalised
+// where the pass left their logits while logits_buf still holds them (no
+// candidate written into sample_buf from user space), and from their copied
+// Q16 values once a later pass overwrote the row: the same distribution,
+// token and log-normalizer bit for bit. Without copied values such scores
+// are refused after a later pass, never read stale.
+TEST(SampleBackend, InPlaceIsTheCopiedPathBitForBit) {
+  const SamplingParams cases[] = {
+      {.temperature = 0.8f, .top_p = 0.9f, .repetition_penalty = 1.2f, .seed = 3},  // penalty
+      {.temperature = 1.0f, .top_p = 0.95f, .seed = 5},                              // nucleus
+      {.temperature = 1.0f, .top_k = 100, .seed = 11},                               // beyond the kernel's list
+  };
+  for (const SamplingParams& p : cases) {
+    SCOPED_TRACE("top_k " + std::to_string(p.top_k) + " top_p " + std::to_string(p.top_p));
+    Sampler sampler(p, &backend());
+    ForwardWants w = sampler.wants();
+    w.full_logits = true;  // the values too, as logprobs ask: the copying path's input
+    auto kv = backend().create_kv(64);
+    const PositionLogits s = backend().forward(*kv, kPrompt, w).positions.back();
+    ASSERT_NE(s.logits_pass, 0u);
+    ASSERT_EQ(s.full_q16.size(), size_t(backend().config().vocab_size));
+    const uint64_t l0 = engine::whole_vocab_loads();
+    const TokenDistribution d_in = sampler.distribution(s, kPrompt);
+    const int32_t t_in = sampler.peek_sample(s, kPrompt, 4);
+    const std::optional<int64_t> lse_in = backend().log_normalizer_q16(s);
+    EXPECT_EQ(engine::whole_vocab_loads(), l0) << "the logits went through user space";
+    // A later pass overwrites the row: the copied values are read instead.
+    const PositionLogits later = scores_for(sampler);
+    const TokenDistribution d_copy = sampler.distribution(s, kPrompt);
+    const int32_t t_copy = sampler.peek_sample(s, kPrompt, 4);
+    const std::optional<int64_t> lse_copy = backend().log_normalizer_q16(s);
+    EXPECT_EQ(engine::whole_vocab_loads(), l0 + 3);
+    EXPECT_EQ(d_in.tokens, d_copy.tokens);
+    EXPECT_EQ(t_in, t_copy);
+    ASSERT_TRUE(lse_in.has_value());
+    EXPECT_EQ(lse_in, lse_copy);
+    // Scores without the values are the latest pass's or nothing.
+    PositionLogits bare = later;
+    bare.full.clear();
+    bare.full_q16.clear();
+    if (!bare.whole_vocab()) continue;  // the kernel's top-k list: not the whole vocabulary
+    EXPECT_EQ(sampler.distribution(bare, kPrompt).tokens, d_in.tokens);
+    (void)scores_for(sampler);
+    EXPECT_THROW(sampler.distribution(bare, kPrompt), Error);
+    EXPECT_THROW(backend().log_normalizer_q16(bare), Error);
   }
 }
 

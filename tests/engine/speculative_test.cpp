@@ -4,12 +4,14 @@
 // and leaves the cache holding exactly the tokens before the pending one.
 // Seeded sampling gives one text on every path that shares the probabilities:
 // the draw in the kernel (qn_sample), in user space from the kernel's
-// distribution, and speculative decoding.
+// distribution, and speculative decoding, which draws over the whole
+// vocabulary where the pass left the logits (none copied out or back).
 #include <gtest/gtest.h>
 
 #include <tuple>
 
 #include "engine/bpf_kv_cache.h"
+#include "engine/sampling_kernel.h"
 #include "sampling/speculative.h"
 #include "test_backends.h"
 
@@ -47,13 +49,20 @@ class UserDraw : public Backend {
 
 // Prefill, then `n` tokens: plainly, or by SpeculativeDecoder::step; the
 // sampler asks `sampling` (b itself, or b with the draw in user space).
+// `copied_out`: counts the speculative steps' positions that came back with
+// the whole vocabulary's logits in user space.
 Decoded decode(Backend& b, const std::vector<int32_t>& prompt, int n, bool speculative, const SamplingParams& sp = {},
-               Backend* sampling = nullptr) {
+               Backend* sampling = nullptr, size_t* copied_out = nullptr) {
   Sampler sampler(sp, sampling);
   const ForwardWants wants = sampler.wants();
   SpeculativeDecoder spec;
   auto kv = b.create_kv(static_cast<int>(prompt.size()) + n + 1);
-  auto forward = [&b](KvCache& c, std::span<const int32_t> t, const ForwardWants& w) { return b.forward(c, t, w); };
+  auto forward = [&b, copied_out](KvCache& c, std::span<const int32_t> t, const ForwardWants& w) {
+    ForwardResult r = b.forward(c, t, w);
+    if (copied_out)
+      for (const PositionLogits& p : r.positions) *copied_out += !p.full_q16.empty() || !p.full.empty();
+    return r;
+  };
   std::vector<int32_t> history = prompt;
   Decoded d;
   history.push_back(sampler.sample(b.forward(*kv, prompt, wants).positions.back(), history));
@@ -130,6 +139,32 @@ TEST_P(SpeculativeEngineTest, SeededSamplingIsOneTextOnEveryPath) {
   }
   EXPECT_GT(drafted, 0u) << "no draft was verified with any of 8 seeds";
   EXPECT_TRUE(left_argmax) << "the draws never left the argmax";
+}
+
+// Sampling over the whole vocabulary (a nucleus and a penalty): the
+// verification pass draws each draft position where its logits are (in the
+// pass, up to the first rejection), so no position's 151,936 logits go out to
+// user space or back into sample_buf, and the text is plain decoding's.
+TEST(SpeculativeWholeVocabulary, DraftsAreDrawnWhereTheLogitsAre) {
+  Backend& b = bpf_backend("tiny", WeightPath::map, Precision::q24, 8, 512);
+  const std::vector<int32_t> prompt = repetitive_prompt(b.config().vocab_size);
+  const int n = 32;
+  uint64_t drafted = 0, accepted = 0;
+  for (uint64_t seed = 7; seed < 15 && (accepted == 0 || accepted == drafted); ++seed) {
+    const SamplingParams sp{.temperature = 0.5f, .top_p = 0.9f, .repetition_penalty = 1.05f, .seed = seed};
+    const Decoded plain = decode(b, prompt, n, false, sp, &b);
+    size_t copied = 0;
+    const uint64_t loads = engine::whole_vocab_loads();
+    const Decoded fast = decode(b, prompt, n, true, sp, &b, &copied);
+    EXPECT_EQ(fast.tokens, plain.tokens) << "seed " << seed;
+    EXPECT_EQ(engine::whole_vocab_loads(), loads) << "seed " << seed << ": logits copied back into sample_buf";
+    EXPECT_EQ(copied, 0u) << "seed " << seed << ": logits copied out to user space";
+    drafted += fast.stats.drafted;
+    accepted += fast.stats.accepted;
+  }
+  EXPECT_GT(drafted, 0u) << "no draft was verified with any of 8 seeds";
+  EXPECT_GT(accepted, 0u) << "no draft was accepted with any of 8 seeds";
+  EXPECT_LT(accepted, drafted) << "no draft was rejected with any of 8 seeds";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SpeculativeEngineTest,

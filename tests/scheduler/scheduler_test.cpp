@@ -44,6 +44,34 @@ TEST(Scheduler, ChunkedPrefillReportsEveryPositionInOrder) {
   EXPECT_EQ(sched.stats().steps, 3u);  // 3 + 3 + 1
 }
 
+// A draft's draws in the pass (ForwardWants::sample with all_positions)
+// start at its first fed position: a pass that holds the whole job keeps
+// them, the chunks of a split one carry none (the caller's Sampler draws).
+TEST(Scheduler, DraftDrawsInThePassOnlyFromTheFirstPosition) {
+  struct Recording : FakeBackend {
+    std::vector<bool> sampled;  // per item stepped: whether its wants drew in the pass
+    void forward_batch(std::span<BatchItem> items) override {
+      for (const BatchItem& it : items) sampled.push_back(it.wants.sample.has_value());
+      FakeBackend::forward_batch(items);
+    }
+  };
+  const std::vector<int32_t> history = {4, 5};
+  ForwardWants w;
+  w.all_positions = true;
+  w.sample = PassSampling{.history = history};
+  const std::vector<int32_t> tokens = {5, 6, 7, 8, 9};
+  for (const int chunk : {8, 2}) {
+    Recording backend;
+    SchedulerOptions o;
+    o.prefill_chunk = chunk;
+    Scheduler sched(backend, o);
+    auto kv = backend.create_kv(32);
+    EXPECT_EQ(sched.run(*kv, tokens, w).positions.size(), tokens.size());
+    const std::vector<bool> want = chunk == 8 ? std::vector<bool>{true} : std::vector<bool>{false, false, false};
+    EXPECT_EQ(backend.sampled, want) << "prefill_chunk " << chunk;
+  }
+}
+
 TEST(Scheduler, ConcurrentSequencesShareSteps) {
   FakeBackend backend;
   backend.step_delay = std::chrono::milliseconds(5);
