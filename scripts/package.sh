@@ -32,13 +32,12 @@ for cmd in cmake dpkg-deb dpkg-shlibdeps help2man strip; do
   command -v "$cmd" >/dev/null || die "'$cmd' is not installed (scripts/setup-deps.sh installs it)"
 done
 
-# The targets that install(TARGETS) names: `cmake --install` needs them all.
-targets=(qwen3-bpfd qwen3-bpf qwen3-bpf-run qwen3-bpf-mkmodel qwen3-bpf-bench)
+# `installed`: every program install(TARGETS) names (CMakeLists.txt, qwen3_install_program).
 if ((do_build)); then
   if [[ ! -f $build_dir/CMakeCache.txt ]]; then
     cmake -S "$root_dir" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   fi
-  cmake --build "$build_dir" --target "${targets[@]}"
+  cmake --build "$build_dir" --target installed
 fi
 [[ -f $build_dir/CMakeCache.txt ]] || die "$build_dir is not a configured build tree"
 version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build_dir/CMakeCache.txt")
@@ -49,7 +48,7 @@ trap 'rm -rf "$work"' EXIT
 # dpkg-shlibdeps looks for the binaries in debian/<package>/.
 stage=$work/debian/qwen3-bpfd
 DESTDIR=$stage cmake --install "$build_dir" --prefix /usr >"$work/install.log" 2>&1 ||
-  { cat "$work/install.log" >&2; die "cmake --install failed (are ${targets[*]} built?)"; }
+  { cat "$work/install.log" >&2; die "cmake --install failed (is the 'installed' target built?)"; }
 
 # dpkg keeps the administrator's edits of a conffile: no .default copy needed.
 rm -f "$stage/etc/qwen3-bpfd/qwen3-bpfd.conf.default"
@@ -75,9 +74,12 @@ declare -A summaries=(
   [qwen3-bpf-run]="run a Qwen3 model in eBPF without the daemon"
   [qwen3-bpf-mkmodel]="write a random Qwen3 model directory for tests"
   [qwen3-bpf-bench]="benchmark the eBPF operators and the model"
+  [qwen3-bpf-shapecheck]="check that a Qwen3 config.json's shape passes the BPF verifier"
 )
 mkdir -p "$stage/usr/share/man/man1"
-for prog in "${targets[@]}"; do
+for path in "$stage"/usr/bin/*; do
+  prog=${path##*/}
+  [[ -n ${summaries[$prog]:-} ]] || die "no man-page summary for $prog: add it to 'summaries' in $0"
   help2man -N --no-discard-stderr --version-string="$version" -n "${summaries[$prog]}" \
     -o "$stage/usr/share/man/man1/$prog.1" "$stage/usr/bin/$prog" 2>"$work/help2man.log" ||
     { cat "$work/help2man.log" >&2; die "help2man failed for $prog"; }
