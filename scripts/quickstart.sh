@@ -25,7 +25,7 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 
 say "installing dependencies"
-"$root_dir/scripts/setup-deps.sh"
+"$root_dir/scripts/setup-deps.sh" --build  # the tests' tools come with run-tests.sh
 
 say "building the daemon, the CLI and the tools it installs (into $build_dir)"
 QWEN3_PREFIX=$prefix QWEN3_BUILD_DIR=$build_dir QWEN3_BUILD_TESTING=OFF "$root_dir/scripts/build.sh" installed
