@@ -39,7 +39,9 @@ const char* trace_stage_name(TraceStage s) {
   return "?";
 }
 
-namespace {
+// The pieces of ReferenceBackend::Weights: named, not anonymous, because that
+// struct (declared in the header) has external linkage.
+namespace reference_parts {
 
 // A weight matrix as the checkpoint stores it: BF16 read in place from the
 // mapping when it is aligned, otherwise float (F16/F32/unaligned) owned here.
@@ -151,7 +153,12 @@ class ReferenceKv : public KvCache {
   std::vector<std::vector<float>> k_, v_;
 };
 
-}  // namespace
+}  // namespace reference_parts
+
+using reference_parts::Layer;
+using reference_parts::Matrix;
+using reference_parts::vector_of;
+using reference_parts::ReferenceKv;
 
 struct ReferenceBackend::Weights {
   ModelConfig config;

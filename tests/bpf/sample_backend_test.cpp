@@ -126,7 +126,7 @@ TEST(SampleBackend, TopKBeyondTheKernelListIsCutByQnSample) {
     PositionLogits copied;
     {
       auto kv = backend().create_kv(64);
-      copied = backend().forward(*kv, kPrompt, ForwardWants{.full_logits = true}).positions.back();
+      copied = backend().forward(*kv, kPrompt, ForwardWants{.full_logits = true, .sample = std::nullopt}).positions.back();
     }
     const PositionLogits s = scores_for(kernel);
     ASSERT_TRUE(s.full_q16.empty());  // the whole vocabulary stayed in the kernel
@@ -292,7 +292,7 @@ TEST(SampleBackend, RequestThreadsSampleWhileTheEngineRunsPasses) {
     std::mt19937_64 rng(1);
     while (!stop && kv->positions() + 4 < kv->max_context()) {
       std::vector<int32_t> t = {int32_t(rng() % 1000), int32_t(rng() % 1000)};
-      backend().forward(*kv, t, {.full_logits = true});
+      backend().forward(*kv, t, {.full_logits = true, .sample = std::nullopt});
       passes++;
     }
   });
@@ -327,7 +327,8 @@ double lse_bound(size_t n) {
 TEST(SampleBackend, LogprobsAreTheKernelsNormalizer) {
   const int vocab = backend().config().vocab_size;
   // What Generate asks for with logprobs (the whole vocabulary), and a top-k list alone.
-  for (const ForwardWants& w : {ForwardWants{.top_k = 5, .full_logits = true}, ForwardWants{.top_k = 20}}) {
+  for (const ForwardWants& w : {ForwardWants{.top_k = 5, .full_logits = true, .sample = std::nullopt},
+                                ForwardWants{.top_k = 20, .sample = std::nullopt}}) {
     SCOPED_TRACE(w.full_logits ? "full logits" : "top-k list");
     auto kv = backend().create_kv(64);
     const PositionLogits s = backend().forward(*kv, kPrompt, w).positions.back();
