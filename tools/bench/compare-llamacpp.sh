@@ -17,14 +17,17 @@
 #   --decode N          decoded tokens of the decode figure (default 32)
 #   --work DIR          where the GGUF files go (default /var/tmp/qwen3-compare)
 #   --qwen3-bench PATH  qwen3-bpf-bench (default: build/tools/bench/, then PATH)
+#   --no-kernel-driver  qwen3-bpfd's decode by the engine's threads only (default: both
+#                       that and the kernel-driven decode the daemon uses, rows "q8" and
+#                       "q8 kernel"; the prefill figure is the engine's either way)
 #
 # The pairs compared: qwen3-bpfd q8 against llama.cpp Q8_0 and Q4_0 (and BF16
 # with --bf16). Raw per-round figures go to WORK/rounds.jsonl.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 llama_src="" llama_bin="" model="" rounds=4 threads=2 prompt=64 decode=32 work=/var/tmp/qwen3-compare bf16=0
-qbench=""
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+qbench="" kernel_driver=1
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while (($#)); do
   case $1 in
     --llama-src) llama_src=$2; shift 2 ;;
@@ -37,6 +40,7 @@ while (($#)); do
     --work) work=$2; shift 2 ;;
     --qwen3-bench) qbench=$2; shift 2 ;;
     --bf16) bf16=1; shift ;;
+    --no-kernel-driver) kernel_driver=0; shift ;;
     -h | --help) usage ;;
     *) echo "compare-llamacpp: unknown argument '$1'" >&2; usage ;;
   esac
@@ -104,15 +108,23 @@ echo "== $rounds alternated rounds, $threads threads, prefill of $prompt tokens,
 echo "   $(uptime)"
 : >"$work/rounds.jsonl"
 for ((r = 1; r <= rounds; r++)); do
+  driver_args=()
+  ((kernel_driver)) && driver_args=(--driver kernel)
   env_json=$(measured "$work/qwen3.json" "$qbench" --model "$model" --precision q8 --weights map --no-reference \
-    --json --threads "$threads" --prompt-tokens "$prompt" --decode "$decode" --rounds 1)
+    --json --threads "$threads" --prompt-tokens "$prompt" --decode "$decode" --rounds 1 "${driver_args[@]}")
   /usr/bin/python3 - "$work/qwen3.json" "$env_json" "$r" >>"$work/rounds.jsonl" <<'PY'
 import json, sys
 run = json.load(open(sys.argv[1]))["runs"][0]
+env = json.loads(sys.argv[2])
 print(json.dumps({"round": int(sys.argv[3]), "engine": "qwen3-bpfd", "format": "q8",
                   "decode_ms_per_token": run["decode_ms_per_token"],
                   "decode_cpu_ms_per_token": run.get("decode_cpu_ms_per_token"),
-                  "prefill_tokens_per_second": run["prefill_tokens_per_second"], **json.loads(sys.argv[2])}))
+                  "prefill_tokens_per_second": run["prefill_tokens_per_second"], **env}))
+# The kernel-driven decode (the daemon's default), from the same process.
+for d in run.get("drivers", []):
+    print(json.dumps({"round": int(sys.argv[3]), "engine": "qwen3-bpfd", "format": "q8 " + d["driver"],
+                      "decode_ms_per_token": d["round_ms_per_token"][0],
+                      "decode_cpu_ms_per_token": d["round_cpu_ms_per_token"][0], **env}))
 PY
   for f in "${formats[@]}"; do
     env_json=$(measured "$work/llama.json" "$llama_bin/llama-bench" -m "${gguf_of[$f]}" -t "$threads" \
@@ -143,11 +155,12 @@ for engine, fmt in keys:
     dec, pre = pick(engine, fmt, "decode_ms_per_token"), pick(engine, fmt, "prefill_tokens_per_second")
     cpu, wall = pick(engine, fmt, "cpu_s"), pick(engine, fmt, "wall_s")
     sy, st = pick(engine, fmt, "vmstat_sy_pct"), pick(engine, fmt, "vmstat_st_pct")
-    print(f"| {engine} | {fmt} | {min(dec):.1f} / {statistics.median(dec):.1f} | {max(pre):.0f} / {statistics.median(pre):.0f} "
+    pre_cell = f"{max(pre):.0f} / {statistics.median(pre):.0f}" if pre else "-"
+    print(f"| {engine} | {fmt} | {min(dec):.1f} / {statistics.median(dec):.1f} | {pre_cell} "
           f"| {statistics.median(cpu):.1f} / {statistics.median(wall):.1f} | {statistics.median(sy):.0f} / {statistics.median(st):.0f} |")
 q = [r for r in rows if r["engine"] == "qwen3-bpfd"]
-best_q_dec = min(r["decode_ms_per_token"] for r in q)
-best_q_pre = max(r["prefill_tokens_per_second"] for r in q)
+best_q_dec = min(r["decode_ms_per_token"] for r in q)  # the faster driver's best round
+best_q_pre = max(r["prefill_tokens_per_second"] for r in q if "prefill_tokens_per_second" in r)
 print()
 for engine, fmt in keys:
     if engine != "llama.cpp":
