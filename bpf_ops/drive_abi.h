@@ -82,6 +82,8 @@ struct qn_drive_submit {
   struct qn_sample_hdr params;
   qn_s32 status; /* written by qn_drive_start: 0 started, else why not */
   qn_u32 client; /* 0: the daemon's; k + 1: kernel-client session k (kd_sessions, kd_results) */
+  qn_u32 cpu;    /* written by qn_drive_start: the CPU whose workqueue runs the first chain */
+  qn_u32 pad;
 };
 
 /* The running generation (drive_state, one entry, mmapable). */

@@ -558,6 +558,7 @@ int qn_drive_start(struct qn_drive_submit *sub) {
   s32 bad = drv_check(sub);
   if (bad) return sub->status = bad;
   sub->client = 0;
+  sub->cpu = bpf_get_smp_processor_id();  /* the first link is queued on this CPU */
   s->sub = *sub;
   drv_begin(s);
   return sub->status = s->finish == QN_FINISH_ERROR ? s->status : 0;

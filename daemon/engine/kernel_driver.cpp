@@ -180,9 +180,12 @@ KernelGenerateResult KernelDriver::generate(BpfKvCache& kv, const KernelGenerate
     throw Error("kernel driver: qn_drive_start refused the submission (check at bpf_ops line " +
                 std::to_string(sub.status) + ")");
   // A second chain on another CPU claims shares as it gets that CPU (one
-  // more bpf() call, from a thread pinned there).
+  // more bpf() call, from a thread pinned there). The first chain's CPU is
+  // the one qn_drive_start ran on, not this thread's now: the kworker it
+  // woke may have pushed this thread to the other CPU, and a joiner pinned
+  // from there put both chains on one CPU (decode at half speed).
   std::thread joiner;
-  const int here = sched_getcpu();
+  const int here = static_cast<int>(sub.cpu);
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   if (progs_.layout().shape.threads > 1 && cpus > 1 && here >= 0)
     joiner = std::thread([this, other = int((here + 1) % cpus)] {
