@@ -159,7 +159,6 @@ Collected chain(const Probe& p, uint64_t tokens, uint64_t work, uint64_t barrier
     const int n = ring_buffer__poll(rb, 200);
     idle_polls = n > 0 ? 0 : idle_polls + 1;
   }
-  const uint64_t t1 = now_ns();
   ring_buffer__free(rb);
   if (quiet) return c;
   std::vector<uint64_t> lat = c.lat;
