@@ -71,6 +71,32 @@ QN_INLINE qn_u32 qn_q8_bcol_off(qn_u32 g, qn_u32 k) {
   return g * QN_Q8_BGROUP_BYTES + QN_Q8_BSCALES_BYTES + k * QN_Q8_BLOCK_ROWS;
 }
 QN_INLINE qn_u32 qn_q8_btail_off(qn_u32 groups, qn_u32 j) { return groups * QN_Q8_BGROUP_BYTES + j * QN_OUT_TAIL_BYTES; }
+
+/* ---- q4 weights x 8-bit activations (q4a8): the low-bit kernel probe's ----
+ * format (tools/bench/lowbit_probe; not an engine precision yet). A unit is a
+ * block of QN_Q4_BLOCK_ROWS rows; per group g of QN_Q4_GROUP columns:
+ *   int32 scale [16] (row j), uint16 code sum [16] (row j's 32 codes), then
+ *   per column k one u64 whose nibble j is row j's code c, 0 .. 15
+ *   (w = (c - QN_Q4_CODE_BIAS) * scale / 2^wfrac).
+ * The input of a q4a8 product is quantized per group of QN_A8_GROUP values
+ * (kernel_q4a8.h): q = round(127 x / max|x|) stored as the byte q + 128,
+ * the group's scale xs = round(max|x| 2^16 / 127) (|x| <= 2^QN_Q8_ACT_BITS)
+ * and its correction 8 * sum q. */
+#define QN_Q4_BLOCK_ROWS 16
+#define QN_Q4_GROUP 32
+#define QN_Q4_CODE_BIAS 8
+#define QN_Q4_BSCALES_BYTES (4 * QN_Q4_BLOCK_ROWS)
+#define QN_Q4_BCSUM_BYTES (2 * QN_Q4_BLOCK_ROWS)
+#define QN_Q4_BGROUP_BYTES (QN_Q4_BSCALES_BYTES + QN_Q4_BCSUM_BYTES + 8 * QN_Q4_GROUP)
+QN_INLINE qn_u32 qn_q4_bscale_off(qn_u32 g, qn_u32 j) { return g * QN_Q4_BGROUP_BYTES + 4 * j; }
+QN_INLINE qn_u32 qn_q4_bcsum_off(qn_u32 g, qn_u32 j) { return g * QN_Q4_BGROUP_BYTES + QN_Q4_BSCALES_BYTES + 2 * j; }
+QN_INLINE qn_u32 qn_q4_bcol_off(qn_u32 g, qn_u32 k) {
+  return g * QN_Q4_BGROUP_BYTES + QN_Q4_BSCALES_BYTES + QN_Q4_BCSUM_BYTES + 8 * k;
+}
+#define QN_A8_GROUP 32
+#define QN_A8_BIAS 128
+#define QN_A8_SCALE_FRAC 16
+
 QN_INLINE qn_u32 qn_unit_rows(qn_u32 precision) { return precision == QN_PREC_Q8 ? QN_Q8_BLOCK_ROWS : 1; }
 QN_INLINE qn_u32 qn_unit_bytes(qn_u32 precision, qn_u32 groups) {
   return qn_row_bytes(precision, groups) * qn_unit_rows(precision);

@@ -15,6 +15,8 @@
 #ifdef __cplusplus
 #include <cstdint>
 typedef int8_t qn_s8;
+typedef uint8_t qn_u8;
+typedef uint16_t qn_u16;
 typedef int32_t qn_s32;
 typedef uint32_t qn_u32;
 typedef int64_t qn_s64;
@@ -24,6 +26,8 @@ typedef uint64_t qn_u64;
 #else
 #include <linux/types.h>
 typedef __s8 qn_s8;
+typedef __u8 qn_u8;
+typedef __u16 qn_u16;
 typedef __s32 qn_s32;
 typedef __u32 qn_u32;
 typedef __s64 qn_s64;
