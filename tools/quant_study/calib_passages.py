@@ -21,6 +21,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--passages", type=int, default=16)
     p.add_argument("--length", type=int, default=128)
+    p.add_argument("--first", type=int, default=0, help="start at this qualifying document (another sample)")
     a = p.parse_args()
     manifest = json.load(open(os.path.join(a.corpus, "manifest.json")))
     ids = np.load(os.path.join(a.corpus, "valid.npy"))
@@ -33,7 +34,7 @@ def main():
     if len(docs) < a.passages:
         raise SystemExit(f"calib_passages: only {len(docs)} documents qualify, {a.passages} asked")
     step = len(docs) // a.passages
-    out = [{"source": path, "ids": [int(i) for i in ids[s:s + a.length]]} for path, s in docs[::step][:a.passages]]
+    out = [{"source": path, "ids": [int(i) for i in ids[s:s + a.length]]} for path, s in docs[a.first::step][:a.passages]]
     with open(a.out, "w") as f:
         json.dump({"model": "qwen3-kerneldoc", "purpose": "calibration", "prompts": out}, f)
     print(f"calib_passages: {len(out)} passages of {a.length} tokens from {len(docs)} documents -> {a.out}")

@@ -30,6 +30,7 @@
 //   nocols       no exact columns at all
 //   engine       exactly what the engine's q8 conversion stores (convert_row), read back
 //   emb8         embedding and lm_head as the engine's q8, whatever the rest is
+//   <M>8         (qkv8, o8, gateup8, down8) that matrix kind as the engine's q8
 //   a8g<G>       8-bit activations: every matrix input quantized per group of G
 //                (-127..127, absmax/127), exact columns' inputs kept float
 //   a8vec        the same with one scale per input vector
@@ -54,6 +55,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,7 +87,8 @@ struct Variant {
   std::string name;
   RowFormat fmt{8, QN_GROUP, false};  // the engine's group; a variant may study others
   double noise_pct = 0;               // > 0: noise instead of rounding
-  bool gptq = false, awq = false, actcols = false, nocols = false, engine = false, emb8 = false;
+  bool gptq = false, awq = false, actcols = false, nocols = false, engine = false;
+  std::set<std::string> as_q8;  // matrix kinds stored as the engine's q8 (emb8: embed, lmhead)
   int act_group = -1;  // 8-bit activations: -1 off, 0 one scale per vector, else the group
   std::string only;    // matrix kind, empty = all
   bool needs_calibration() const { return gptq || awq || actcols; }
@@ -111,7 +114,8 @@ Variant parse_variant(const std::string& s) {
       else if (t == "actcols") v.actcols = true;
       else if (t == "nocols") v.nocols = true;
       else if (t == "engine") v.engine = true;
-      else if (t == "emb8") v.emb8 = true;
+      else if (t == "emb8") v.as_q8.insert({"embed", "lmhead"});
+      else if (t == "qkv8" || t == "o8" || t == "gateup8" || t == "down8") v.as_q8.insert(t.substr(0, t.size() - 1));
       else if (t.size() > 4 && t.compare(t.size() - 4, 4, "only") == 0) v.only = t.substr(0, t.size() - 4);
       else throw invalid_argument("");
     } catch (const std::exception&) {
@@ -242,7 +246,7 @@ VariantWeights quantize_model(const ModelDir& model, const Variant& v, const Cal
     }
     const bool has_input = cal && !set.input.empty();
     const bool vocab = set.kind == "embed" || set.kind == "lmhead";
-    const bool as_engine = v.engine || (v.emb8 && vocab);
+    const bool as_engine = v.engine || v.as_q8.count(set.kind);
     InputQuant iq;
     MatrixResult r;
     double bytes = 4.0 * cols * rows;  // float: a matrix the variant leaves alone
@@ -339,6 +343,7 @@ int main(int argc, char** argv) {
   std::string model_dir, work = "/tmp/qwen3-quant-study", passages, calib_passages;
   std::vector<std::string> names;
   int prompts = 20, length = 52, calib = 8, threads = 2;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines show as they come, even into a file
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     try {
