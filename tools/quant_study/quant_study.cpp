@@ -46,6 +46,7 @@
 //   qwen3-bpf-quant-study build/test-models/trained engine q4g32+mse
 //     --passages tests/engine/trained_heldout.json
 //     --calib-passages tools/quant_study/trained_calib.json --threads 1
+// Results (q4, 8-bit activations, the int8 quantizers): docs/numerics.md.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
