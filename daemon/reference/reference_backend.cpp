@@ -208,6 +208,11 @@ void ReferenceBackend::set_trace(TraceFn fn) {
   trace_ = std::move(fn);
 }
 
+void ReferenceBackend::set_matrix_input_hook(MatrixInputFn fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  input_hook_ = std::move(fn);
+}
+
 std::unique_ptr<KvCache> ReferenceBackend::create_kv(int max_context) {
   const ModelConfig& c = weights_->config;
   if (max_context <= 0) throw invalid_argument("KV cache size must be positive, got " + std::to_string(max_context));
@@ -238,8 +243,8 @@ void check_forward_input(const ModelConfig& c, const ReferenceKv& kv, std::span<
 // the steps that fill them in the order of the model.
 class ForwardPass {
  public:
-  ForwardPass(ReferenceBackend::Weights& w, ReferenceKv& kv, int T, const TraceFn& trace)
-      : w_(w), c_(w.config), kv_(kv), trace_(trace), T_(T), p0_(kv.positions()),
+  ForwardPass(ReferenceBackend::Weights& w, ReferenceKv& kv, int T, const TraceFn& trace, const MatrixInputFn& hook)
+      : w_(w), c_(w.config), kv_(kv), trace_(trace), hook_(hook), T_(T), p0_(kv.positions()),
         H_(c_.hidden_size), Q_(c_.q_dim()), KV_(c_.kv_dim()), D_(c_.head_dim), M_(c_.intermediate_size),
         eps_(static_cast<float>(c_.rms_norm_eps)),
         x_(size_t(T) * H_), xn_(x_.size()), q_(size_t(T) * Q_), k_(size_t(T) * KV_), v_(k_.size()), att_(q_.size()),
@@ -264,10 +269,15 @@ class ForwardPass {
   void trace(TraceStage s, int layer, int rows, int cols, const float* data, int first = 0) const {
     if (trace_) trace_(TracePoint{s, layer, p0_ + first, rows, cols, data});
   }
+  // A matrix product's input: the hook may rewrite it, then it is traced.
+  void matrix_input(TraceStage s, int layer, int rows, int cols, float* data, int first = 0) const {
+    if (hook_) hook_(s, layer, rows, cols, data);
+    trace(s, layer, rows, cols, data, first);
+  }
 
   void qkv(const Layer& L, int l) {
     for (int t = 0; t < T_; ++t) reference::rms_norm(&x_[t * H_], L.in_norm.data(), &xn_[t * H_], H_, eps_);
-    trace(TraceStage::attn_norm, l, T_, H_, xn_.data());
+    matrix_input(TraceStage::attn_norm, l, T_, H_, xn_.data());
     L.q.multiply(xn_.data(), T_, q_.data(), w_.pool);
     L.k.multiply(xn_.data(), T_, k_.data(), w_.pool);
     L.v.multiply(xn_.data(), T_, v_.data(), w_.pool);
@@ -308,7 +318,7 @@ class ForwardPass {
       attend_part(0, int64_t(T_) * heads);
     else
       w_.pool.parallel_for(int64_t(T_) * heads, 1, attend_part);
-    trace(TraceStage::attention, l, T_, Q_, att_.data());
+    matrix_input(TraceStage::attention, l, T_, Q_, att_.data());
   }
 
   void attention_block(int l) {
@@ -324,13 +334,13 @@ class ForwardPass {
   void mlp_block(int l) {
     const Layer& L = w_.layers[l];
     for (int t = 0; t < T_; ++t) reference::rms_norm(&x_[t * H_], L.post_norm.data(), &xn_[t * H_], H_, eps_);
-    trace(TraceStage::mlp_norm, l, T_, H_, xn_.data());
+    matrix_input(TraceStage::mlp_norm, l, T_, H_, xn_.data());
     L.gate.multiply(xn_.data(), T_, gate_.data(), w_.pool);
     L.up.multiply(xn_.data(), T_, up_.data(), w_.pool);
     trace(TraceStage::gate, l, T_, M_, gate_.data());
     trace(TraceStage::up, l, T_, M_, up_.data());
     reference::silu_mul(gate_.data(), up_.data(), gate_.data(), T_ * M_);
-    trace(TraceStage::act, l, T_, M_, gate_.data());
+    matrix_input(TraceStage::act, l, T_, M_, gate_.data());
     L.down.multiply(gate_.data(), T_, o_.data(), w_.pool);
     trace(TraceStage::down, l, T_, H_, o_.data());
     for (size_t i = 0; i < x_.size(); ++i) x_[i] += o_[i];
@@ -341,6 +351,7 @@ class ForwardPass {
   const ModelConfig& c_;
   ReferenceKv& kv_;
   const TraceFn& trace_;
+  const MatrixInputFn& hook_;
   const int T_, p0_, H_, Q_, KV_, D_, M_;
   const float eps_;
   std::vector<float> x_, xn_, q_, k_, v_, att_, o_, gate_, up_, rope_;
@@ -353,7 +364,7 @@ ForwardResult ForwardPass::project_vocab(const ForwardWants& wants) {
   const int R = T_ - first;
   std::vector<float> fn(size_t(R) * H_);
   for (int r = 0; r < R; ++r) reference::rms_norm(&x_[(first + r) * H_], w_.final_norm.data(), &fn[r * H_], H_, eps_);
-  trace(TraceStage::final_norm, -1, R, H_, fn.data(), first);
+  matrix_input(TraceStage::final_norm, -1, R, H_, fn.data(), first);
 
   ForwardResult result;
   result.positions.resize(R);
@@ -387,7 +398,7 @@ ForwardResult ReferenceBackend::forward(KvCache& kv_base, std::span<const int32_
   const int p0 = kv->positions();
   kv->reserve(p0 + T);
 
-  ForwardPass pass(*weights_, *kv, T, trace_);
+  ForwardPass pass(*weights_, *kv, T, trace_, input_hook_);
   pass.embed(tokens);
   for (int l = 0; l < weights_->config.num_hidden_layers; ++l) pass.layer(l);
   ForwardResult result = pass.project_vocab(wants);

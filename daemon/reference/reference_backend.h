@@ -44,6 +44,12 @@ struct TracePoint {
 };
 using TraceFn = std::function<void(const TracePoint&)>;
 
+// The input of a matrix product, writable, just before the product reads it:
+// attn_norm (q, k, v), attention (o), mlp_norm (gate, up), act (down) and
+// final_norm (lm_head). tools/quant_study quantizes it to study 8-bit
+// activations; nothing else sets it.
+using MatrixInputFn = std::function<void(TraceStage stage, int layer, int rows, int cols, float* data)>;
+
 class ReferenceBackend : public Backend {
  public:
   ReferenceBackend(std::shared_ptr<const ModelDir> model, int threads);
@@ -56,6 +62,8 @@ class ReferenceBackend : public Backend {
 
   // Called synchronously during forward() for every stage; empty to switch off.
   void set_trace(TraceFn fn);
+  // Called before the trace of the same stage; empty (the default) to switch off.
+  void set_matrix_input_hook(MatrixInputFn fn);
 
   struct Weights;
 
@@ -63,6 +71,7 @@ class ReferenceBackend : public Backend {
   std::shared_ptr<const ModelDir> model_;
   std::unique_ptr<Weights> weights_;
   TraceFn trace_;
+  MatrixInputFn input_hook_;
   std::mutex mu_;  // one forward at a time (the thread pool is shared)
 };
 
