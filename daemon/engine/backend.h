@@ -41,8 +41,8 @@ class KvCache {
 // as each earlier position drew the fed token after it: the draws plain
 // decoding would make, up to the first that rejects the draft.
 struct PassSampling {
-  KernelSamplingParams params;       // the candidates: those the wants' scores carry, as sample_token takes them
-  std::span<const int32_t> history;   // the repetition penalty's ids; must outlive the call
+  KernelSamplingParams params{};     // the candidates: those the wants' scores carry, as sample_token takes them
+  std::span<const int32_t> history{}; // the repetition penalty's ids; must outlive the call
   uint64_t draw_index = 0;
   bool scores_unused = false;         // the caller reads only `sampled`: the scores may be left out
 };
@@ -54,21 +54,21 @@ struct ForwardWants {
   // A backend that samples in the pass (Backend::samples_in_pass) reports the
   // token in PositionLogits::sampled (with all_positions: see PassSampling);
   // ignored by the other backends.
-  std::optional<PassSampling> sample;
+  std::optional<PassSampling> sample = std::nullopt;
 };
 
 struct PositionLogits {
   int32_t argmax = -1;
-  std::vector<std::pair<int32_t, float>> top_k;  // sorted by logit, descending
-  std::vector<float> full;                       // vocab_size floats when asked
+  std::vector<std::pair<int32_t, float>> top_k{};  // sorted by logit, descending
+  std::vector<float> full{};                     // vocab_size floats when asked
   // The backend's own fixed-point logits (Q16: logit * 2^16 as int32), from
   // a backend that computes in fixed point (BPF; the reference backend leaves
   // them empty). The floats above are these / 65536 rounded to float, exact
   // only below |logit| 256; sampling in the kernel reads these.
   // top_k_q16[i] is top_k[i]'s logit (empty, or as long as top_k).
-  std::vector<int32_t> top_k_q16;
+  std::vector<int32_t> top_k_q16{};
   // The whole vocabulary's by id, whenever `full` is asked for.
-  std::vector<int32_t> full_q16;
+  std::vector<int32_t> full_q16{};
   // Where the backend left the whole vocabulary's logits of this position
   // (BPF: row logits_row of logits_buf after the vocabulary projection
   // numbered logits_pass; 0: nowhere), set when the scores carry the whole
@@ -101,8 +101,8 @@ struct BatchItem {
 
 struct BackendInfo {
   std::string name;           // "reference" or "bpf"
-  std::string weight_path;    // "map" | "arena" | "host"
-  std::string precision;      // "q24" | "q8" | "f32"
+  std::string weight_path{};  // "map" | "arena" | "host"
+  std::string precision{};    // "q24" | "q8" | "f32"
   size_t weight_bytes = 0;    // resident weight memory
   int bpf_programs = 0;
   int bpf_maps = 0;

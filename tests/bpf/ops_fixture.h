@@ -72,7 +72,9 @@ class OpsTest : public testing::TestWithParam<Param> {
       std::vector<float> col_max(mp.cols, 0.0f);
       for (size_t i = 0; i < all.size(); i++) col_max[i % mp.cols] = std::max(col_max[i % mp.cols], std::fabs(all[i]));
       std::vector<uint32_t> ocols = q8() ? pick_outlier_columns(col_max) : std::vector<uint32_t>{};
-      if (q8() && embed) EXPECT_EQ(ocols, std::vector<uint32_t>{7});
+      if (q8() && embed) {
+        EXPECT_EQ(ocols, std::vector<uint32_t>{7});
+      }
       double mx = 0;
       for (uint32_t c = 0; c < mp.cols; c++)
         if (std::find(ocols.begin(), ocols.end(), c) == ocols.end()) mx = std::max(mx, double(col_max[c]));

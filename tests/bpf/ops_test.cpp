@@ -319,7 +319,9 @@ TEST(WorkerRows, BlocksAreNeverShared) {
           ASSERT_EQ(r.begin, next) << rows << " " << T << " " << t;
           ASSERT_LE(r.begin, r.end);
           ASSERT_EQ(r.begin % unit, 0u);
-          if (r.end != rows) ASSERT_EQ(r.end % unit, 0u);
+          if (r.end != rows) {
+            ASSERT_EQ(r.end % unit, 0u);
+          }
           next = r.end;
           const RowRange q = worker_rows(rows, pairs, Precision::q24, t, T);
           EXPECT_EQ(q.begin, uint32_t(uint64_t(rows) * t / T));

@@ -271,8 +271,9 @@ TEST(SampleProgram, WithinTheDerivedBoundOfTheFloatSampler) {
     std::vector<int32_t> kid, fid;
     for (auto& t : kd->tokens) kid.push_back(t.first);
     for (auto& t : fd.tokens) fid.push_back(t.first);
-    if (std::set<int32_t>(kid.begin(), kid.end()) == std::set<int32_t>(fid.begin(), fid.end()))
+    if (std::set<int32_t>(kid.begin(), kid.end()) == std::set<int32_t>(fid.begin(), fid.end())) {
       ASSERT_EQ(kid, fid) << iter;
+    }
     worst = std::max(worst, tv);
     if (!pen) worst_plain = std::max(worst_plain, tv);
     worst_ratio = std::max(worst_ratio, tv / bound);

@@ -223,7 +223,9 @@ TEST(PackPasses, FillsPassesInOrderAndCoversEveryToken) {
   std::vector<uint32_t> next(lengths.size(), 0);  // next token expected of each item
   for (size_t k = 0; k < passes.size(); k++) {
     const auto& p = passes[k];
-    if (k + 1 < passes.size()) EXPECT_EQ(p.npos, cap) << "pass " << k << " not full";
+    if (k + 1 < passes.size()) {
+      EXPECT_EQ(p.npos, cap) << "pass " << k << " not full";
+    }
     uint32_t row = 0;
     for (const auto& s : p.slices) {
       EXPECT_EQ(s.pass_off, row) << "pass " << k;

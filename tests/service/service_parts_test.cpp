@@ -314,7 +314,9 @@ TEST(SessionStore, SavesDuringARestoreKeepThePendingSessions) {
   doc = nlohmann::json::parse(d.read(d.file()));
   ASSERT_EQ(doc.at("sessions").size(), 3u);
   for (const auto& e : doc.at("sessions"))
-    if (e.at("id") == "p2") EXPECT_EQ(e.at("history").get<std::vector<int32_t>>(), (std::vector<int32_t>{3, 4, 5}));
+    if (e.at("id") == "p2") {
+      EXPECT_EQ(e.at("history").get<std::vector<int32_t>>(), (std::vector<int32_t>{3, 4, 5}));
+    }
 }
 
 // ------------------------------------------------------------- verify slots
