@@ -185,10 +185,11 @@ void check_verifier_refusal(const Case& c, const json& e) {
     EXPECT_EQ(r.span_text, line_of(c.source, e["line"].get<int>()));
     EXPECT_GT(r.span_column_start, 0);
     EXPECT_GT(r.span_column_end, r.span_column_start);
-    if (e.contains("span") && r.span_column_start > 0)
+    if (e.contains("span") && r.span_column_start > 0) {
       EXPECT_EQ(r.span_text.substr(static_cast<size_t>(r.span_column_start - 1),
                                    static_cast<size_t>(r.span_column_end - r.span_column_start)),
                 e["span"].get<std::string>());
+    }
   }
   // Stable ids per class; refusals of kernel-memory readers are security_policy.
   static const std::map<std::string, std::string> ids = {
@@ -213,9 +214,12 @@ void check_case(const Case& c, const PipelineOptions& options, const Secrets& se
   EXPECT_EQ(to_string(r.first_failed_stage), e["stage"].get<std::string>());
   EXPECT_EQ(to_string(r.verifier_class), e["class"].get<std::string>());
   EXPECT_FALSE(r.summary.empty());
-  if (e.contains("summary_contains"))
+  if (e.contains("summary_contains")) {
     EXPECT_NE(r.summary.find(e["summary_contains"].get<std::string>()), std::string::npos);
-  if (e.contains("behaviour_checked")) EXPECT_EQ(r.behaviour_checked, e["behaviour_checked"].get<bool>());
+  }
+  if (e.contains("behaviour_checked")) {
+    EXPECT_EQ(r.behaviour_checked, e["behaviour_checked"].get<bool>());
+  }
 
   check_outcome(c, e);
   // Nothing the validator asked for is passed silently.
@@ -232,8 +236,9 @@ void check_case(const Case& c, const PipelineOptions& options, const Secrets& se
   if (r.fixtures_not_checked > 0) {
     EXPECT_NE(r.summary.find("not checked"), std::string::npos);
   }
-  if (r.first_failed_stage == Stage::policy || r.first_failed_stage == Stage::compile)
+  if (r.first_failed_stage == Stage::policy || r.first_failed_stage == Stage::compile) {
     EXPECT_FALSE(r.compiler_diagnostics.empty());
+  }
   // Whatever got as far as the compiler says how it was confined.
   if (r.first_failed_stage == Stage::compile || r.first_failed_stage == Stage::verify || r.decision == Decision::pass) {
     const std::string mode = options.compiler_sandbox == "landlock" ? "landlock" : "namespaces";
@@ -260,7 +265,9 @@ void check_case(const Case& c, const PipelineOptions& options, const Secrets& se
     EXPECT_EQ(failing, expected);
     for (const auto& f : r.fixtures) {
       EXPECT_FALSE(f.got_action.empty());
-      if (!f.passed) EXPECT_FALSE(f.note.empty());
+      if (!f.passed) {
+        EXPECT_FALSE(f.note.empty());
+      }
     }
   }
   const std::string text = to_json_text(r);
@@ -318,7 +325,9 @@ TEST(VerifyCorpus, ClassifiesEveryProgramAsExpectedAndLeavesNothingBehind) {
   std::vector<Case> cases;
   load_cases(secrets, &cases);
   if (HasFatalFailure()) return;
-  if (!getenv("QWEN3_VERIFY_ONLY")) ASSERT_GE(cases.size(), 40u) << "the corpus must hold at least 40 programs";
+  if (!getenv("QWEN3_VERIFY_ONLY")) {
+    ASSERT_GE(cases.size(), 40u) << "the corpus must hold at least 40 programs";
+  }
 
   PipelineOptions options;
   options.data_dir = QWEN3_VERIFY_TEST_DATA_DIR;

@@ -70,7 +70,9 @@ TEST(VerifyGenerate, GarbageFailsCleanlyOnEveryAttempt) {
     EXPECT_NE(a.result.first_failed_stage, Stage::none);
     EXPECT_FALSE(a.result.summary.empty());
   }
-  if (attempts[0].source.empty()) EXPECT_NE(attempts[0].result.summary.find("no C source"), std::string::npos);
+  if (attempts[0].source.empty()) {
+    EXPECT_NE(attempts[0].result.summary.find("no C source"), std::string::npos);
+  }
   EXPECT_NE(attempts[1].messages.back().content.find("did not pass"), std::string::npos);
 }
 
