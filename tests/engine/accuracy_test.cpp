@@ -104,7 +104,7 @@ TEST(TrainedModel, ReferenceReproducesTheTrainingFramework) {
         checked++;
       }
       if (pos + 1 < ids.size()) {
-        auto lp = test_support::log_softmax(full);
+        auto lp = reference::log_softmax(full);
         max_logprob_err = std::max(max_logprob_err, std::fabs(lp[ids[pos + 1]] - p["logprob_next"][pos].get<double>()));
       }
     }

@@ -68,12 +68,13 @@
 #include "common/worker_pool.h"
 #include "engine/model_plan.h"
 #include "engine/weight_format.h"
-#include "evaluation.h"
+#include "prompts.h"
 #include "model/model_dir.h"
 #include "model/safetensors_writer.h"
 #include "model/tensor_layout.h"
 #include "op_args.h"
 #include "quantizers.h"
+#include "reference/agreement.h"
 #include "reference/reference_backend.h"
 
 using namespace qwen3;
@@ -411,7 +412,7 @@ int main(int argc, char** argv) {
     }
     std::mt19937_64 rng(2024);  // the prompts of tests/engine
     auto eval = passages.empty() ? random_prompts(rng, prompts, length, vocab) : load_passages(passages);
-    std::vector<Agreement> agg(variants.size());
+    std::vector<reference::Agreement> agg(variants.size());
     ForwardWants w;
     w.all_positions = true;
     w.full_logits = true;
@@ -420,19 +421,18 @@ int main(int argc, char** argv) {
       ForwardResult r = ref.forward(*kv, ids, w);
       for (size_t k = 0; k < variants.size(); k++) {
         auto kv2 = vrefs[k]->create_kv(int(ids.size()));
-        accumulate(agg[k], ids, r, vrefs[k]->forward(*kv2, ids, w));
+        reference::accumulate(agg[k], ids, r, vrefs[k]->forward(*kv2, ids, w));
       }
     }
     std::printf("%zu prompts, float perplexity %.4g\n", eval.size(), agg.empty() ? 0.0 : agg[0].ref_ppl());
     std::printf("%-28s %8s %14s %10s %10s %10s %9s %8s %8s\n", "variant", "agree%", "(n/decided)", "near-ties",
                 "mean KL", "ppl", "ppl/float", "B/p lay", "B/p voc");
     for (size_t k = 0; k < variants.size(); k++) {
-      const Agreement& a = agg[k];
+      const reference::Agreement& a = agg[k];
       const VariantWeights& s = sizes[k];
-      const int decided = a.positions - a.near_ties;
       std::printf("%-28s %7.2f%% %6d/%-7d %4d/%-5d %10.3g %10.4g %9.4f %8.3f %8.3f\n", variants[k].name.c_str(),
-                  100.0 * a.agree / std::max(1, decided), a.agree, decided, a.near_tie_agree, a.near_ties,
-                  a.kl_sum / a.positions, a.ppl(), a.ppl() / a.ref_ppl(), s.layer_bytes / s.layer_params,
+                  100.0 * a.rate(), a.agree, a.decided(), a.near_tie_agree, a.near_ties, a.kl_sum / a.positions,
+                  a.other_ppl(), a.other_ppl() / a.ref_ppl(), s.layer_bytes / s.layer_params,
                   s.vocab_bytes / s.vocab_params);
     }
   } catch (const std::exception& e) {
