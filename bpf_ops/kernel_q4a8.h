@@ -14,7 +14,6 @@
 
 #include "numerics_q4a8.h"
 
-#define QN_Q4_LANES16 0x000F000F000F000FULL
 #define QN_Q4_LANES32 0x0000FFFF0000FFFFULL
 
 /* One column: 2 loads + 18 ALU instructions (BPF ALU ops overwrite their

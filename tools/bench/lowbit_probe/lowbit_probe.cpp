@@ -98,9 +98,9 @@ struct Matrix {
   std::vector<Block> q8, q4;
 };
 
-// Writes both formats of one random matrix of `rows` rows into the weights map
-// (q8 blocks first, q4 blocks share the entries: only one kernel runs at a time,
-// so each run rewrites them first).
+// One random matrix of `rows` rows in both formats. Both share the weights
+// map's entries (only one kernel runs at a time), so each run writes its
+// format's blocks first (write_blocks).
 Matrix make_matrix(int rows, std::mt19937_64& rng, bool extreme) {
   Matrix m;
   for (int r = 0; r < rows; r += QN_Q8_BLOCK_ROWS)
