@@ -16,15 +16,20 @@
 #define QN_MAX_SESSIONS 1024    /* KV caches alive at once (slots of the outer map) */
 #define QN_WENTRY_BYTES (64u << 20) /* one weights-map entry; rows never straddle entries */
 
-/* Which precision the weights were converted to (qn_shape.precision). */
+/* Which precision the weights were converted to (qn_shape.precision), and
+ * the row format of one matrix (qn_matrix.format). A q4 model stores its
+ * layers' qkv, o and gate/up matrices as q4 (q4a8 blocks below) and its
+ * down, embedding and vocabulary matrices as q8 (docs/numerics.md). */
 #define QN_PREC_Q24 0
 #define QN_PREC_Q8 1
+#define QN_PREC_Q4 2
 
 QN_INLINE qn_u64 qn_round8(qn_u64 v) { return (v + 7) & ~(qn_u64)7; }
 
 /* ---- weight rows ------------------------------------------------------------
  * A row is cols_pad = groups * QN_GROUP columns in groups of QN_GROUP:
  *   q24: 64 int32 (w * 2^wfrac) per group
+ *   q4 : two halves of QN_Q4_GROUP per group (the q4a8 section below)
  *   q8 : int32 scale, then 64 int8 codes (w = code * scale / 2^wfrac) per
  *        group; after the last group the outlier tail: QN_OUT_COLS int64
  *        (w * 2^wfrac) of the matrix's outlier columns (qn_matrix.ocol), whose
@@ -36,8 +41,12 @@ QN_INLINE qn_u64 qn_round8(qn_u64 v) { return (v + 7) & ~(qn_u64)7; }
 #define QN_OUT_TAIL_BYTES (8 * QN_OUT_COLS)
 
 QN_INLINE qn_u32 qn_groups_for(qn_u32 cols) { return (cols + QN_GROUP - 1) / QN_GROUP; }
+#define QN_Q4_GROUP 32                         /* q4: columns per scale (half a QN_GROUP) */
+#define QN_Q4_CODE_BIAS 8
+#define QN_Q4_IMG_HALF_BYTES (4 + QN_Q4_GROUP)
+#define QN_Q4_IMG_GROUP_BYTES (2 * QN_Q4_IMG_HALF_BYTES)
 QN_INLINE qn_u32 qn_group_bytes(qn_u32 precision) {
-  return precision == QN_PREC_Q8 ? QN_Q8_GROUP_BYTES : QN_Q24_GROUP_BYTES;
+  return precision == QN_PREC_Q8 ? QN_Q8_GROUP_BYTES : precision == QN_PREC_Q4 ? QN_Q4_IMG_GROUP_BYTES : QN_Q24_GROUP_BYTES;
 }
 /* Byte offset of group g in a row. */
 QN_INLINE qn_u32 qn_group_off(qn_u32 precision, qn_u32 g) { return g * qn_group_bytes(precision); }
@@ -45,8 +54,10 @@ QN_INLINE qn_u32 qn_group_off(qn_u32 precision, qn_u32 g) { return g * qn_group_
 QN_INLINE qn_u32 qn_q8_tail_off(qn_u32 groups) { return groups * QN_Q8_GROUP_BYTES; }
 /* outlier column k's int64 weight in a q8 row image's tail */
 QN_INLINE qn_u32 qn_q8_tail_elem_off(qn_u32 groups, qn_u32 k) { return qn_q8_tail_off(groups) + 8 * k; }
+/* one row image (what the conversion produces); q24, q8 and q4 rows all end in
+ * their groups, q8 and q4 then in the outlier tail */
 QN_INLINE qn_u32 qn_row_bytes(qn_u32 precision, qn_u32 groups) {
-  return precision == QN_PREC_Q8 ? qn_q8_tail_off(groups) + QN_OUT_TAIL_BYTES : groups * QN_Q24_GROUP_BYTES;
+  return precision == QN_PREC_Q24 ? groups * QN_Q24_GROUP_BYTES : qn_group_off(precision, groups) + QN_OUT_TAIL_BYTES;
 }
 
 /* ---- stored weights: units of rows ------------------------------------------
@@ -60,7 +71,8 @@ QN_INLINE qn_u32 qn_row_bytes(qn_u32 precision, qn_u32 groups) {
  *                masking out a byte never borrows from its neighbour);
  *   after the last group the outlier tails: int64 [8][QN_OUT_COLS].
  * A block is exactly 8 row images long. qn_matrix.row_bytes, rows_per_entry
- * and row_skip count units; a unit never straddles a weights-map entry. */
+ * and row_skip count units (q24 row, q8 or q4 block); a unit never
+ * straddles a weights-map entry. */
 #define QN_Q8_BLOCK_ROWS 8
 #define QN_Q8_CODE_BIAS 128
 #define QN_Q8_BSCALES_BYTES (QN_Q8_SCALE_BYTES * QN_Q8_BLOCK_ROWS)
@@ -72,33 +84,46 @@ QN_INLINE qn_u32 qn_q8_bcol_off(qn_u32 g, qn_u32 k) {
 }
 QN_INLINE qn_u32 qn_q8_btail_off(qn_u32 groups, qn_u32 j) { return groups * QN_Q8_BGROUP_BYTES + j * QN_OUT_TAIL_BYTES; }
 
-/* ---- q4 weights x 8-bit activations (q4a8): the low-bit kernel probe's ----
- * format (tools/bench/lowbit_probe; not an engine precision yet). A unit is a
- * block of QN_Q4_BLOCK_ROWS rows; per group g of QN_Q4_GROUP columns:
+/* ---- q4 weights x 8-bit activations (q4a8) ---------------------------------
+ * The row image of a q4 row: per group of QN_GROUP columns, two halves of
+ * QN_Q4_GROUP columns, each an int32 scale then 32 codes c (0 .. 15, one
+ * byte each; w = (c - QN_Q4_CODE_BIAS) * scale / 2^wfrac); after the last
+ * group the outlier tail as in q8 (int64 [QN_OUT_COLS], their code slots 8).
+ * Stored, a unit is a block of QN_Q4_BLOCK_ROWS rows; per half-group gq
+ * (= 2 g + h) of QN_Q4_GROUP columns:
  *   int32 scale [16] (row j), uint16 code sum [16] (row j's 32 codes), then
- *   per column k one u64 whose nibble j is row j's code c, 0 .. 15
- *   (w = (c - QN_Q4_CODE_BIAS) * scale / 2^wfrac).
+ *   per column k one u64 whose nibble j is row j's code c;
+ * after the last half-group the outlier tails int64 [16][QN_OUT_COLS]. A
+ * matrix's last block is padded with rows of code 8, scale 0.
  * The input of a q4a8 product is quantized per group of QN_A8_GROUP values
  * (kernel_q4a8.h): q = round(127 x / max|x|) stored as the byte q + 128,
  * the group's scale xs = round(max|x| 2^16 / 127) (|x| <= 2^QN_Q8_ACT_BITS)
  * and its correction 8 * sum q. */
 #define QN_Q4_BLOCK_ROWS 16
-#define QN_Q4_GROUP 32
-#define QN_Q4_CODE_BIAS 8
+/* row image: the scale of half h of group g; its codes follow it */
+QN_INLINE qn_u32 qn_q4_img_half_off(qn_u32 g, qn_u32 h) { return g * QN_Q4_IMG_GROUP_BYTES + h * QN_Q4_IMG_HALF_BYTES; }
+QN_INLINE qn_u32 qn_q4_tail_off(qn_u32 groups) { return groups * QN_Q4_IMG_GROUP_BYTES; }
 #define QN_Q4_BSCALES_BYTES (4 * QN_Q4_BLOCK_ROWS)
 #define QN_Q4_BCSUM_BYTES (2 * QN_Q4_BLOCK_ROWS)
 #define QN_Q4_BGROUP_BYTES (QN_Q4_BSCALES_BYTES + QN_Q4_BCSUM_BYTES + 8 * QN_Q4_GROUP)
-QN_INLINE qn_u32 qn_q4_bscale_off(qn_u32 g, qn_u32 j) { return g * QN_Q4_BGROUP_BYTES + 4 * j; }
-QN_INLINE qn_u32 qn_q4_bcsum_off(qn_u32 g, qn_u32 j) { return g * QN_Q4_BGROUP_BYTES + QN_Q4_BSCALES_BYTES + 2 * j; }
-QN_INLINE qn_u32 qn_q4_bcol_off(qn_u32 g, qn_u32 k) {
-  return g * QN_Q4_BGROUP_BYTES + QN_Q4_BSCALES_BYTES + QN_Q4_BCSUM_BYTES + 8 * k;
+/* stored block: offsets by half-group gq */
+QN_INLINE qn_u32 qn_q4_bscale_off(qn_u32 gq, qn_u32 j) { return gq * QN_Q4_BGROUP_BYTES + 4 * j; }
+QN_INLINE qn_u32 qn_q4_bcsum_off(qn_u32 gq, qn_u32 j) { return gq * QN_Q4_BGROUP_BYTES + QN_Q4_BSCALES_BYTES + 2 * j; }
+QN_INLINE qn_u32 qn_q4_bcol_off(qn_u32 gq, qn_u32 k) {
+  return gq * QN_Q4_BGROUP_BYTES + QN_Q4_BSCALES_BYTES + QN_Q4_BCSUM_BYTES + 8 * k;
+}
+QN_INLINE qn_u32 qn_q4_btail_off(qn_u32 groups, qn_u32 j) {
+  return 2 * groups * QN_Q4_BGROUP_BYTES + j * QN_OUT_TAIL_BYTES;
 }
 #define QN_A8_GROUP 32
 #define QN_A8_BIAS 128
 #define QN_A8_SCALE_FRAC 16
 
-QN_INLINE qn_u32 qn_unit_rows(qn_u32 precision) { return precision == QN_PREC_Q8 ? QN_Q8_BLOCK_ROWS : 1; }
+QN_INLINE qn_u32 qn_unit_rows(qn_u32 precision) {
+  return precision == QN_PREC_Q8 ? QN_Q8_BLOCK_ROWS : precision == QN_PREC_Q4 ? QN_Q4_BLOCK_ROWS : 1;
+}
 QN_INLINE qn_u32 qn_unit_bytes(qn_u32 precision, qn_u32 groups) {
+  if (precision == QN_PREC_Q4) return qn_q4_btail_off(groups, QN_Q4_BLOCK_ROWS);
   return qn_row_bytes(precision, groups) * qn_unit_rows(precision);
 }
 QN_INLINE qn_u32 qn_units_for(qn_u32 precision, qn_u32 rows) {
@@ -116,7 +141,10 @@ QN_INLINE qn_u32 qn_units_for(qn_u32 precision, qn_u32 rows) {
  * [QN_PMAX / QN_Q8_PBLK][in_pad][QN_Q8_PBLK / 2] (the multi-position kernel,
  * ops_q8multi.h q8m_asm_*: position block b, column k, pair q holds
  * x[8b + 2q][k] + x[8b + 2q + 1][k] * 2^32 mod 2^64, compact positions past
- * the pass's count as 0) */
+ * the pass's count as 0). q4 matrices reuse the packed inputs' space for
+ * their 8-bit inputs (the multi-position kernel never runs on them):
+ * codes u8 [QN_PMAX][in_pad] (q + 128), then per position and group of
+ * QN_A8_GROUP the pair (xs, corr) s64 [QN_PMAX][in_pad / QN_A8_GROUP][2] */
 #define QN_Q8_PBLK 8 /* positions per block of the multi-position q8 kernel (4 lane pairs) */
 QN_INLINE qn_u32 qn_xq_row_off(qn_u32 in_pad, qn_u32 c) { return c * in_pad; }
 QN_INLINE qn_u32 qn_xq_shift_off(qn_u32 in_pad, qn_u32 c) { return QN_PMAX * in_pad + c; }
@@ -130,6 +158,12 @@ QN_INLINE qn_u32 qn_xq_xp_off(qn_u32 in_pad) { return qn_xq_ysum_off(in_pad) + 2
 /* u64 index of (position block b, column k, pair q) from the packed inputs' start */
 QN_INLINE qn_u32 qn_xq_xp_idx(qn_u32 in_pad, qn_u32 b, qn_u32 k, qn_u32 q) {
   return (b * in_pad + k) * (QN_Q8_PBLK / 2) + q;
+}
+/* q4: byte offsets from the xq entry of position c's 8-bit codes and of its
+ * groups' (xs, corr) pairs; 24 in_pad bytes in all, within the packed inputs' 64 in_pad */
+QN_INLINE qn_u32 qn_xq_a8_code_off(qn_u32 in_pad, qn_u32 c) { return qn_xq_xp_off(in_pad) * 4 + c * in_pad; }
+QN_INLINE qn_u32 qn_xq_a8_scale_off(qn_u32 in_pad, qn_u32 c) {
+  return qn_xq_a8_code_off(in_pad, QN_PMAX) + c * (in_pad / QN_A8_GROUP) * 16;
 }
 QN_INLINE qn_u64 qn_xq_bytes(qn_u32 in_pad) {
   return qn_round8((qn_u64)qn_xq_xp_off(in_pad) * 4 + (qn_u64)(QN_PMAX / QN_Q8_PBLK) * in_pad * QN_Q8_PBLK * 4);

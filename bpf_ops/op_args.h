@@ -33,12 +33,14 @@ struct qn_matrix {
   qn_u32 rows_per_entry;  /* map path: row slots of row_bytes per entry */
   qn_u32 row_skip;        /* map path: row 0 sits in slot row_skip of entry0 */
   qn_u32 wfrac;           /* fraction bits of the weights (24 / 30, less for |w| >= 128) */
-  qn_u32 ocol[QN_OUT_COLS]; /* q8: outlier columns, stored after the groups as int64 w * 2^wfrac
+  qn_u32 ocol[QN_OUT_COLS]; /* q8, q4: outlier columns, stored after the groups as int64 w * 2^wfrac
                              * (unused slots: column 0 with weight 0) */
   qn_u32 row_bytes;
   qn_u32 groups;          /* cols_pad / QN_GROUP */
   qn_u32 rows;
   qn_u32 act_bits;        /* input requantization bound (overflow-safe for this matrix) */
+  qn_u32 format;          /* QN_PREC_* of these rows (a q4 model mixes q4 and q8) */
+  qn_u32 pad;
   qn_u64 arena_off;       /* arena path: byte offset of row 0 */
 };
 
@@ -50,6 +52,15 @@ struct qn_matrix {
 #define QN_OP_VOCAB 5   /* rmsnorm(resid, final) @ Wlm -> logits, argmax, top-k */
 #define QN_OP_TOPK_MERGE 6 /* the workers' top-k lists of each logit position -> one (qn_topk_merge) */
 #define QN_OP_ROPE 7    /* RoPE table rows [row_begin, row_end) (qn_rope_table) */
+
+/* The row format (QN_PREC_*) of an operation's matrix in a model of
+ * precision p: a q4 model keeps down_proj (where 4-bit rounding costs most
+ * accuracy), the embedding (op 0 here) and the vocabulary at q8
+ * (docs/numerics.md). The plan (model_plan.cpp) and the programs both ask this. */
+QN_INLINE qn_u32 qn_op_format(qn_u32 p, qn_u32 op) {
+  if (p != QN_PREC_Q4) return p;
+  return op == QN_OP_QKV || op == QN_OP_O || op == QN_OP_GATEUP ? QN_PREC_Q4 : QN_PREC_Q8;
+}
 
 /* ctx_in of every program. Small: copied into the kernel on each call. */
 struct qn_args {

@@ -21,6 +21,7 @@ struct emb_group_ctx {
   s32 *out;
   u32 j;
   int wf;
+  int q8;
 };
 
 static long emb_group_cb(u64 i, void *ctx) {
@@ -30,7 +31,7 @@ static long emb_group_cb(u64 i, void *ctx) {
   if (g >= HID_PAD / QN_GROUP || g >= SHAPE.max_groups) return 1; /* bounds out and the row (max_row_bytes) */
   s32 *out = gc->out;
 #pragma unroll
-  for (int k = 0; k < QN_GROUP; k++) out[g * QN_GROUP + k] = weight_q16(gc->row, gc->j, g, k, gc->wf);
+  for (int k = 0; k < QN_GROUP; k++) out[g * QN_GROUP + k] = weight_q16(gc->row, gc->j, g, k, gc->wf, gc->q8);
   return 0;
 }
 
@@ -45,9 +46,10 @@ static long emb_pos_cb(u64 p, void *ctx) {
   if (!row) return qn_fail(st->thread, __LINE__);
   out += p * HID_PAD;
   int wf = weight_frac(&st->mat);
-  struct emb_group_ctx gc = {row, out, j, wf};
+  int q8 = embed_format() == QN_PREC_Q8;
+  struct emb_group_ctx gc = {row, out, j, wf, q8};
   bpf_loop(st->mat.groups, emb_group_cb, &gc, 0);
-  if (SHAPE.precision == QN_PREC_Q8) {
+  if (q8) {
     /* outlier columns: their int8 slots are zero; add the exact int64 weights */
     u32 groups = st->mat.groups;
     if (groups > SHAPE.max_groups) return qn_fail(0, __LINE__);
@@ -69,7 +71,8 @@ static __always_inline int emb_main(struct qn_args *a) {
   u32 npos = a->npos;
 #pragma unroll
   for (int i = 0; i < QN_PMAX; i++) st.tokens[i] = a->tokens[i];
-  if (npos == 0 || npos > QN_PMAX || st.mat.groups * QN_GROUP != HID_PAD || st.mat.wfrac < QN_ACT_FRAC) {
+  if (npos == 0 || npos > QN_PMAX || st.mat.groups * QN_GROUP != HID_PAD || st.mat.wfrac < QN_ACT_FRAC ||
+      st.mat.format != embed_format()) {
     a->status = __LINE__;
     return a->status;
   }

@@ -241,8 +241,8 @@ static __always_inline u32 mm_groups(u32 op, int cls) {
   return cls == QN_MM_NORMED ? HID_PAD / QN_GROUP : op == QN_OP_O ? QD_PAD / QN_GROUP : INTER_PAD / QN_GROUP;
 }
 
-static __always_inline u32 mm_block_finish(const struct mm_state *st, u32 r, u32 c, const QN_WQ u8 *w,
-                                           struct qn_dot8 *d, int cls);
+static __always_inline u32 mm_block_finish(const struct mm_state *st, u32 r, u32 c, const QN_WQ u8 *w, s64 *y,
+                                           int cls, int q4);
 
 static __always_inline u32 mm_block_pos(const struct mm_state *st, u32 r, u32 c, int cls) {
   u32 op = st->op;
@@ -261,13 +261,72 @@ static __always_inline u32 mm_block_pos(const struct mm_state *st, u32 r, u32 c,
   for (int j = 0; j < QN_Q8_BLOCK_ROWS; j++) d->y[j] = 0;
   struct q8_group_ctx gc = {w, x, xs, d};
   bpf_loop(groups, mm_q8_group_cb, &gc, 0);
-  return mm_block_finish(st, r, c, w, d, cls);
+  return mm_block_finish(st, r, c, w, d->y, cls, 0);
+}
+
+/* ---- q4 weights x 8-bit inputs (kernel_q4a8.h) ----------------------------
+ * Each input vector is quantized to 8 bits once per pass (mm_a8_cb); a step
+ * is a block of 16 rows (8 gate/up pairs) against one position, 16 products
+ * per column of 4 multiplies. */
+struct a8_state {
+  u32 thread, halves; /* QN_A8_GROUP groups per input */
+};
+
+/* Iteration i = (compact position, group of QN_A8_GROUP inputs). */
+static long mm_a8_cb(u64 i, void *ctx) {
+  struct a8_state *st = ctx;
+  u32 halves = st->halves;
+  if (halves == 0 || halves > IN_PAD / QN_A8_GROUP) return qn_fail(st->thread, __LINE__);
+  u32 c = (u32)i / halves;
+  u32 h = (u32)i - c * halves;
+  u8 *b = buf_lookup(&xq_buf, st->thread);
+  QN_BARRIER(h);
+  if (!b || c >= QN_PMAX || h >= IN_PAD / QN_A8_GROUP) return qn_fail(st->thread, __LINE__);
+  const s32 *x = (const s32 *)b + qn_xq_row_off(IN_PAD, c) + h * QN_A8_GROUP;
+  u8 *xu = b + qn_xq_a8_code_off(IN_PAD, c) + h * QN_A8_GROUP;
+  s64 *xs = (s64 *)(b + qn_xq_a8_scale_off(IN_PAD, c)) + 2 * h;
+  a8_quantize_group(x, xu, &xs[0], &xs[1]);
+  return 0;
+}
+
+struct q4_group_ctx {
+  const QN_WQ u8 *w;
+  const u8 *xu;   /* the position's 8-bit codes */
+  const s64 *xs;  /* its (scale, correction) pairs */
+  struct qn_dot16 *d;
+};
+
+/* One group of QN_Q4_GROUP columns of a block (bpf_loop: verified once). */
+static long mm_q4_group_cb(u64 i, void *ctx) {
+  struct q4_group_ctx *gc = ctx;
+  u32 gq = (u32)i;
+  QN_BARRIER(gq);
+  if (gq >= IN_PAD / QN_Q4_GROUP) return 1; /* bounds xu, xs and the block (max_row_bytes) */
+  dot16_q4a8_group(gc->w, gq, gc->xu + gq * QN_Q4_GROUP, gc->xs[2 * gq], gc->xs[2 * gq + 1], gc->d);
+  return 0;
+}
+
+static __always_inline u32 mm_q4_block_pos(const struct mm_state *st, u32 r, u32 c, int cls) {
+  u32 op = st->op;
+  QN_BARRIER(op);
+  int pairs = cls == QN_MM_NORMED && op == QN_OP_GATEUP;
+  const QN_WQ u8 *w = weight_row(&st->mat, pairs ? r / (QN_Q4_BLOCK_ROWS / 2) : r / QN_Q4_BLOCK_ROWS);
+  u8 *b = buf_lookup(&xq_buf, st->thread);
+  if (!w || !b || c >= QN_PMAX) return __LINE__;
+  /* the 16 sums share the q8 block sums' map scratch (xq_ysum) */
+  struct qn_dot16 *d = (struct qn_dot16 *)((s32 *)b + qn_xq_ysum_off(IN_PAD));
+#pragma unroll
+  for (int j = 0; j < QN_Q4_BLOCK_ROWS; j++) d->y[j] = 0;
+  struct q4_group_ctx gc = {w, b + qn_xq_a8_code_off(IN_PAD, c), (const s64 *)(b + qn_xq_a8_scale_off(IN_PAD, c)), d};
+  bpf_loop(2 * mm_groups(op, cls), mm_q4_group_cb, &gc, 0);
+  return mm_block_finish(st, r, c, w, d->y, cls, 1);
 }
 
 /* The end of a block for compact position c: the outlier columns, then the
- * outputs (d: the block's 8 row sums of that position). */
-static __always_inline u32 mm_block_finish(const struct mm_state *st, u32 r, u32 c, const QN_WQ u8 *w,
-                                           struct qn_dot8 *d, int cls) {
+ * outputs (y: the block's row sums of that position; q4: 16 rows, else 8). */
+static __always_inline u32 mm_block_finish(const struct mm_state *st, u32 r, u32 c, const QN_WQ u8 *w, s64 *y,
+                                           int cls, int q4) {
+  const u32 br = q4 ? QN_Q4_BLOCK_ROWS : QN_Q8_BLOCK_ROWS;
   u32 op = st->op;
   QN_BARRIER(op);
   s32 *x = xq_row(st->thread, c);
@@ -279,33 +338,39 @@ static __always_inline u32 mm_block_finish(const struct mm_state *st, u32 r, u32
   u32 p = st->comp_pos[c & (QN_PMAX - 1)];
   if (p >= QN_PMAX) return __LINE__;
   u32 groups = mm_groups(op, cls);
-#pragma unroll
-  for (int k = 0; k < QN_OUT_COLS; k++) {
-    u32 oc = st->mat.ocol[k];
-    if (oc >= IN_PAD) return __LINE__;
-    dot8_q8_tail(w, x[oc], groups, k, d);
+  _Static_assert(QN_OUT_COLS == 4, "the outlier columns' inputs are four registers");
+  u32 oc0 = st->mat.ocol[0], oc1 = st->mat.ocol[1], oc2 = st->mat.ocol[2], oc3 = st->mat.ocol[3];
+  if (oc0 >= IN_PAD || oc1 >= IN_PAD || oc2 >= IN_PAD || oc3 >= IN_PAD) return __LINE__;
+  s64 x0 = x[oc0], x1 = x[oc1], x2 = x[oc2], x3 = x[oc3];
+  /* row by row, not unrolled: clang hoisted the 16 rows' addresses of an
+   * unrolled loop onto the stack, past BPF's 512 bytes over three frames */
+  for (u32 j = 0; j < br; j++) {
+    u32 jj = j;
+    QN_BARRIER(jj);
+    const QN_WQ s64 *t = (const QN_WQ s64 *)(w + (q4 ? qn_q4_btail_off(groups, jj) : qn_q8_btail_off(groups, jj)));
+    y[jj & (QN_Q4_BLOCK_ROWS - 1)] += t[0] * x0 + t[1] * x1 + t[2] * x2 + t[3] * x3;
   }
   op = st->op; /* read again: see mm_rows_pos */
   QN_BARRIER(op);
   u32 end = st->row_end, e = 0;
   if (cls == QN_MM_NORMED && op == QN_OP_GATEUP) {
-    for (u32 i = 0; i < QN_Q8_BLOCK_ROWS / 2; i++) {
+    for (u32 i = 0; i < br / 2; i++) {
       if (r + i >= end) break;
       u32 jj = 2 * i;
       QN_BARRIER(jj);
-      if (jj >= QN_Q8_BLOCK_ROWS - 1) break;
-      e = mm_emit(st, op, cls, r + i, 2 * (r + i), 2 * (r + i) + 1, c, p, qn_matmul_out(d->y[jj], wf, s),
-                  qn_matmul_out(d->y[jj + 1], wf, s));
+      if (jj >= br - 1) break;
+      e = mm_emit(st, op, cls, r + i, 2 * (r + i), 2 * (r + i) + 1, c, p, qn_matmul_out(y[jj], wf, s),
+                  qn_matmul_out(y[jj + 1], wf, s));
       if (e) return e;
     }
     return 0;
   }
-  for (u32 j = 0; j < QN_Q8_BLOCK_ROWS; j++) {
+  for (u32 j = 0; j < br; j++) {
     if (r + j >= end) break;
     u32 jj = j;
     QN_BARRIER(jj);
-    if (jj >= QN_Q8_BLOCK_ROWS) break;
-    e = mm_store(st, op, cls, r + j, c, p, qn_matmul_out(d->y[jj], wf, s));
+    if (jj >= br) break;
+    e = mm_store(st, op, cls, r + j, c, p, qn_matmul_out(y[jj], wf, s));
     if (e) return e;
   }
   return 0;
@@ -447,7 +512,7 @@ static __always_inline long mm_multi_step(u64 i, void *ctx, int cls) {
     if (c >= n) return 0;
     QN_BARRIER(m);
     if (m >= QN_Q8_PBLK) return qn_fail(st->thread, __LINE__);
-    u32 e = mm_block_finish(st, r, c, w, (struct qn_dot8 *)(y + m * QN_Q8_BLOCK_ROWS), cls);
+    u32 e = mm_block_finish(st, r, c, w, y + m * QN_Q8_BLOCK_ROWS, cls, 0);
     return e ? qn_fail(st->thread, e) : 0;
   }
   s32 *xq = buf_lookup(&xq_buf, st->thread);
@@ -462,22 +527,32 @@ static __always_inline long mm_multi_step(u64 i, void *ctx, int cls) {
 static long mm_multi_cb_normed(u64 i, void *ctx) { return mm_multi_step(i, ctx, QN_MM_NORMED); }
 static long mm_multi_cb_proj(u64 i, void *ctx) { return mm_multi_step(i, ctx, QN_MM_PROJ); }
 
-/* q8: the block kernel (mm_block_pos), also for prefill; q24: two rows. */
-static __always_inline long mm_row_step(u64 i, void *ctx, int cls) {
-  int q8 = SHAPE.precision == QN_PREC_Q8;
+/* q8: the block kernel (mm_block_pos), also for prefill; q4: the q4a8
+ * block kernel (its own callbacks: sharing a frame with the others' would
+ * pass BPF's 512 bytes of stack over the three nested frames); q24: two rows. */
+static __always_inline long mm_row_step(u64 i, void *ctx, int cls, int q4) {
   struct mm_state *st = ctx;
   /* Callbacks never write the caller's stack: the verifier then sees one
    * state per loop and verifies each callback body once. */
   u32 n = st->ncomp;
   if (n == 0 || n > QN_PMAX) return qn_fail(st->thread, __LINE__);
+  /* only the ops of this callback's format: the verifier then explores each
+   * op in one format, not both (the kernel driver's programs stay within
+   * its budget) */
+  u32 fop = st->op;
+  if ((qn_op_format(SHAPE.precision, fop) == QN_PREC_Q4) != q4) return qn_fail(st->thread, __LINE__);
   u32 step = n == 1 ? (u32)i : (u32)i / n;
   u32 c = (u32)i - step * n;
   u32 r = st->row_begin + step * st->row_step;
-  u32 e = q8 ? mm_block_pos(st, r, c, cls) : mm_rows_pos(st, r, c, cls);
+  u32 e = q4 ? mm_q4_block_pos(st, r, c, cls)
+          : SHAPE.precision != QN_PREC_Q24 ? mm_block_pos(st, r, c, cls)
+                                           : mm_rows_pos(st, r, c, cls);
   return e ? qn_fail(st->thread, e) : 0;
 }
-static long mm_row_cb_normed(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_NORMED); }
-static long mm_row_cb_proj(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_PROJ); }
+static long mm_row_cb_normed(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_NORMED, 0); }
+static long mm_row_cb_proj(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_PROJ, 0); }
+static long mm_q4_cb_normed(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_NORMED, 1); }
+static long mm_q4_cb_proj(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_PROJ, 1); }
 
 static __always_inline long mm_prep(u64 i, void *ctx, int cls) {
   struct mm_state *st = ctx;
@@ -501,6 +576,17 @@ static __always_inline long mm_prep(u64 i, void *ctx, int cls) {
 static long mm_prep_cb_normed(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_NORMED); }
 static long mm_prep_cb_proj(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_PROJ); }
 
+/* A q4 callback's address, loaded inside the q4 branch: clang would
+ * otherwise load it before the branch and select, and outside q4 models the
+ * verifier then sees a live reference to a callback it never visited and
+ * removed as dead ("verifier bug: No program to jit"). */
+#define mm_q4_only(cb)      \
+  ({                        \
+    void *cb_ = (void *)cb; \
+    QN_BARRIER(cb_);        \
+    cb_;                    \
+  })
+
 /* multi: the multi-position q8 kernel (the _pre programs, q8, >= 2 positions) */
 static __always_inline int mm_run(struct qn_args *a, int cls, int multi) {
   struct mm_state st = {};
@@ -513,16 +599,22 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi) {
   u32 npos = a->npos, mask = a->pos_mask, row_end = a->row_end;
   st.row_end = row_end;
   /* q24: one step is a gate/up row pair, otherwise two rows; q8: a block
-   * of 8 rows (4 gate/up pairs). The q8 prefill programs run the decode
-   * kernel per position (the block is hot in L1 across the pass). */
-  int q8 = SHAPE.precision == QN_PREC_Q8;
-  st.row_step = q8 ? (st.op == QN_OP_GATEUP ? QN_Q8_BLOCK_ROWS / 2 : QN_Q8_BLOCK_ROWS) : st.op == QN_OP_GATEUP ? 1 : 2;
+   * of 8 rows (4 gate/up pairs); q4: a block of 16 rows (8 pairs). The
+   * q4 kernel serves every position of a pass one at a time, and so does
+   * the q8 one outside the multi-position programs. */
+  u32 fmt = qn_op_format(SHAPE.precision, st.op);
+  int q8 = fmt == QN_PREC_Q8, q4 = fmt == QN_PREC_Q4;
+  u32 unit = q4 ? QN_Q4_BLOCK_ROWS : q8 ? QN_Q8_BLOCK_ROWS : 2;
+  st.row_step = st.op == QN_OP_GATEUP ? unit / 2 : unit;
+  if (!q8) multi = 0;
   st.wf = weight_frac(&st.mat);
   u32 rows = st.op == QN_OP_GATEUP ? st.mat.rows / 2 : st.mat.rows;
-  /* the packed q8 kernel is exact only for inputs within QN_Q8_ACT_BITS */
-  int bad_act = SHAPE.precision == QN_PREC_Q8 && st.mat.act_bits > QN_Q8_ACT_BITS;
+  /* the packed q8 kernel is exact only for inputs within QN_Q8_ACT_BITS,
+   * and the 8-bit inputs' scale needs them too */
+  int bad_act = (q8 || q4) && st.mat.act_bits > QN_Q8_ACT_BITS;
   if (!mm_op_in_class(st.op, cls) || st.thread >= SHAPE.threads || npos == 0 || npos > QN_PMAX ||
-      row_end < st.row_begin || row_end > rows || bad_act || (q8 && st.row_begin % st.row_step != 0) ||
+      row_end < st.row_begin || row_end > rows || bad_act || ((q8 || q4) && st.row_begin % st.row_step != 0) ||
+      (SHAPE.precision == QN_PREC_Q4 && st.mat.format != fmt) ||
       st.mat.groups * QN_GROUP != (st.op == QN_OP_O ? QD_PAD : st.op == QN_OP_DOWN ? INTER_PAD : HID_PAD)) {
     a->status = __LINE__;
     return a->status;
@@ -545,6 +637,14 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi) {
   if (qn_err(st.thread)) {
     a->status = qn_err(st.thread);
     return a->status;
+  }
+  if (q4) {
+    struct a8_state as = {st.thread, st.mat.groups * (QN_GROUP / QN_A8_GROUP)};
+    bpf_loop(n * as.halves, mm_q4_only(mm_a8_cb), &as, 0);
+    if (qn_err(st.thread)) {
+      a->status = qn_err(st.thread);
+      return a->status;
+    }
   }
   if (q8) {
     struct gsum_state gs = {st.thread, st.mat.groups};
@@ -575,6 +675,8 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi) {
   u32 steps = (row_end - st.row_begin + st.row_step - 1) / st.row_step;
   if (q8 && multi)
     bpf_loop(steps * st.npb * QN_Q8M_PARTS, cls == QN_MM_NORMED ? mm_multi_cb_normed : mm_multi_cb_proj, &st, 0);
+  else if (q4)
+    bpf_loop(steps * n, cls == QN_MM_NORMED ? mm_q4_only(mm_q4_cb_normed) : mm_q4_only(mm_q4_cb_proj), &st, 0);
   else
     bpf_loop(steps * n, cls == QN_MM_NORMED ? mm_row_cb_normed : mm_row_cb_proj, &st, 0);
   a->status = qn_err(st.thread);
@@ -590,10 +692,11 @@ int qn_matmul(struct qn_args *a) { return mm_main(a, QN_MM_NORMED); }
 SEC("syscall")
 int qn_matmul_proj(struct qn_args *a) { return mm_main(a, QN_MM_PROJ); }
 
-/* q8 only (user space loads them for q8): several positions per pass. */
+/* q8 and q4 models only (user space loads them for those): several
+ * positions per pass; a q4 model's q4 matrices run the q4 kernel per position. */
 SEC("syscall")
 int qn_matmul_pre(struct qn_args *a) {
-  if (SHAPE.precision != QN_PREC_Q8) {
+  if (SHAPE.precision == QN_PREC_Q24) {
     a->status = __LINE__;
     return a->status;
   }
@@ -602,7 +705,7 @@ int qn_matmul_pre(struct qn_args *a) {
 
 SEC("syscall")
 int qn_matmul_proj_pre(struct qn_args *a) {
-  if (SHAPE.precision != QN_PREC_Q8) {
+  if (SHAPE.precision == QN_PREC_Q24) {
     a->status = __LINE__;
     return a->status;
   }

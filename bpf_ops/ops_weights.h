@@ -147,28 +147,27 @@ static __always_inline void dot2_q24(const QN_WQ u8 *ra, const QN_WQ u8 *rb, con
 }
 
 #include "kernel_q8.h"
-
-/* The outlier columns of a block: exact int64 weights, per row. */
-static __always_inline void dot8_q8_tail(const QN_WQ u8 *blk, s64 xv, u32 groups, int k, struct qn_dot8 *out) {
-#pragma unroll
-  for (int j = 0; j < QN_Q8_BLOCK_ROWS; j++) out->y[j] += ((const QN_WQ s64 *)(blk + qn_q8_btail_off(groups, j)))[k] * xv;
-}
-
+#include "kernel_q4a8.h"
 
 static __always_inline int weight_frac(const struct qn_matrix *m) {
   return (int)qn_min64(m->wfrac, 31);
 }
 
-/* Row r's unit and its row within the unit (q8: block r / 8, row r % 8). */
+/* The embedding's row format: the model's, q8 in a q4 model. A load-time
+ * constant, so the verifier prunes the other format's code. */
+static __always_inline u32 embed_format(void) { return qn_op_format(SHAPE.precision, 0); }
+
+/* Row r's unit and its row within the unit (q8: block r / 8, row r % 8) of
+ * the embedding. */
 static __always_inline const QN_WQ u8 *weight_unit_of(const struct qn_matrix *m, u32 r, u32 *j) {
-  u32 ur = SHAPE.precision == QN_PREC_Q8 ? QN_Q8_BLOCK_ROWS : 1;
+  u32 ur = embed_format() == QN_PREC_Q8 ? QN_Q8_BLOCK_ROWS : 1;
   *j = r % ur;
   return weight_row(m, r / ur);
 }
 
 /* Column (g, k) of row j of a unit (embedding lookup) as Q16. */
-static __always_inline s32 weight_q16(const QN_WQ u8 *row, u32 j, u32 g, int k, int wfrac) {
-  if (SHAPE.precision == QN_PREC_Q8) {
+static __always_inline s32 weight_q16(const QN_WQ u8 *row, u32 j, u32 g, int k, int wfrac, int q8) {
+  if (q8) {
     j &= QN_Q8_BLOCK_ROWS - 1;
     s64 scale = *(const QN_WQ s32 *)(row + qn_q8_bscale_off(g, j));
     s64 q = (s64)((const QN_WQ u8 *)(row + qn_q8_bcol_off(g, k)))[j] - QN_Q8_CODE_BIAS;

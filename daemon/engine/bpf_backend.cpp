@@ -37,11 +37,14 @@ WeightPath parse_weight_path(const std::string& s) {
 Precision parse_precision(const std::string& s) {
   if (s == "q24") return Precision::q24;
   if (s == "q8") return Precision::q8;
-  throw invalid_argument("unknown precision '" + s + "' (expected q24 or q8)");
+  if (s == "q4") return Precision::q4;
+  throw invalid_argument("unknown precision '" + s + "' (expected q24, q8 or q4)");
 }
 
 const char* weight_path_name(WeightPath p) { return p == WeightPath::arena ? "arena" : "map"; }
-const char* precision_name(Precision p) { return p == Precision::q8 ? "q8" : "q24"; }
+const char* precision_name(Precision p) {
+  return p == Precision::q8 ? "q8" : p == Precision::q4 ? "q4" : "q24";
+}
 
 namespace engine {
 namespace {
@@ -162,6 +165,7 @@ class BpfBackend final : public BpfBackendApi {
 
 BpfBackend::BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOptions& opts)
     : model_(std::move(model)), cfg_(model_->config()), opts_(opts) {
+  if (opts.precision == Precision::q4 && opts.kernel_driver) throw invalid_argument(kQ4NoKernelDriver);
   auto t0 = std::chrono::steady_clock::now();
   plan_ = plan_for(cfg_, opts, opts.precision);
   // Refused here, with the figures, rather than by the kernel in map creation.
@@ -215,11 +219,10 @@ void BpfBackend::convert_norms() {
 // Converts every matrix straight into the mmapped weight map / arena, rows
 // split over the worker threads; no intermediate copy of a whole tensor.
 void BpfBackend::convert_weights() {
-  const Precision prec = opts_.precision;
-  const bool q8 = prec == Precision::q8;
   uint64_t total = 0, done = 0;
   for (auto& mp : plan_.matrices) total += uint64_t(mp.rows) * mp.cols;
   for (auto& mp : plan_.matrices) {
+    const Precision prec = mp.precision;  // a q4 model keeps some matrices at q8
     // (tensor, first destination row, interleave stride, interleave phase)
     struct Source {
       const TensorView* t;
@@ -252,7 +255,7 @@ void BpfBackend::convert_weights() {
     if (covered != mp.rows)
       throw invalid_argument("tensors of " + std::string(src[0].t->name) + " have " + std::to_string(covered) +
                              " rows in total, expected " + std::to_string(mp.rows));
-    // First pass: per-column maxima pick q8's outlier columns; the largest
+    // First pass: per-column maxima pick the outlier columns (q8, q4); the largest
     // remaining |w| decides the matrix's fraction bits.
     std::vector<std::vector<float>> col_max(pool_->size(), std::vector<float>(mp.cols, 0.0f));
     pool_->run([&](int t) {
@@ -269,7 +272,8 @@ void BpfBackend::convert_weights() {
     });
     for (size_t t = 1; t < col_max.size(); t++)
       for (uint32_t c = 0; c < mp.cols; c++) col_max[0][c] = std::max(col_max[0][c], col_max[t][c]);
-    std::vector<uint32_t> ocols = q8 ? pick_outlier_columns(col_max[0]) : std::vector<uint32_t>{};
+    std::vector<uint32_t> ocols =
+        prec != Precision::q24 ? pick_outlier_columns(col_max[0]) : std::vector<uint32_t>{};
     double max_abs = 0;
     for (uint32_t c = 0; c < mp.cols; c++)
       if (std::find(ocols.begin(), ocols.end(), c) == ocols.end()) max_abs = std::max(max_abs, double(col_max[0][c]));

@@ -114,10 +114,11 @@ void configure(Skel* s, const ProgramLayout& l) {
     if (bpf_map__set_max_entries(s->maps.weights_map, l.weight_entries))
       throw Error("cannot size the weights map");
   }
-  // The packed prefill programs exist for q8 only; q24 skips their verification.
-  const bool q8 = sh.precision == QN_PREC_Q8;
-  bpf_program__set_autoload(s->progs.qn_matmul_pre, q8);
-  bpf_program__set_autoload(s->progs.qn_matmul_proj_pre, q8);
+  // The packed prefill programs exist for q8 and q4 models (whose down and
+  // vocabulary matrices are q8); q24 skips their verification.
+  const bool packed = sh.precision != QN_PREC_Q24;
+  bpf_program__set_autoload(s->progs.qn_matmul_pre, packed);
+  bpf_program__set_autoload(s->progs.qn_matmul_proj_pre, packed);
   // The kernel driver's programs only when asked for: they verify the
   // operators a second time (as wq callbacks), about as long again.
   const uint32_t links = qn_drive_plan_links(&sh);
@@ -212,7 +213,7 @@ uint64_t weight_map_bytes(const ProgramLayout& l) {
 }
 
 BpfPrograms::BpfPrograms(const ProgramLayout& layout)
-    : layout_(layout), q8_(layout.shape.precision == QN_PREC_Q8) {
+    : layout_(layout), q8_(layout.shape.precision != QN_PREC_Q24) {
   const uint32_t threads = layout.shape.threads;
   if (threads == 0 || threads > QN_THREADS_LIMIT)
     throw invalid_argument("BPF programs need 1 to " + std::to_string(QN_THREADS_LIMIT) + " worker threads");

@@ -149,7 +149,7 @@ class BpfPrograms {
   Skeleton skel_{nullptr, nullptr};
   bpf_object* obj_ = nullptr;
   bpf_map* kv_outer_ = nullptr;
-  bool q8_ = false;  // layout_.shape.precision == QN_PREC_Q8: the packed prefill programs exist
+  bool q8_ = false;  // q8 or q4 model: the packed prefill programs exist
   int prog_matmul_pre_ = -1, prog_matmul_proj_pre_ = -1;
   int prog_matmul_ = -1, prog_matmul_proj_ = -1, prog_attention_ = -1, prog_embed_ = -1;
   int prog_rope_ = -1, prog_topk_merge_ = -1, prog_sample_ = -1;

@@ -7,7 +7,20 @@
 namespace qwen3::engine {
 
 static_assert(static_cast<uint32_t>(Precision::q24) == QN_PREC_Q24 &&
-              static_cast<uint32_t>(Precision::q8) == QN_PREC_Q8);
+              static_cast<uint32_t>(Precision::q8) == QN_PREC_Q8 && static_cast<uint32_t>(Precision::q4) == QN_PREC_Q4);
+
+Precision matrix_precision(Precision model, MatrixKind kind) {
+  uint32_t op = 0;  // the embedding: no matmul op
+  switch (kind) {
+    case MatrixKind::qkv: op = QN_OP_QKV; break;
+    case MatrixKind::o: op = QN_OP_O; break;
+    case MatrixKind::gate_up: op = QN_OP_GATEUP; break;
+    case MatrixKind::down: op = QN_OP_DOWN; break;
+    case MatrixKind::lm_head: op = QN_OP_VOCAB; break;
+    case MatrixKind::embed: break;
+  }
+  return static_cast<Precision>(qn_op_format(static_cast<uint32_t>(model), op));
+}
 
 uint32_t pad_to_group(uint32_t n) { return qn_groups_for(n) * QN_GROUP; }
 
@@ -20,7 +33,8 @@ uint32_t unit_bytes_for(uint32_t cols, Precision p) {
 }
 
 RowRange worker_rows(uint32_t rows, bool pairs, Precision p, uint32_t t, uint32_t T) {
-  const uint32_t unit = p == Precision::q8 ? (pairs ? QN_Q8_BLOCK_ROWS / 2 : QN_Q8_BLOCK_ROWS) : 1;
+  const uint32_t block = qn_unit_rows(static_cast<uint32_t>(p));
+  const uint32_t unit = block == 1 ? 1 : pairs ? block / 2 : block;
   const uint64_t steps = (uint64_t(rows) + unit - 1) / unit;
   RowRange r;
   r.begin = static_cast<uint32_t>(std::min<uint64_t>(steps * t / T * unit, rows));
@@ -93,7 +107,7 @@ void plan_norms(const ModelConfig& c, ModelPlan& plan) {
 
 ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena, uint32_t threads,
                           uint32_t max_ctx, uint32_t kv_bits) {
-  const bool q8 = precision == Precision::q8;
+  const bool q24 = precision == Precision::q24;
   check_plannable(c, threads, kv_bits);
   const uint32_t hd = c.head_dim;
   ModelPlan plan;
@@ -128,9 +142,12 @@ ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena,
   l.rope_positions = s.max_ctx;
   l.arena = arena;
   s.max_groups = l.in_pad / QN_GROUP;
-  // the largest unit (layout.h) of any matrix: q24 a row, q8 a block of 8 rows
-  s.max_row_bytes = std::max({unit_bytes_for(s.hidden, precision), unit_bytes_for(s.q_dim, precision),
-                              unit_bytes_for(s.inter, precision)});
+  // the largest unit (layout.h) of any matrix: q24 a row, q8 a block of 8
+  // rows, q4 a block of 16 (a q4 model also has q8 matrices); the kernels
+  // bound their reads by it
+  for (Precision p : {precision, matrix_precision(precision, MatrixKind::down)})
+    s.max_row_bytes = std::max({s.max_row_bytes, unit_bytes_for(s.hidden, p), unit_bytes_for(s.q_dim, p),
+                                unit_bytes_for(s.inter, p)});
   if (s.max_row_bytes * 2 > QN_WENTRY_BYTES) throw invalid_argument("model rows too wide for the BPF engine");
 
   plan_norms(c, plan);
@@ -145,11 +162,12 @@ ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena,
     p.cols = cols;
     p.m.rows = rows;
     p.m.groups = qn_groups_for(cols);
-    p.precision = precision;
-    p.m.row_bytes = unit_bytes_for(cols, precision);
+    p.precision = matrix_precision(precision, kind);
+    p.m.format = static_cast<uint32_t>(p.precision);
+    p.m.row_bytes = unit_bytes_for(cols, p.precision);
     const uint32_t units = p.units();
     p.m.act_bits = QN_ACT_BITS_MAX;
-    p.m.wfrac = q8 ? QN_W8_FRAC : QN_W24_FRAC;  // lowered by the conversion for large weights
+    p.m.wfrac = p.precision == Precision::q24 ? QN_W24_FRAC : QN_W8_FRAC;  // lowered by the conversion for large weights
     if (arena) {
       p.offset = cursor;
       p.m.arena_off = cursor;  // the engine adds the arena's address after load
@@ -186,7 +204,7 @@ ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena,
     if (cursor > (uint64_t(1) << 32) - (uint64_t(1) << 20))
       throw resource_exhausted("converted weights (" + std::to_string(cursor >> 20) +
                                " MiB) exceed the 4 GiB BPF arena (its pages are addressed by 32-bit offsets); use "
-                               "weight_path = map" + (q8 ? "" : " or precision = q8"));
+                               "weight_path = map" + (q24 ? " or precision = q8" : ""));
     l.weight_bytes = cursor;
     l.weight_entries = 1;
   } else {

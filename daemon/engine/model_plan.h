@@ -21,9 +21,9 @@ struct MatrixPlan {
   int layer = -1;             // -1 for embed / lm_head
   uint32_t rows = 0, cols = 0;
   qn_matrix m{};              // act_bits filled by the conversion; row_bytes: bytes of a unit
-  Precision precision = Precision::q24;
+  Precision precision = Precision::q24;  // of this matrix's rows (matrix_precision)
   uint64_t offset = 0;        // byte offset of unit 0 in the weights region
-  // Rows are stored in units (layout.h: a q24 row, a q8 block of 8 rows).
+  // Rows are stored in units (layout.h: a q24 row, a q8 block of 8 rows, a q4 block of 16).
   uint32_t unit_rows() const { return qn_unit_rows(static_cast<uint32_t>(precision)); }
   uint32_t units() const { return qn_units_for(static_cast<uint32_t>(precision), rows); }
   uint64_t unit_offset(uint32_t u) const;  // byte offset of unit u in the weights region
@@ -46,13 +46,19 @@ struct ModelPlan {
   const MatrixPlan& lm_head() const;
 };
 
+// The row format of a `kind` matrix in a model of precision `model`
+// (qn_op_format, op_args.h: q4 models keep down_proj, the embedding and the
+// vocabulary projection at q8).
+Precision matrix_precision(Precision model, MatrixKind kind);
+
 uint32_t pad_to_group(uint32_t n);
 uint32_t row_bytes_for(uint32_t cols, Precision p);   // one row image (layout.h)
 uint32_t unit_bytes_for(uint32_t cols, Precision p);  // one stored unit
 
 // The matmul rows [begin, end) of worker t of T over `rows` output rows
-// (gate/up: row pairs), split at whole steps of the q8 block kernel (a block
-// is 8 rows or 4 gate/up pairs) so that no block is shared by two workers.
+// (gate/up: row pairs), split at whole steps of the block kernels (a q8
+// block is 8 rows or 4 gate/up pairs, a q4 block 16 or 8) so that no block
+// is shared by two workers.
 struct RowRange {
   uint32_t begin = 0, end = 0;
 };

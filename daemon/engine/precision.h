@@ -8,6 +8,8 @@
 
 namespace qwen3 {
 
-enum class Precision : uint32_t { q24 = 0, q8 = 1 };
+// q4: the layers' qkv, o and gate/up matrices in 4-bit weights against
+// 8-bit inputs, the rest in q8 (matrix_precision, model_plan.h).
+enum class Precision : uint32_t { q24 = 0, q8 = 1, q4 = 2 };
 
 }  // namespace qwen3

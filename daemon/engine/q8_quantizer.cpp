@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/quant_rounding.h"
+
 #include "op_args.h"  // QN_OUT_COLS
 
 namespace qwen3::engine {
@@ -18,12 +20,6 @@ namespace {
 constexpr int kGrid = 4;
 constexpr double kGridLo = -0.002, kGridHi = 0.016;
 
-// Round half to even for |x| < 2^22 with plain float adds, so that the
-// candidate loop vectorizes without SSE4.1.
-inline __attribute__((always_inline)) float round_fast(float x) {
-  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
-  return (x + kMagic) - kMagic;
-}
 
 // Squared error of the normalized group u (max |u| = 127 at factor 1) on the
 // grid of step f, codes clamped to int8.
@@ -39,8 +35,6 @@ inline __attribute__((always_inline)) float group_error(const float* u, float f)
   return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
 }
 
-// Round half away from zero, as the rest of the conversion does.
-int64_t round_away(double v) { return static_cast<int64_t>(v >= 0 ? v + 0.5 : v - 0.5); }
 
 }  // namespace
 
@@ -71,7 +65,7 @@ __attribute__((target_clones("avx2", "default"))) void q8_quantize_group(const f
   for (size_t k = 0; k < n; k++)
     if (!exact[k]) mx = std::max(mx, std::fabs(w[k]));
   const double s0 = static_cast<double>(mx) / 127.0 * p2;  // absmax scale in fixed point
-  const int64_t absmax_scale = round_away(s0);
+  const int64_t absmax_scale = round_away_from_zero(s0);
   if (absmax_scale <= 0) return;
 
   // The group in units of the absmax step; exact and padding entries are 0,
@@ -84,7 +78,7 @@ __attribute__((target_clones("avx2", "default"))) void q8_quantize_group(const f
   int64_t best = absmax_scale;
   float best_err = group_error(u, static_cast<float>(absmax_scale / s0));
   auto consider = [&](double factor) {
-    const int64_t sc = std::min<int64_t>(round_away(s0 * factor), INT32_MAX);
+    const int64_t sc = std::min<int64_t>(round_away_from_zero(s0 * factor), INT32_MAX);
     if (sc <= 0 || sc == best) return;
     const float e = group_error(u, static_cast<float>(sc / s0));
     if (e < best_err) best_err = e, best = sc;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "engine/q4_quantizer.h"
 #include "op_args.h"
 
 namespace qwen3::engine {
@@ -32,9 +33,10 @@ int32_t to_fixed(float w, int frac, const char* what) {
 }
 
 int weight_frac_for(double max_abs, Precision p, const char* what) {
-  const bool q8 = p == Precision::q8;
-  int frac = q8 ? QN_W8_FRAC : QN_W24_FRAC;
-  const double top = q8 ? max_abs / 127.0 : max_abs;
+  const bool q24 = p == Precision::q24;
+  int frac = q24 ? QN_W24_FRAC : QN_W8_FRAC;
+  // the largest scale: q8 max / 127; q4 max / 8 * 8 / 7 * 1.1 (q4_quantizer's widest candidate) < max / 6
+  const double top = p == Precision::q8 ? max_abs / 127.0 : p == Precision::q4 ? max_abs / 6.0 : max_abs;
   while (frac > QN_ACT_FRAC && std::ldexp(top, frac) >= 2147483000.0) frac--;
   if (!(std::ldexp(top, frac) < 2147483000.0))
     throw invalid_argument(std::string("weights of ") + what + " reach " + std::to_string(max_abs) +
@@ -42,8 +44,59 @@ int weight_frac_for(double max_abs, Precision p, const char* what) {
   return frac;
 }
 
+namespace {
+
+// The outlier tail (layout.h) of a q8 or q4 row image: exact int64 weights.
+uint64_t put_outlier_tail(std::span<const float> w, std::span<const uint32_t> ocols, double p2, uint8_t* tail) {
+  int64_t wo[QN_OUT_COLS] = {};
+  uint64_t l1 = 0;
+  for (size_t k = 0; k < ocols.size() && k < QN_OUT_COLS; k++) {
+    wo[k] = round_away(static_cast<double>(w[ocols[k]]) * p2);
+    l1 += static_cast<uint64_t>(std::llabs(wo[k]));
+  }
+  static_assert(sizeof wo == QN_OUT_TAIL_BYTES);
+  std::memcpy(tail, wo, sizeof wo);
+  return l1;
+}
+
+// q4 (layout.h): per group two halves of QN_Q4_GROUP columns, each a scale
+// and its codes; then the outlier tail.
+uint64_t convert_row_q4(std::span<const float> w, int frac, uint8_t* out, const char* what,
+                        std::span<const uint32_t> ocols) {
+  const size_t cols = w.size();
+  const uint32_t groups = qn_groups_for(static_cast<uint32_t>(cols));
+  const double p2 = pow2(frac);
+  uint64_t l1 = 0;
+  for (uint32_t g = 0; g < groups; g++)
+    for (uint32_t h = 0; h < 2; h++) {
+      const size_t c0 = size_t(g) * QN_GROUP + h * QN_Q4_GROUP;
+      const size_t n = c0 < cols ? std::min<size_t>(QN_Q4_GROUP, cols - c0) : 0;
+      bool exact[QN_Q4_GROUP] = {};
+      float mx = 0.0f;
+      for (size_t k = 0; k < n; k++) {
+        exact[k] = std::find(ocols.begin(), ocols.end(), c0 + k) != ocols.end();
+        if (!exact[k]) mx = std::max(mx, std::fabs(w[c0 + k]));
+      }
+      if (!(static_cast<double>(mx) / 6.0 * p2 < 2147483647.0))
+        throw invalid_argument(std::string("weight magnitude ") + std::to_string(mx) + " in " + what +
+                               " is outside the fixed-point range of its matrix");
+      Q4Group qg;
+      q4_quantize_group(n ? &w[c0] : nullptr, exact, n, p2, qg);
+      uint64_t qsum = 0;
+      for (int k = 0; k < QN_Q4_GROUP; k++) qsum += static_cast<uint64_t>(std::abs(int(qg.codes[k]) - QN_Q4_CODE_BIAS));
+      uint8_t* hp = out + qn_q4_img_half_off(g, h);
+      std::memcpy(hp, &qg.scale, 4);
+      std::memcpy(hp + 4, qg.codes, QN_Q4_GROUP);
+      l1 += qsum * static_cast<uint64_t>(std::llabs(qg.scale));
+    }
+  return l1 + put_outlier_tail(w, ocols, p2, out + qn_q4_tail_off(groups));
+}
+
+}  // namespace
+
 uint64_t convert_row(std::span<const float> w, Precision p, int frac, uint8_t* out, const char* what,
                      std::span<const uint32_t> ocols) {
+  if (p == Precision::q4) return convert_row_q4(w, frac, out, what, ocols);
   const bool q8 = p == Precision::q8;
   const uint32_t prec = static_cast<uint32_t>(p);
   const size_t cols = w.size();
@@ -83,15 +136,7 @@ uint64_t convert_row(std::span<const float> w, Precision p, int frac, uint8_t* o
     std::memcpy(gp + QN_Q8_SCALE_BYTES, q, QN_GROUP);
     l1 += qsum * static_cast<uint64_t>(scale);
   }
-  if (q8) {
-    int64_t wo[QN_OUT_COLS] = {};
-    for (size_t k = 0; k < ocols.size() && k < QN_OUT_COLS; k++) {
-      wo[k] = round_away(static_cast<double>(w[ocols[k]]) * p2);
-      l1 += static_cast<uint64_t>(std::llabs(wo[k]));
-    }
-    static_assert(sizeof wo == QN_OUT_TAIL_BYTES);
-    std::memcpy(out + qn_q8_tail_off(groups), wo, sizeof wo);
-  }
+  if (q8) l1 += put_outlier_tail(w, ocols, p2, out + qn_q8_tail_off(groups));
   return l1;
 }
 
@@ -115,6 +160,47 @@ void q8_get(const uint8_t* blk, uint32_t groups, uint32_t j, uint8_t* img) {
   }
   std::memcpy(img + qn_q8_tail_off(groups), blk + qn_q8_btail_off(groups, j), QN_OUT_TAIL_BYTES);
 }
+
+// Row j of q4 block `blk` <-> row image `img`. Rows j and j ^ 1 share the
+// bytes of every column word, and workers may store them at once: the
+// nibble is replaced with atomic and/or, which leave the other rows' bits.
+void q4_put(uint8_t* blk, uint32_t groups, uint32_t j, const uint8_t* img) {
+  for (uint32_t gq = 0; gq < 2 * groups; gq++) {
+    const uint8_t* hp = img + qn_q4_img_half_off(gq / 2, gq % 2);
+    std::memcpy(blk + qn_q4_bscale_off(gq, j), hp, 4);
+    uint16_t sum = 0;
+    for (uint32_t k = 0; k < QN_Q4_GROUP; k++) {
+      const uint64_t code = hp[4 + k] & 15u;
+      sum = static_cast<uint16_t>(sum + code);
+      auto* col = reinterpret_cast<uint64_t*>(blk + qn_q4_bcol_off(gq, k));  // 8-aligned (layout.h)
+      __atomic_fetch_and(col, ~(uint64_t(15) << (4 * j)), __ATOMIC_RELAXED);
+      __atomic_fetch_or(col, code << (4 * j), __ATOMIC_RELAXED);
+    }
+    std::memcpy(blk + qn_q4_bcsum_off(gq, j), &sum, 2);
+  }
+  std::memcpy(blk + qn_q4_btail_off(groups, j), img + qn_q4_tail_off(groups), QN_OUT_TAIL_BYTES);
+}
+void q4_get(const uint8_t* blk, uint32_t groups, uint32_t j, uint8_t* img) {
+  for (uint32_t gq = 0; gq < 2 * groups; gq++) {
+    uint8_t* hp = img + qn_q4_img_half_off(gq / 2, gq % 2);
+    std::memcpy(hp, blk + qn_q4_bscale_off(gq, j), 4);
+    for (uint32_t k = 0; k < QN_Q4_GROUP; k++) {
+      uint64_t col;
+      std::memcpy(&col, blk + qn_q4_bcol_off(gq, k), 8);
+      hp[4 + k] = static_cast<uint8_t>((col >> (4 * j)) & 15u);
+    }
+  }
+  std::memcpy(img + qn_q4_tail_off(groups), blk + qn_q4_btail_off(groups, j), QN_OUT_TAIL_BYTES);
+}
+
+// The row image of a padding row: weight 0 (q4: code 8, scale 0; q8: code 0).
+std::vector<uint8_t> padding_row(Precision p, uint32_t groups) {
+  std::vector<uint8_t> img(qn_row_bytes(static_cast<uint32_t>(p), groups), 0);
+  if (p == Precision::q4)
+    for (uint32_t gq = 0; gq < 2 * groups; gq++)
+      std::memset(img.data() + qn_q4_img_half_off(gq / 2, gq % 2) + 4, QN_Q4_CODE_BIAS, QN_Q4_GROUP);
+  return img;
+}
 }  // namespace
 
 void store_row(uint8_t* weights, const MatrixPlan& mp, uint32_t r, const uint8_t* image) {
@@ -122,44 +208,45 @@ void store_row(uint8_t* weights, const MatrixPlan& mp, uint32_t r, const uint8_t
   const uint32_t img_bytes = qn_row_bytes(prec, mp.m.groups);
   const uint32_t ur = mp.unit_rows();
   uint8_t* unit = weights + mp.unit_offset(r / ur);
-  if (mp.precision != Precision::q8) {
+  if (mp.precision == Precision::q24) {
     std::memcpy(unit, image, img_bytes);
     return;
   }
-  q8_put(unit, mp.m.groups, r % ur, image);
+  const auto put = mp.precision == Precision::q4 ? q4_put : q8_put;
+  put(unit, mp.m.groups, r % ur, image);
   if (r + 1 == mp.rows) {
-    const std::vector<uint8_t> zero(img_bytes, 0);  // code 0, scale 0, no outliers
-    for (uint32_t j = r % ur + 1; j < ur; j++) q8_put(unit, mp.m.groups, j, zero.data());
+    const std::vector<uint8_t> pad = padding_row(mp.precision, mp.m.groups);
+    for (uint32_t j = r % ur + 1; j < ur; j++) put(unit, mp.m.groups, j, pad.data());
   }
 }
 
 void load_row(const uint8_t* weights, const MatrixPlan& mp, uint32_t r, uint8_t* image) {
   const uint32_t ur = mp.unit_rows();
   const uint8_t* unit = weights + mp.unit_offset(r / ur);
-  if (mp.precision != Precision::q8) {
+  if (mp.precision == Precision::q24) {
     std::memcpy(image, unit, qn_row_bytes(static_cast<uint32_t>(mp.precision), mp.m.groups));
     return;
   }
-  q8_get(unit, mp.m.groups, r % ur, image);
+  (mp.precision == Precision::q4 ? q4_get : q8_get)(unit, mp.m.groups, r % ur, image);
 }
 
 uint64_t convert_row_into(uint8_t* weights, const MatrixPlan& mp, uint32_t r, std::span<const float> w, int frac,
                           const char* what, std::span<const uint32_t> ocols) {
-  if (mp.precision != Precision::q8)  // a q24 unit is the row image itself
+  if (mp.precision == Precision::q24)  // a q24 unit is the row image itself
     return convert_row(w, mp.precision, frac, weights + mp.unit_offset(r), what, ocols);
   thread_local std::vector<uint8_t> img;
-  img.assign(qn_row_bytes(QN_PREC_Q8, mp.m.groups), 0);
+  img.assign(qn_row_bytes(static_cast<uint32_t>(mp.precision), mp.m.groups), 0);
   const uint64_t l1 = convert_row(w, mp.precision, frac, img.data(), what, ocols);
   store_row(weights, mp, r, img.data());
   return l1;
 }
 
 uint32_t act_bits_for(uint64_t max_l1, Precision p) {
-  const bool q8 = p == Precision::q8;
   int b = qn_bits_u64(max_l1);
   int a = 62 - b;
   if (a > QN_ACT_BITS_MAX) a = QN_ACT_BITS_MAX;
-  if (q8 && a > QN_Q8_ACT_BITS) a = QN_Q8_ACT_BITS;
+  // q8's packed lanes and q4's 8-bit input scales need |x| <= 2^QN_Q8_ACT_BITS
+  if (p != Precision::q24 && a > QN_Q8_ACT_BITS) a = QN_Q8_ACT_BITS;
   if (a < 1) a = 1;
   return static_cast<uint32_t>(a);
 }
@@ -169,12 +256,18 @@ double dequant(const uint8_t* row, uint32_t c, Precision p, int frac, uint32_t c
   const bool q8 = p == Precision::q8;
   const uint32_t prec = static_cast<uint32_t>(p);
   const uint32_t g = c / QN_GROUP, k = c % QN_GROUP;
-  for (size_t i = 0; q8 && i < ocols.size(); i++)
+  for (size_t i = 0; p != Precision::q24 && i < ocols.size(); i++)
     if (ocols[i] == c) {
       int64_t v;
-      std::memcpy(&v, row + qn_q8_tail_elem_off(qn_groups_for(cols), i), 8);
+      std::memcpy(&v, row + qn_group_off(prec, qn_groups_for(cols)) + 8 * i, 8);
       return std::ldexp(static_cast<double>(v), -frac);
     }
+  if (p == Precision::q4) {
+    const uint8_t* hp = row + qn_q4_img_half_off(g, k / QN_Q4_GROUP);
+    int32_t scale;
+    std::memcpy(&scale, hp, 4);
+    return std::ldexp(static_cast<double>(int(hp[4 + k % QN_Q4_GROUP]) - QN_Q4_CODE_BIAS) * scale, -frac);
+  }
   if (!q8) {
     int32_t v;
     std::memcpy(&v, row + qn_group_off(prec, g) + 4 * k, 4);

@@ -7,7 +7,9 @@
 
 namespace qwen3 {
 
-bool speculation_pays(const BackendInfo& backend) { return !(backend.name == "bpf" && backend.precision == "q8"); }
+bool speculation_pays(const BackendInfo& backend) {
+  return !(backend.name == "bpf" && (backend.precision == "q8" || backend.precision == "q4"));
+}
 
 std::vector<int32_t> lookup_draft(std::span<const int32_t> history, int min_ngram, int max_ngram, int max_tokens) {
   const int n_hist = static_cast<int>(history.size());

@@ -43,8 +43,8 @@ struct SpeculativeOptions {
 // Whether verification passes save work on this backend, i.e. whether a pass
 // over n positions costs clearly less than n single-position steps: true where
 // a step streams the weights once for every position of the pass (q24, the
-// float reference); false for the BPF q8 block kernel, which is bound by the
-// core's multiplier and costs the same per position batched or not (measured:
+// float reference); false for the BPF q8 and q4 block kernels, which are bound
+// by the core's multiplier and cost the same per position batched or not (measured:
 // 1.02-1.04x on a copy-heavy prompt, 0.90-0.97x on text that barely repeats;
 // docs/performance.md). The daemon's `speculative = auto` follows it.
 bool speculation_pays(const BackendInfo& backend);

@@ -156,9 +156,11 @@ std::vector<ConfigKey> model_keys() {
              &DaemonConfig::weight_path, {"map", "arena"}),
       choice({"precision", "q8", kRestart,
               "Fixed-point format of the weights: q8 (int8 with scales; the default: 1.6-2.5x faster than q24 and "
-              "as accurate on the shipped model, docs/numerics.md) or q24 (int32, 24 fraction bits)",
+              "as accurate on the shipped model, docs/numerics.md), q24 (int32, 24 fraction bits) or q4 (4-bit "
+              "attention and gate/up weights against 8-bit inputs, the rest q8: less kernel memory and faster, "
+              "less accurate; docs/numerics.md)",
               "--precision"},
-             &DaemonConfig::precision, {"q24", "q8"}),
+             &DaemonConfig::precision, {"q24", "q8", "q4"}),
       choice({"kv_bits", "8", kRestart,
               "KV cache element width: 8 (compact: 56 KiB per position at the 0.6B shape; agrees with the float "
               "reference on every held-out position of the shipped model, docs/numerics.md) or 16 (113.75 KiB "

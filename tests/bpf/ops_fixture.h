@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "engine/attention_args.h"
+#include "engine/bpf_backend.h"  // precision_name
 #include "engine/bpf_kv_cache.h"
 #include "engine/bpf_programs.h"
 #include "engine/model_plan.h"
@@ -37,7 +38,7 @@ struct Param {
 };
 
 inline std::string param_name(const testing::TestParamInfo<Param>& i) {
-  return std::string(i.param.arena ? "arena" : "map") + (i.param.precision == Precision::q8 ? "_q8" : "_q24") + "_kv" +
+  return std::string(i.param.arena ? "arena" : "map") + "_" + precision_name(i.param.precision) + "_kv" +
          std::to_string(i.param.kv_bits);
 }
 
@@ -71,14 +72,15 @@ class OpsTest : public testing::TestWithParam<Param> {
       }
       std::vector<float> col_max(mp.cols, 0.0f);
       for (size_t i = 0; i < all.size(); i++) col_max[i % mp.cols] = std::max(col_max[i % mp.cols], std::fabs(all[i]));
-      std::vector<uint32_t> ocols = q8() ? pick_outlier_columns(col_max) : std::vector<uint32_t>{};
-      if (q8() && embed) {
+      const bool packed = mp.precision != Precision::q24;  // q8 and q4 keep outlier columns exact
+      std::vector<uint32_t> ocols = packed ? pick_outlier_columns(col_max) : std::vector<uint32_t>{};
+      if (packed && embed) {
         EXPECT_EQ(ocols, std::vector<uint32_t>{7});
       }
       double mx = 0;
       for (uint32_t c = 0; c < mp.cols; c++)
         if (std::find(ocols.begin(), ocols.end(), c) == ocols.end()) mx = std::max(mx, double(col_max[c]));
-      mp.m.wfrac = weight_frac_for(mx, prec(), "test");
+      mp.m.wfrac = weight_frac_for(mx, mp.precision, "test");
       for (int k = 0; k < QN_OUT_COLS; k++) mp.m.ocol[k] = k < int(ocols.size()) ? ocols[k] : 0;
       ocols_[mi] = ocols;
       uint64_t max_l1 = 0;
@@ -86,7 +88,7 @@ class OpsTest : public testing::TestWithParam<Param> {
         std::span<const float> row(&all[size_t(r) * mp.cols], mp.cols);
         max_l1 = std::max(max_l1, convert_row_into(progs_->weights(), mp, r, row, mp.m.wfrac, "test", ocols));
       }
-      mp.m.act_bits = act_bits_for(max_l1, prec());
+      mp.m.act_bits = act_bits_for(max_l1, mp.precision);
     }
     std::uniform_real_distribution<float> ud(0.5f, 1.5f);
     for (uint32_t i = 0; i < plan_.layout.shape.norms_len; i++)
@@ -103,7 +105,6 @@ class OpsTest : public testing::TestWithParam<Param> {
   }
 
   Precision prec() const { return GetParam().precision; }
-  bool q8() const { return prec() == Precision::q8; }
 
   qn_args args_for(const MatrixPlan& mp) {
     qn_args a{};
@@ -113,7 +114,7 @@ class OpsTest : public testing::TestWithParam<Param> {
   }
   // Row r as a row image (layout.h), read back from the stored layout.
   std::vector<uint8_t> row(const MatrixPlan& mp, uint32_t r) {
-    std::vector<uint8_t> img(row_bytes_for(mp.cols, prec()));
+    std::vector<uint8_t> img(row_bytes_for(mp.cols, mp.precision));
     load_row(progs_->weights(), mp, r, img.data());
     return img;
   }
@@ -142,7 +143,7 @@ class OpsTest : public testing::TestWithParam<Param> {
   // Runs one matmul op split over 2 threads by rows.
   void run_split(qn_args a, uint32_t rows) {
     for (uint32_t t = 0; t < 2; t++) {
-      const RowRange rr = worker_rows(rows, a.op == QN_OP_GATEUP, prec(), t, 2);
+      const RowRange rr = worker_rows(rows, a.op == QN_OP_GATEUP, Precision(a.mat.format), t, 2);
       a.thread = t;
       a.row_begin = rr.begin;
       a.row_end = rr.end;
@@ -150,19 +151,36 @@ class OpsTest : public testing::TestWithParam<Param> {
     }
   }
 
-  // Float reference of rmsnorm -> matmul on the dequantized weights.
+  // Float reference of rmsnorm -> matmul on the dequantized weights (q4:
+  // and on the 8-bit inputs, outlier columns excepted, which meet x itself).
   double float_row(const MatrixPlan& mp, uint32_t r, const std::vector<double>& x) {
     const auto& oc = ocols_[size_t(&mp - plan_.matrices.data())];
+    const std::vector<double> xin = mp.precision == Precision::q4 ? a8_float(x) : x;
     double acc = 0;
     const std::vector<uint8_t> img = row(mp, r);
-    for (uint32_t c = 0; c < mp.cols; c++) acc += dequant(img.data(), c, prec(), mp.m.wfrac, mp.cols, oc) * x[c];
+    for (uint32_t c = 0; c < mp.cols; c++) {
+      const bool exact = std::find(oc.begin(), oc.end(), c) != oc.end();
+      acc += dequant(img.data(), c, mp.precision, mp.m.wfrac, mp.cols, oc) * (exact ? x[c] : xin[c]);
+    }
     return acc;
+  }
+  // x through the q4 kernel's 8-bit input format, in float: per group of 32,
+  // round(127 x / max|x|) * max|x| / 127.
+  static std::vector<double> a8_float(const std::vector<double>& x) {
+    std::vector<double> y(x.size());
+    for (size_t g0 = 0; g0 < x.size(); g0 += QN_A8_GROUP) {
+      const size_t g1 = std::min(x.size(), g0 + QN_A8_GROUP);
+      double m = 0;
+      for (size_t i = g0; i < g1; i++) m = std::max(m, std::fabs(x[i]));
+      for (size_t i = g0; i < g1; i++) y[i] = m > 0 ? std::nearbyint(127.0 * x[i] / m) * m / 127.0 : 0.0;
+    }
+    return y;
   }
   double row_l1(const MatrixPlan& mp, uint32_t r) {
     const auto& oc = ocols_[size_t(&mp - plan_.matrices.data())];
     double l1 = 0;
     const std::vector<uint8_t> img = row(mp, r);
-    for (uint32_t c = 0; c < mp.cols; c++) l1 += std::fabs(dequant(img.data(), c, prec(), mp.m.wfrac, mp.cols, oc));
+    for (uint32_t c = 0; c < mp.cols; c++) l1 += std::fabs(dequant(img.data(), c, mp.precision, mp.m.wfrac, mp.cols, oc));
     return l1;
   }
   std::vector<double> float_norm(const std::vector<int32_t>& x, uint32_t n, std::span<const int32_t> w) {

@@ -31,7 +31,7 @@ void OpsTest::check_qkv(uint32_t npos) {
     auto fx = float_norm(x, cfg_.hidden_size, norm_w(a.norm_off, cfg_.hidden_size));
     for (uint32_t r = 0; r < mp.rows; r++) {
       int32_t got = progs_->qkv()[p * plan_.layout.qkv_pad + r];
-      ASSERT_EQ(got, fm::matmul_row(row(mp, r).data(), n, s, mp.m, prec())) << "p " << p << " row " << r;
+      ASSERT_EQ(got, fm::matmul_row(row(mp, r).data(), n, s, mp.m, mp.precision)) << "p " << p << " row " << r;
       double f = float_row(mp, r, fx);
       worst = std::max(worst, std::fabs(q16(got) - f));
       scale = std::max(scale, std::fabs(f));
@@ -58,8 +58,8 @@ TEST_P(OpsTest, GateUpSiluMatchesModelAndFloat) {
                                 plan_.layout.shape.eps_q32, mp.m.act_bits, n);
     auto fx = float_norm(x, cfg_.hidden_size, norm_w(a.norm_off, cfg_.hidden_size));
     for (uint32_t j = 0; j < mp.rows / 2; j++) {
-      int32_t g = fm::matmul_row(row(mp, 2 * j).data(), n, s, mp.m, prec());
-      int32_t u = fm::matmul_row(row(mp, 2 * j + 1).data(), n, s, mp.m, prec());
+      int32_t g = fm::matmul_row(row(mp, 2 * j).data(), n, s, mp.m, mp.precision);
+      int32_t u = fm::matmul_row(row(mp, 2 * j + 1).data(), n, s, mp.m, mp.precision);
       int32_t got = progs_->mlp()[p * plan_.layout.inter_pad + j];
       ASSERT_EQ(got, qn_silu_mul(g, u)) << "p " << p << " j " << j;
       double fg = float_row(mp, 2 * j, fx), fu = float_row(mp, 2 * j + 1, fx);
@@ -101,7 +101,7 @@ void OpsTest::check_projections(uint32_t npos) {
       for (uint32_t i = 0; i < len; i++) fx[i] = q16(x[i]);
       int s = fm::requant(x, mp.m.act_bits);
       for (uint32_t r = 0; r < mp.rows; r++) {
-        int32_t y = fm::matmul_row(row(mp, r).data(), x, s, mp.m, prec());
+        int32_t y = fm::matmul_row(row(mp, r).data(), x, s, mp.m, mp.precision);
         int32_t got = resid_row(p)[r];
         ASSERT_EQ(got, qn_sat32(int64_t(before[p][r]) + y)) << "p " << p << " row " << r;
         double f = float_row(mp, r, fx);
@@ -142,7 +142,7 @@ TEST_P(OpsTest, VocabLogitsArgmaxTopK) {
                                 plan_.layout.shape.eps_q32, mp.m.act_bits, n);
     std::vector<std::pair<int32_t, int32_t>> all;  // (-logit, id)
     for (uint32_t r = 0; r < mp.rows; r++) {
-      int32_t want = fm::matmul_row(row(mp, r).data(), n, s, mp.m, prec());
+      int32_t want = fm::matmul_row(row(mp, r).data(), n, s, mp.m, mp.precision);
       ASSERT_EQ(progs_->logits()[c * cfg_.vocab_size + r], want) << "c " << c << " row " << r;
       all.push_back({-want, static_cast<int32_t>(r)});
     }
@@ -166,7 +166,7 @@ TEST_P(OpsTest, EmbedDequantizesRows) {
   progs_->embed(a);
   for (uint32_t p = 0; p < 4; p++)
     for (uint32_t c = 0; c < plan_.layout.hid_pad; c++)
-      ASSERT_EQ(resid_row(p)[c], fm::embed_value(row(mp, toks[p]).data(), c, prec(), mp.m)) << p << " " << c;
+      ASSERT_EQ(resid_row(p)[c], fm::embed_value(row(mp, toks[p]).data(), c, mp.precision, mp.m)) << p << " " << c;
   a.tokens[1] = 1000;  // out of vocabulary: the program refuses
   EXPECT_THROW(progs_->embed(a), Error);
 }
@@ -174,23 +174,58 @@ INSTANTIATE_TEST_SUITE_P(Paths, OpsTest,
                          testing::Values(Param{false, Precision::q24}, Param{false, Precision::q8},
                                          Param{true, Precision::q24}, Param{true, Precision::q8},
                                          Param{false, Precision::q24, 8}, Param{true, Precision::q8, 8},
-                                         Param{false, Precision::q8, 8}),
+                                         Param{false, Precision::q8, 8}, Param{false, Precision::q4},
+                                         Param{true, Precision::q4, 8}),
                          param_name);
 
-// The q8 block kernel (dot8_q8 on the interleaved blocks of layout.h) gives
-// exactly the integers of the one-row formula it replaced (fm::matmul_row on
-// the row images: int8 code * input per group, times the scale, plus the
-// outlier columns): odd row counts (padded last blocks, gate/up pairs not a
-// multiple of 4, vocabulary rows), codes at +-127, inputs at the 2^18 bound
-// of the lanes, outlier columns, split over 1, 2 and 16 workers.
-class Q8BlockTest : public testing::TestWithParam<bool> {};
+// The block kernels give exactly the integers of the one-row formulas
+// (fm::matmul_row on the row images): q8 (dot8_q8 on the interleaved blocks
+// of layout.h: int8 code * input per group, times the scale) and q4
+// (dot16_q4a8: 4-bit codes against the 8-bit inputs), plus the outlier
+// columns: odd row counts (padded last blocks, gate/up pairs not a multiple
+// of the block, vocabulary rows), extreme codes (q8 +-127, q4 0 and 15),
+// inputs at the 2^18 bound, split over 1, 2 and 16 workers, 1 to 16 positions.
+struct BlockParam {
+  bool arena;
+  Precision precision;
+};
+class BlockKernelTest : public testing::TestWithParam<BlockParam> {};
 
-TEST_P(Q8BlockTest, SameIntegersAsTheRowFormula) {
+// A random row image of mp's format; the outlier columns' slots are zero weights.
+std::vector<uint8_t> random_image(const MatrixPlan& mp, uint32_t r, const uint32_t* oc, std::mt19937_64& rng) {
+  const bool q4 = mp.precision == Precision::q4;
+  std::vector<uint8_t> img(row_bytes_for(mp.cols, mp.precision), 0);
+  auto zero_slot = [&](uint32_t col) { return col >= mp.cols || col == oc[0] || col == oc[1] || col == oc[2]; };
+  const uint32_t chunk = q4 ? QN_Q4_GROUP : QN_GROUP;  // columns per scale
+  for (uint32_t g = 0; g < mp.m.groups * (QN_GROUP / chunk); g++) {
+    uint8_t* gp = img.data() + (q4 ? qn_q4_img_half_off(g / 2, g % 2) : qn_group_off(QN_PREC_Q8, g));
+    const int32_t scale = (int32_t(rng() % (1u << 16)) + 1) * (q4 && rng() % 2 ? -1 : 1);
+    std::memcpy(gp, &scale, 4);
+    for (uint32_t k = 0; k < chunk; k++) {
+      const bool zero = zero_slot(g * chunk + k);
+      if (q4) {
+        const int code = zero ? 8 : r % 4 == 0 ? 15 : r % 4 == 1 ? 0 : r % 4 == 2 ? int(rng() % 16) : (k % 2 ? 15 : 0);
+        gp[4 + k] = uint8_t(code);
+      } else if (!zero) {
+        const int code = r % 4 == 0 ? 127 : r % 4 == 1 ? -127 : r % 4 == 2 ? int(rng() % 255) - 127 : (k % 2 ? 127 : -127);
+        gp[QN_Q8_SCALE_BYTES + k] = static_cast<uint8_t>(int8_t(code));
+      }
+    }
+  }
+  const uint32_t tail = qn_group_off(static_cast<uint32_t>(mp.precision), mp.m.groups);
+  for (int k = 0; k < 3; k++) {
+    const int64_t w = int64_t(rng() % (1u << 30)) - (1 << 29);
+    std::memcpy(img.data() + tail + 8 * k, &w, 8);
+  }
+  return img;
+}
+
+TEST_P(BlockKernelTest, SameIntegersAsTheRowFormula) {
   ModelConfig c = small_config();
   c.hidden_size = 203;  // 25 blocks + 3 rows
   c.intermediate_size = 331;
   c.vocab_size = 1001;
-  ModelPlan plan = make_model_plan(c, Precision::q8, GetParam(), 16, 64, 16);
+  ModelPlan plan = make_model_plan(c, GetParam().precision, GetParam().arena, 16, 64, 16);
   BpfPrograms progs(plan.layout);
   std::mt19937_64 rng(7);
   for (MatrixPlan& mp : plan.matrices) {
@@ -198,39 +233,20 @@ TEST_P(Q8BlockTest, SameIntegersAsTheRowFormula) {
     mp.m.act_bits = QN_Q8_ACT_BITS;
     const uint32_t oc[QN_OUT_COLS] = {5, 64, mp.cols - 1, 0};  // column 0: an unused slot (weight 0)
     std::copy(oc, oc + QN_OUT_COLS, mp.m.ocol);
-    std::vector<uint8_t> img(row_bytes_for(mp.cols, Precision::q8));
-    for (uint32_t r = 0; r < mp.rows; r++) {
-      std::fill(img.begin(), img.end(), 0);
-      for (uint32_t g = 0; g < mp.m.groups; g++) {
-        uint8_t* gp = img.data() + qn_group_off(QN_PREC_Q8, g);
-        const int32_t scale = int32_t(rng() % (1u << 16)) + 1;
-        std::memcpy(gp, &scale, 4);
-        for (uint32_t k = 0; k < QN_GROUP; k++) {
-          const uint32_t col = g * QN_GROUP + k;
-          if (col >= mp.cols || col == oc[0] || col == oc[1] || col == oc[2]) continue;  // zero slots
-          const int code = r % 4 == 0 ? 127 : r % 4 == 1 ? -127 : r % 4 == 2 ? int(rng() % 255) - 127 : (k % 2 ? 127 : -127);
-          gp[QN_Q8_SCALE_BYTES + k] = static_cast<uint8_t>(int8_t(code));
-        }
-      }
-      for (int k = 0; k < 3; k++) {
-        const int64_t w = int64_t(rng() % (1u << 30)) - (1 << 29);
-        std::memcpy(img.data() + qn_q8_tail_off(mp.m.groups) + 8 * k, &w, 8);
-      }
-      store_row(progs.weights(), mp, r, img.data());
-    }
+    for (uint32_t r = 0; r < mp.rows; r++) store_row(progs.weights(), mp, r, random_image(mp, r, oc, rng).data());
   }
   for (uint32_t i = 0; i < plan.layout.shape.norms_len; i++) progs.norms()[i] = 1 << QN_NORM_FRAC;
   auto args = [&](const MatrixPlan& mp, uint32_t op, uint32_t npos) {
     qn_args a{};
     a.mat = mp.m;
-    if (GetParam()) a.mat.arena_off = reinterpret_cast<uintptr_t>(progs.weights()) + mp.offset;
+    if (GetParam().arena) a.mat.arena_off = reinterpret_cast<uintptr_t>(progs.weights()) + mp.offset;
     a.op = op;
     a.npos = npos;
     return a;
   };
   auto run = [&](qn_args a, uint32_t rows, uint32_t T) {
     for (uint32_t t = 0; t < T; t++) {
-      const RowRange rr = worker_rows(rows, a.op == QN_OP_GATEUP, Precision::q8, t, T);
+      const RowRange rr = worker_rows(rows, a.op == QN_OP_GATEUP, Precision(a.mat.format), t, T);
       a.thread = t;
       a.row_begin = rr.begin;
       a.row_end = rr.end;
@@ -240,7 +256,7 @@ TEST_P(Q8BlockTest, SameIntegersAsTheRowFormula) {
     }
   };
   auto image = [&](const MatrixPlan& mp, uint32_t r) {
-    std::vector<uint8_t> img(row_bytes_for(mp.cols, Precision::q8));
+    std::vector<uint8_t> img(row_bytes_for(mp.cols, mp.precision));
     load_row(progs.weights(), mp, r, img.data());
     return img;
   };
@@ -265,7 +281,7 @@ TEST_P(Q8BlockTest, SameIntegersAsTheRowFormula) {
           ASSERT_EQ(std::abs(x[0]), 1 << QN_Q8_ACT_BITS);  // the lanes' bound, reached
         }
         for (uint32_t r = 0; r < mp.rows; r++)
-          ASSERT_EQ(progs.resid()[p * hp + r], fm::matmul_row(image(mp, r).data(), x, s, mp.m, Precision::q8))
+          ASSERT_EQ(progs.resid()[p * hp + r], fm::matmul_row(image(mp, r).data(), x, s, mp.m, mp.precision))
               << "T " << T << " kind " << int(kind) << " p " << p << " row " << r;
         for (uint32_t r = mp.rows; r < hp; r++) ASSERT_EQ(progs.resid()[p * hp + r], 0) << "padding row " << r;
       }
@@ -289,33 +305,38 @@ TEST_P(Q8BlockTest, SameIntegersAsTheRowFormula) {
       std::span<const int32_t> w(progs.norms() + plan.norms[0].input, hp);
       int s = fm::rmsnorm_requant(x, c.hidden_size, w, plan.layout.shape.eps_q32, gu.m.act_bits, n);
       for (uint32_t j = 0; j < gu.rows / 2; j++) {
-        const int32_t g = fm::matmul_row(image(gu, 2 * j).data(), n, s, gu.m, Precision::q8);
-        const int32_t u = fm::matmul_row(image(gu, 2 * j + 1).data(), n, s, gu.m, Precision::q8);
+        const int32_t g = fm::matmul_row(image(gu, 2 * j).data(), n, s, gu.m, gu.precision);
+        const int32_t u = fm::matmul_row(image(gu, 2 * j + 1).data(), n, s, gu.m, gu.precision);
         ASSERT_EQ(progs.mlp()[p * plan.layout.inter_pad + j], qn_silu_mul(g, u)) << "T " << T << " pair " << j;
       }
       s = fm::rmsnorm_requant(x, c.hidden_size, std::span<const int32_t>(progs.norms() + plan.final_norm, hp),
                               plan.layout.shape.eps_q32, lm.m.act_bits, n);
       for (uint32_t r = 0; r < lm.rows; r++)
-        ASSERT_EQ(progs.logits()[p * c.vocab_size + r], fm::matmul_row(image(lm, r).data(), n, s, lm.m, Precision::q8))
+        ASSERT_EQ(progs.logits()[p * c.vocab_size + r], fm::matmul_row(image(lm, r).data(), n, s, lm.m, lm.precision))
             << "T " << T << " p " << p << " vocab row " << r;
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, Q8BlockTest, testing::Values(false, true),
-                         [](const testing::TestParamInfo<bool>& i) { return i.param ? "arena" : "map"; });
+INSTANTIATE_TEST_SUITE_P(Paths, BlockKernelTest,
+                         testing::Values(BlockParam{false, Precision::q8}, BlockParam{true, Precision::q8},
+                                         BlockParam{false, Precision::q4}, BlockParam{true, Precision::q4}),
+                         [](const testing::TestParamInfo<BlockParam>& i) {
+                           return std::string(i.param.arena ? "arena_" : "map_") + precision_name(i.param.precision);
+                         });
 
-// Worker row ranges: q8 splits at whole blocks (8 rows, 4 gate/up pairs) so no
-// block is shared, and together the ranges cover every row once; q24 keeps
-// the plain proportional split.
+// Worker row ranges: q8 and q4 split at whole blocks (8 rows or 4 gate/up
+// pairs; 16 or 8) so no block is shared, and together the ranges cover every
+// row once; q24 keeps the plain proportional split.
 TEST(WorkerRows, BlocksAreNeverShared) {
   for (uint32_t rows : {1u, 7u, 8u, 203u, 331u, 1001u, 151936u})
     for (bool pairs : {false, true})
-      for (uint32_t T : {1u, 2u, 3u, 16u, 64u}) {
-        const uint32_t unit = pairs ? 4 : 8;
+      for (uint32_t T : {1u, 2u, 3u, 16u, 64u})
+        for (Precision p : {Precision::q8, Precision::q4}) {
+        const uint32_t unit = (p == Precision::q4 ? 16 : 8) / (pairs ? 2 : 1);
         uint32_t next = 0;
         for (uint32_t t = 0; t < T; t++) {
-          const RowRange r = worker_rows(rows, pairs, Precision::q8, t, T);
+          const RowRange r = worker_rows(rows, pairs, p, t, T);
           ASSERT_EQ(r.begin, next) << rows << " " << T << " " << t;
           ASSERT_LE(r.begin, r.end);
           ASSERT_EQ(r.begin % unit, 0u);
@@ -334,7 +355,8 @@ TEST(WorkerRows, BlocksAreNeverShared) {
 TEST(ProgramsVerify, AtThe06bShape) {
   const ModelConfig c = mkmodel::qwen3_06b_shape();
   for (auto [prec, kv_bits] :
-       {std::pair{Precision::q24, 16u}, std::pair{Precision::q8, 16u}, std::pair{Precision::q24, 8u}}) {
+       {std::pair{Precision::q24, 16u}, std::pair{Precision::q8, 16u}, std::pair{Precision::q24, 8u},
+        std::pair{Precision::q4, 8u}}) {
     ModelPlan plan = make_model_plan(c, prec, false, 2, 4096, kv_bits);
     // the compact layout is exactly one byte per cached value: 2 x 128 per
     // position and kv head (int16: 2 x 2 x 128 and two int32 scales)
@@ -343,7 +365,7 @@ TEST(ProgramsVerify, AtThe06bShape) {
     plan.layout.weight_entries = 1;  // verification only: no weights needed
     BpfPrograms progs(plan.layout);
     for (auto& st : progs.stats()) {
-      std::printf("%s kv%u %s: %u instructions processed by the verifier\n", prec == Precision::q8 ? "q8" : "q24", kv_bits,
+      std::printf("%s kv%u %s: %u instructions processed by the verifier\n", precision_name(prec), kv_bits,
                   st.name.c_str(), st.verified_insns);
       EXPECT_GT(st.verified_insns, 0u);
       EXPECT_LT(st.verified_insns, 1000000u);

@@ -136,6 +136,17 @@ TEST(TrainedAccuracy, Q8) { check_trained("trained q8", Precision::q8, 16, 0.98,
 
 TEST(TrainedAccuracy, Q8CompactKv) { check_trained("trained q8 compact K/V", Precision::q8, 8, 0.98, 1.03); }
 
+// q4 (4-bit attention and gate/up weights against 8-bit inputs; rounded at
+// load, no calibration) keeps the perplexity within issue 26's 3% but agrees
+// on 96.6% of decisive positions, below the 98% ship bar: it is opt-in, and
+// this test holds it to the perplexity bar and to the same held-out text.
+// The agreement is printed, and recorded in docs/numerics.md.
+TEST(TrainedAccuracy, Q4PerplexityWithinThreePercent) {
+  const Agreement a = teacher_forced(reference(kTrained), bpf(kTrained, Precision::q4, 8), heldout_prompts());
+  report_and_check("trained q4", a, 0.0);
+  EXPECT_LT(a.other_ppl() / a.ref_ppl(), 1.03);
+}
+
 // The prompts of the random-model tests (seed 2024, as tools/quant_study uses).
 std::vector<std::vector<int32_t>> random_prompts(int n, int len) {
   std::mt19937_64 rng(2024);

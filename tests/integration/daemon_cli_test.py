@@ -78,10 +78,10 @@ class DaemonCommandLineTest(unittest.TestCase):
             self.assertIn(step, out.stdout)
 
     def test_config_errors_name_file_line_and_key(self):
-        conf = self.config("bad.conf", f"# comment\nmodel_dir = {MODEL}\n\nprecision = q4\n")
+        conf = self.config("bad.conf", f"# comment\nmodel_dir = {MODEL}\n\nprecision = q3\n")
         out = subprocess.run([DAEMON, "--config", conf, "--check"], capture_output=True, text=True, timeout=30)
         self.assertEqual(out.returncode, 2)
-        self.assertIn(f"{conf}:4: precision must be one of q24|q8 (got 'q4')", out.stderr)
+        self.assertIn(f"{conf}:4: precision must be one of q24|q8|q4 (got 'q3')", out.stderr)
         good = self.config("good.conf", f"model_dir = {MODEL}\n")
         out = subprocess.run([DAEMON, "--config", good, "--precision", "q8", "--threads", "lots"],
                              capture_output=True, text=True, timeout=30)

@@ -395,10 +395,10 @@ TEST(Speculation, PaysWhereAPassStreamsTheWeightsOnce) {
 TEST(Config, ErrorsNameTheKeyAndLine) {
   DaemonConfig c;
   try {
-    set_config_value(c, "precision", "q4", "test.conf:7");
+    set_config_value(c, "precision", "q3", "test.conf:7");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("test.conf:7: precision must be one of q24|q8"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("test.conf:7: precision must be one of q24|q8|q4"), std::string::npos);
   }
   try {
     set_config_value(c, "max_sesions", "4", "test.conf:9");

@@ -17,17 +17,20 @@
 #   --decode N          decoded tokens of the decode figure (default 32)
 #   --work DIR          where the GGUF files go (default /var/tmp/qwen3-compare)
 #   --qwen3-bench PATH  qwen3-bpf-bench (default: build/tools/bench/, then PATH)
+#   --qwen3-formats L   qwen3-bpfd precisions, comma-separated, each run every round
+#                       (default q8; e.g. q8,q4)
 #   --no-kernel-driver  qwen3-bpfd's decode by the engine's threads only (default: both
 #                       that and the kernel-driven decode the daemon uses, rows "q8" and
 #                       "q8 kernel"; the prefill figure is the engine's either way)
 #
-# The pairs compared: qwen3-bpfd q8 against llama.cpp Q8_0 and Q4_0 (and BF16
-# with --bf16). Raw per-round figures go to WORK/rounds.jsonl.
+# The pairs compared: qwen3-bpfd q8 (and q4 with --qwen3-formats q8,q4) against
+# llama.cpp Q8_0 and Q4_0 (and BF16 with --bf16). Raw per-round figures go to
+# WORK/rounds.jsonl.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 llama_src="" llama_bin="" model="" rounds=4 threads=2 prompt=64 decode=32 work=/var/tmp/qwen3-compare bf16=0
-qbench="" kernel_driver=1
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+qbench="" kernel_driver=1 qformats=q8
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while (($#)); do
   case $1 in
     --llama-src) llama_src=$2; shift 2 ;;
@@ -39,6 +42,7 @@ while (($#)); do
     --decode) decode=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --qwen3-bench) qbench=$2; shift 2 ;;
+    --qwen3-formats) qformats=$2; shift 2 ;;
     --bf16) bf16=1; shift ;;
     --no-kernel-driver) kernel_driver=0; shift ;;
     -h | --help) usage ;;
@@ -110,22 +114,27 @@ echo "   $(uptime)"
 for ((r = 1; r <= rounds; r++)); do
   driver_args=()
   ((kernel_driver)) && driver_args=(--driver kernel)
-  env_json=$(measured "$work/qwen3.json" "$qbench" --model "$model" --precision q8 --weights map --no-reference \
-    --json --threads "$threads" --prompt-tokens "$prompt" --decode "$decode" --rounds 1 "${driver_args[@]}")
-  /usr/bin/python3 - "$work/qwen3.json" "$env_json" "$r" >>"$work/rounds.jsonl" <<'PY'
+  for qf in ${qformats//,/ }; do
+  format_args=("${driver_args[@]}")
+  [[ $qf == q4 ]] && format_args=()  # q4 has no kernel driver (docs/numerics.md)
+  env_json=$(measured "$work/qwen3.json" "$qbench" --model "$model" --precision "$qf" --weights map --no-reference \
+    --json --threads "$threads" --prompt-tokens "$prompt" --decode "$decode" --rounds 1 "${format_args[@]}")
+  /usr/bin/python3 - "$work/qwen3.json" "$env_json" "$r" "$qf" >>"$work/rounds.jsonl" <<'PY'
 import json, sys
 run = json.load(open(sys.argv[1]))["runs"][0]
 env = json.loads(sys.argv[2])
-print(json.dumps({"round": int(sys.argv[3]), "engine": "qwen3-bpfd", "format": "q8",
+fmt = sys.argv[4]
+print(json.dumps({"round": int(sys.argv[3]), "engine": "qwen3-bpfd", "format": fmt,
                   "decode_ms_per_token": run["decode_ms_per_token"],
                   "decode_cpu_ms_per_token": run.get("decode_cpu_ms_per_token"),
                   "prefill_tokens_per_second": run["prefill_tokens_per_second"], **env}))
 # The kernel-driven decode (the daemon's default), from the same process.
 for d in run.get("drivers", []):
-    print(json.dumps({"round": int(sys.argv[3]), "engine": "qwen3-bpfd", "format": "q8 " + d["driver"],
+    print(json.dumps({"round": int(sys.argv[3]), "engine": "qwen3-bpfd", "format": fmt + " " + d["driver"],
                       "decode_ms_per_token": d["round_ms_per_token"][0],
                       "decode_cpu_ms_per_token": d["round_cpu_ms_per_token"][0], **env}))
 PY
+  done
   for f in "${formats[@]}"; do
     env_json=$(measured "$work/llama.json" "$llama_bin/llama-bench" -m "${gguf_of[$f]}" -t "$threads" \
       -p "$prompt" -n "$decode" -r 1 -o json)

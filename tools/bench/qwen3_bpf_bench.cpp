@@ -3,7 +3,7 @@
 // prompt in the same run.
 //
 //   qwen3-bpf-bench --model DIR [--json] [--weights map|arena|both]
-//                   [--precision q24|q8|both] [--prompt-tokens N] [--decode N]
+//                   [--precision q24|q8|q4|both] [--prompt-tokens N] [--decode N]
 //                   [--threads N] [--kv-bits 8|16] [--no-reference]
 //                   [--sessions N[,N...]] [--context N] [--context-fill copy|prefill]
 //                   [--prefill N] [--rounds N] [--prompt-file F]
@@ -80,9 +80,9 @@ Options parse(int argc, char** argv) {
   app.add_option("--weights", weights, "map | arena | both")
       ->capture_default_str()
       ->check(CLI::IsMember({"map", "arena", "both"}));
-  app.add_option("--precision", precision, "q24 | q8 | both")
+  app.add_option("--precision", precision, "q24 | q8 | q4 | both (q24 and q8)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"q24", "q8", "both"}));
+      ->check(CLI::IsMember({"q24", "q8", "q4", "both"}));
   app.add_option("--prompt-tokens", o.prompt_tokens, "prompt length")->capture_default_str()->check(CLI::Range(1, 4096));
   app.add_option("--decode", o.decode, "decoded tokens")->capture_default_str()->check(CLI::Range(1, 4096));
   app.add_option("--threads", o.threads, "worker threads")->capture_default_str()->check(CLI::Range(1, QN_THREADS_LIMIT));

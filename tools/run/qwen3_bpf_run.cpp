@@ -75,7 +75,7 @@ Options parse_args(int argc, char** argv) {
   app.add_option("--sample-top-k", o.sampling.top_k, "sample among the K most likely tokens");
   app.add_option("--seed", o.sampling.seed, "sampling seed")->check(qwen3::cli_parse::non_negative_integer());
   app.add_option("--weights", o.weights, "map | arena")->capture_default_str();
-  app.add_option("--precision", o.precision, "q24 | q8")->capture_default_str();
+  app.add_option("--precision", o.precision, "q24 | q8 | q4")->capture_default_str();
   app.add_option("--kv-bits", o.kv_bits, "16 | 8")->capture_default_str();
   app.add_option("--threads", o.threads, "worker threads")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_flag("--verbose", o.verbose, "engine details and load progress on stderr");

@@ -1,4 +1,4 @@
-// qwen3-bpf-shapecheck CONFIG [--precision q8|q24|both] [--kv-bits 8|16|both]
+// qwen3-bpf-shapecheck CONFIG [--precision q8|q24|q4|both|all] [--kv-bits 8|16|both]
 //                      [--weights map|arena|both] [--no-driver] [--threads N]
 //                      [--max-context N] [--kv-budget-mib N] [--json]
 // Loads the forward-pass programs at the shape of CONFIG (a config.json, or a
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Checks the BPF programs against the verifier at a model's shape, without its weights."};
   qwen3::cli_parse::init(app, "qwen3-bpf-shapecheck");
   app.add_option("CONFIG", config, "a config.json, or a model directory holding one")->required();
-  app.add_option("--precision", precision, "q8 | q24 | both")->capture_default_str();
+  app.add_option("--precision", precision, "q8 | q24 | q4 | both (q8 and q24) | all")->capture_default_str();
   app.add_option("--kv-bits", kv, "8 | 16 | both")->capture_default_str();
   app.add_option("--weights", weights, "map | arena | both")->capture_default_str();
   app.add_flag("--no-driver", no_driver, "leave out the kernel driver's programs (the daemon's driver = user)");
@@ -119,12 +119,17 @@ int main(int argc, char** argv) {
     const qwen3::engine::MemoryLimit limit = qwen3::engine::host_memory_limit();
     nlohmann::json out = {{"config", config}, {"results", nlohmann::json::array()}};
     bool all_ok = true;
-    for (auto p : choices<qwen3::Precision>(precision, {qwen3::Precision::q8, qwen3::Precision::q24}, qwen3::parse_precision))
+    const std::vector<qwen3::Precision> precisions =
+        precision == "all" ? std::vector{qwen3::Precision::q8, qwen3::Precision::q24, qwen3::Precision::q4}
+                           : choices<qwen3::Precision>(precision, {qwen3::Precision::q8, qwen3::Precision::q24},
+                                                       qwen3::parse_precision);
+    for (auto p : precisions)
       for (auto w : choices<qwen3::WeightPath>(weights, {qwen3::WeightPath::map, qwen3::WeightPath::arena},
                                                qwen3::parse_weight_path))
         for (int bits : choices<int>(kv, {8, 16}, kv_bits_of)) {
           qwen3::BpfEngineOptions o = base;
           o.precision = p, o.weight_path = w, o.kv_bits = bits;
+          o.kernel_driver = base.kernel_driver && p != qwen3::Precision::q4;  // q4 runs without it (kQ4NoKernelDriver)
           nlohmann::json j = run_one(c, o, limit, json);
           all_ok = all_ok && j["ok"].get<bool>();
           out["results"].push_back(j);
