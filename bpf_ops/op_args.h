@@ -59,8 +59,16 @@ struct qn_matrix {
  * (docs/numerics.md). The plan (model_plan.cpp) and the programs both ask this. */
 QN_INLINE qn_u32 qn_op_format(qn_u32 p, qn_u32 op) {
   if (p != QN_PREC_Q4) return p;
-  return op == QN_OP_QKV || op == QN_OP_O || op == QN_OP_GATEUP ? QN_PREC_Q4 : QN_PREC_Q8;
+  /* QKV, GATEUP and O as one range: the verifier then follows two states (q4
+   * ops, q8 ops) through the matmul program, not one per op */
+  return op - QN_OP_QKV <= QN_OP_O - QN_OP_QKV ? QN_PREC_Q4 : QN_PREC_Q8;
 }
+
+#ifdef __cplusplus
+static_assert(QN_OP_QKV == 1 && QN_OP_GATEUP == 2 && QN_OP_O == 3, "qn_op_format: the q4 ops are one range");
+#else
+_Static_assert(QN_OP_QKV == 1 && QN_OP_GATEUP == 2 && QN_OP_O == 3, "qn_op_format: the q4 ops are one range");
+#endif
 
 /* ctx_in of every program. Small: copied into the kernel on each call. */
 struct qn_args {

@@ -177,14 +177,17 @@ static __always_inline void drv_note_time(struct qn_drive_state *s, u32 key, u32
  * link at a time, so no two shares running at once share scratch); a
  * vocabulary share adds to that slot's top-k lists, which the pass's embed
  * link started empty, and the merge takes every slot's lists. */
-static __always_inline s32 drv_mm(struct qn_drive_state *s, struct qn_args *a, int cls, u32 slot) {
+/* ops: QN_MM_* (a q4 model's normed ops come in two families by format,
+ * QN_FAM_MM4: one program verifying both formats' kernels passes the
+ * verifier's budget). */
+static __always_inline s32 drv_mm(struct qn_drive_state *s, struct qn_args *a, int cls, u32 slot, int ops) {
   if (a->row_begin >= a->row_end) return 0;
   a->thread = slot;
   a->topk_keep = 1;
   a->npos = s->npos;
   a->pos_mask = s->mask;
   a->top_k = s->sub.vocab_top_k;
-  mm_main(a, cls);
+  mm_main(a, cls, ops);
   return a->status;
 }
 
@@ -428,13 +431,19 @@ static __attribute__((noinline)) s32 drv_op_mm(struct qn_drive_state *s, u32 i, 
   u32 kind = 0;
   struct qn_args *a = drv_args(i, QN_FAM_MM, slot, &kind);
   if (!s || !a) return __LINE__;
-  return drv_mm(s, a, QN_MM_NORMED, slot);
+  return drv_mm(s, a, QN_MM_NORMED, slot, QN_MM_NO_Q4);
+}
+static __attribute__((noinline)) s32 drv_op_mm4(struct qn_drive_state *s, u32 i, u32 slot) {
+  u32 kind = 0;
+  struct qn_args *a = drv_args(i, QN_FAM_MM4, slot, &kind);
+  if (!s || !a) return __LINE__;
+  return drv_mm(s, a, QN_MM_NORMED, slot, QN_MM_ONLY_Q4);
 }
 static __attribute__((noinline)) s32 drv_op_proj(struct qn_drive_state *s, u32 i, u32 slot) {
   u32 kind = 0;
   struct qn_args *a = drv_args(i, QN_FAM_PROJ, slot, &kind);
   if (!s || !a) return __LINE__;
-  return drv_mm(s, a, QN_MM_PROJ, slot);
+  return drv_mm(s, a, QN_MM_PROJ, slot, QN_MM_ANY);
 }
 
 /* After share i (status e): count it done; the chain that completes the
@@ -471,6 +480,7 @@ static __always_inline int drv_link(u32 fam, u32 slot) {
       if (fam == QN_FAM_CTL) e = drv_op_ctl(s, (u32)i, slot);
       else if (fam == QN_FAM_ATT) e = drv_op_att(s, (u32)i, slot);
       else if (fam == QN_FAM_PROJ) e = drv_op_proj(s, (u32)i, slot);
+      else if (fam == QN_FAM_MM4) e = drv_op_mm4(s, (u32)i, slot);
       else e = drv_op_mm(s, (u32)i, slot);
       drv_done(s, fam, slot, (u32)i, e);
     }
@@ -483,6 +493,7 @@ static int drv_ctl_cb(void *map, int *key, void *value) { return drv_link(QN_FAM
 static int drv_mm_cb(void *map, int *key, void *value) { return drv_link(QN_FAM_MM, key ? (u32)*key : 0); }
 static int drv_proj_cb(void *map, int *key, void *value) { return drv_link(QN_FAM_PROJ, key ? (u32)*key : 0); }
 static int drv_att_cb(void *map, int *key, void *value) { return drv_link(QN_FAM_ATT, key ? (u32)*key : 0); }
+static int drv_mm4_cb(void *map, int *key, void *value) { return drv_link(QN_FAM_MM4, key ? (u32)*key : 0); }
 
 /* Sets the callback of family fam's wqs (every CPU slot); run once at load. */
 static __always_inline int drv_arm(int fam, int (*cb)(void *, int *, void *)) {
@@ -506,6 +517,8 @@ SEC("syscall")
 int qn_drive_arm_proj(struct qn_args *a) { return a->status = drv_arm(QN_FAM_PROJ, drv_proj_cb); }
 SEC("syscall")
 int qn_drive_arm_att(struct qn_args *a) { return a->status = drv_arm(QN_FAM_ATT, drv_att_cb); }
+SEC("syscall")
+int qn_drive_arm_mm4(struct qn_args *a) { return a->status = drv_arm(QN_FAM_MM4, drv_mm4_cb); }
 
 /* Whether a submission can start (0) or the check's line. */
 static __always_inline s32 drv_check(const struct qn_drive_submit *sub) {

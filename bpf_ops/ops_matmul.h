@@ -587,11 +587,25 @@ static long mm_prep_cb_proj(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_PRO
     cb_;                    \
   })
 
+/* Which ops of a q4 model a program runs (the kernel driver splits them by
+ * format, ops_drive.h); outside q4 models every op is "not q4". */
+#define QN_MM_ANY 0
+#define QN_MM_ONLY_Q4 1
+#define QN_MM_NO_Q4 2
+
 /* multi: the multi-position q8 kernel (the _pre programs, q8, >= 2 positions) */
-static __always_inline int mm_run(struct qn_args *a, int cls, int multi) {
+static __always_inline int mm_run(struct qn_args *a, int cls, int multi, int ops) {
   struct mm_state st = {};
   st.mat = a->mat;
-  st.op = a->op;
+  u32 op = a->op;
+  /* tested on the register the state keeps: the verifier then explores only
+   * these ops' formats */
+  if ((ops == QN_MM_ONLY_Q4 && qn_op_format(SHAPE.precision, op) != QN_PREC_Q4) ||
+      (ops == QN_MM_NO_Q4 && qn_op_format(SHAPE.precision, op) == QN_PREC_Q4)) {
+    a->status = __LINE__;
+    return a->status;
+  }
+  st.op = op;
   st.thread = a->thread;
   st.row_begin = a->row_begin;
   st.top_k = a->top_k;
@@ -684,13 +698,13 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi) {
 }
 
 /* The one-position kernels (the decode programs; the kernel driver, ops_drive.h). */
-static __always_inline int mm_main(struct qn_args *a, int cls) { return mm_run(a, cls, 0); }
+static __always_inline int mm_main(struct qn_args *a, int cls, int ops) { return mm_run(a, cls, 0, ops); }
 
 SEC("syscall")
-int qn_matmul(struct qn_args *a) { return mm_main(a, QN_MM_NORMED); }
+int qn_matmul(struct qn_args *a) { return mm_main(a, QN_MM_NORMED, QN_MM_ANY); }
 
 SEC("syscall")
-int qn_matmul_proj(struct qn_args *a) { return mm_main(a, QN_MM_PROJ); }
+int qn_matmul_proj(struct qn_args *a) { return mm_main(a, QN_MM_PROJ, QN_MM_ANY); }
 
 /* q8 and q4 models only (user space loads them for those): several
  * positions per pass; a q4 model's q4 matrices run the q4 kernel per position. */
@@ -700,7 +714,7 @@ int qn_matmul_pre(struct qn_args *a) {
     a->status = __LINE__;
     return a->status;
   }
-  return mm_run(a, QN_MM_NORMED, 1);
+  return mm_run(a, QN_MM_NORMED, 1, QN_MM_ANY);
 }
 
 SEC("syscall")
@@ -709,7 +723,7 @@ int qn_matmul_proj_pre(struct qn_args *a) {
     a->status = __LINE__;
     return a->status;
   }
-  return mm_run(a, QN_MM_PROJ, 1);
+  return mm_run(a, QN_MM_PROJ, 1, QN_MM_ANY);
 }
 
 #endif

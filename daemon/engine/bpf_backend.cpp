@@ -165,7 +165,6 @@ class BpfBackend final : public BpfBackendApi {
 
 BpfBackend::BpfBackend(std::shared_ptr<const ModelDir> model, const BpfEngineOptions& opts)
     : model_(std::move(model)), cfg_(model_->config()), opts_(opts) {
-  if (opts.precision == Precision::q4 && opts.kernel_driver) throw invalid_argument(kQ4NoKernelDriver);
   auto t0 = std::chrono::steady_clock::now();
   plan_ = plan_for(cfg_, opts, opts.precision);
   // Refused here, with the figures, rather than by the kernel in map creation.

@@ -18,13 +18,6 @@ class ModelDir;
 
 enum class WeightPath { map, arena };
 
-// Why precision q4 runs without the kernel driver: its matmul program explores
-// the q4 and the q8 kernels (a q4 model keeps some matrices at q8), past the
-// verifier's budget (docs/numerics.md).
-inline constexpr const char* kQ4NoKernelDriver =
-    "precision = q4 cannot load the kernel driver (its matmul program would pass the verifier's 1M-instruction "
-    "budget)";
-
 // Parse "map"/"arena" and "q24"/"q8"/"q4"; throw qwen3::Error(invalid_argument) otherwise.
 WeightPath parse_weight_path(const std::string& s);
 Precision parse_precision(const std::string& s);

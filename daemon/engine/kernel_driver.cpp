@@ -77,7 +77,10 @@ void KernelDriver::fill_plan(const ModelPlan& plan, const std::function<qn_args(
       const RowRange rr = worker_rows(rows, pairs, mp.precision, k, shares);
       a.row_begin = rr.begin;
       a.row_end = rr.end;
-      put(a, op == QN_OP_O || op == QN_OP_DOWN ? QN_FAM_PROJ : QN_FAM_MM, QN_LINK_MM, shares, k);
+      const uint32_t family = op == QN_OP_O || op == QN_OP_DOWN ? QN_FAM_PROJ
+                              : mp.precision == Precision::q4     ? QN_FAM_MM4
+                                                                  : QN_FAM_MM;
+      put(a, family, QN_LINK_MM, shares, k);
     }
   };
   put(mat_args(plan.embed()), QN_FAM_CTL, QN_LINK_EMBED);

@@ -159,11 +159,6 @@ void ModelHost::load_impl() {
     opts.kv_budget_bytes = uint64_t(config_.kv_budget_mib) << 20;  // checked against the memory limit at load
     opts.threads = rt->threads;
     opts.kernel_driver = config_.driver != "user";  // auto loads it for requests that ask (docs/kernel-driver.md)
-    if (opts.precision == Precision::q4 && opts.kernel_driver) {
-      if (config_.driver == "kernel") throw invalid_argument(std::string(kQ4NoKernelDriver) + "; set driver = auto or user");
-      spdlog::warn("{}: decoding is driven from user space", kQ4NoKernelDriver);
-      opts.kernel_driver = false;
-    }
     opts.max_context = session_limits_from(config_, rt->model->config()).max_context;
     opts.progress = [this](double fraction, const std::string& what) {
       set_progress(LoadState::loading, 0.1f + 0.88f * static_cast<float>(fraction), what);

@@ -115,10 +115,8 @@ for ((r = 1; r <= rounds; r++)); do
   driver_args=()
   ((kernel_driver)) && driver_args=(--driver kernel)
   for qf in ${qformats//,/ }; do
-  format_args=("${driver_args[@]}")
-  [[ $qf == q4 ]] && format_args=()  # q4 has no kernel driver (docs/numerics.md)
   env_json=$(measured "$work/qwen3.json" "$qbench" --model "$model" --precision "$qf" --weights map --no-reference \
-    --json --threads "$threads" --prompt-tokens "$prompt" --decode "$decode" --rounds 1 "${format_args[@]}")
+    --json --threads "$threads" --prompt-tokens "$prompt" --decode "$decode" --rounds 1 "${driver_args[@]}")
   /usr/bin/python3 - "$work/qwen3.json" "$env_json" "$r" "$qf" >>"$work/rounds.jsonl" <<'PY'
 import json, sys
 run = json.load(open(sys.argv[1]))["runs"][0]

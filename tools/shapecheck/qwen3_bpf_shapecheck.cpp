@@ -129,7 +129,6 @@ int main(int argc, char** argv) {
         for (int bits : choices<int>(kv, {8, 16}, kv_bits_of)) {
           qwen3::BpfEngineOptions o = base;
           o.precision = p, o.weight_path = w, o.kv_bits = bits;
-          o.kernel_driver = base.kernel_driver && p != qwen3::Precision::q4;  // q4 runs without it (kQ4NoKernelDriver)
           nlohmann::json j = run_one(c, o, limit, json);
           all_ok = all_ok && j["ok"].get<bool>();
           out["results"].push_back(j);
