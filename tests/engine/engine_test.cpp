@@ -71,7 +71,7 @@ TEST_P(PathsTest, MapAndArenaGiveBitIdenticalLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Models, PathsTest,
                          testing::Combine(testing::Values("tiny-outliers", "small-outliers"),
-                                          testing::Values(Precision::q24, Precision::q8)),
+                                          testing::Values(Precision::q24, Precision::q8, Precision::q4)),
                          [](const auto& i) {
                            std::string n = std::get<0>(i.param) + "_" + precision_name(std::get<1>(i.param));
                            std::replace(n.begin(), n.end(), '-', '_');
@@ -173,9 +173,9 @@ TEST(Q8Quantizer, ScaleSearchBeatsAbsmaxRounding) {
 }
 
 // q8 passes of several positions run the packed prefill kernel, one position
-// the decode kernel: both must give the same bits.
+// the decode kernel (q4 models: their q8 matrices too): both must give the same bits.
 TEST(Sessions, IncrementalDecodeEqualsBatchedPrefill) {
-  for (Precision prec : {Precision::q24, Precision::q8}) {
+  for (Precision prec : {Precision::q24, Precision::q8, Precision::q4}) {
     Backend& b = bpf("small-outliers", WeightPath::map, prec);
     std::mt19937_64 rng(5);
     auto ids = random_prompt(rng, 40, 151936);

@@ -22,13 +22,13 @@ namespace {
 
 using test_support::open_model;
 
-// One backend with the kernel driver per model (q8, two worker slots).
-BpfBackendApi& kbackend(const std::string& model) {
-  static std::map<std::string, std::unique_ptr<Backend>> cache;
-  auto& b = cache[model];
+// One backend with the kernel driver per model and precision (two worker slots).
+BpfBackendApi& kbackend(const std::string& model, Precision precision = Precision::q8) {
+  static std::map<std::pair<std::string, Precision>, std::unique_ptr<Backend>> cache;
+  auto& b = cache[{model, precision}];
   if (!b) {
     BpfEngineOptions o;
-    o.precision = Precision::q8;
+    o.precision = precision;
     o.threads = 2;
     o.max_context = 512;
     o.kernel_driver = true;
@@ -122,8 +122,8 @@ std::vector<Case> cases() {
   return {{"greedy", greedy}, {"list", list}, {"whole", whole}, {"penalty", penalty}, {"wide", wide}};
 }
 
-void same_tokens(const std::string& model, int prompt_len, int n) {
-  BpfBackendApi& b = kbackend(model);
+void same_tokens(const std::string& model, int prompt_len, int n, Precision precision = Precision::q8) {
+  BpfBackendApi& b = kbackend(model, precision);
   const auto prompt = prompt_for(b, prompt_len, 42);
   std::set<std::vector<int32_t>> distinct;  // the cases choose differently: the params reach the kernel
   for (const Case& c : cases()) {
@@ -140,6 +140,8 @@ void same_tokens(const std::string& model, int prompt_len, int n) {
 
 TEST(KernelDriver, TinySameTokensAsUserDriver) { same_tokens("tiny", 37, 24); }
 TEST(KernelDriver, TrainedSameTokensAsUserDriver) { same_tokens("trained", 21, 24); }
+// q4: its 4-bit ops run in their own family of links (QN_FAM_MM4)
+TEST(KernelDriver, TrainedQ4SameTokensAsUserDriver) { same_tokens("trained", 21, 24, Precision::q4); }
 
 TEST(KernelDriver, AtMostOneBpfCallPerDecodedToken) {
   BpfBackendApi& b = kbackend("tiny");
