@@ -1,7 +1,8 @@
 # Makes the test models (cmake -P script): the generated random models (remade
 # when missing or written by a different build of the generator: stamp file),
 # the q8-dequantized float copies of the outlier models (the reference that
-# judges q8's arithmetic alone), and the shipped trained model, unpacked.
+# judges q8's arithmetic alone), the shipped trained model, unpacked, and its
+# q4 checkpoint (qwen3-bpf-quantize: GPTQ on the committed calibration passages).
 cmake_policy(SET CMP0007 NEW)  # keep the empty "extra flags" element of each spec
 
 # Sets ${out} to TRUE when model directory NAME must be (re)made: it is missing,
@@ -70,4 +71,22 @@ if(stale)
   file(RENAME "${unpacked}" "${OUT}/trained")
   file(REMOVE_RECURSE "${OUT}/unpack")
   file(WRITE "${OUT}/trained.stamp" "${trained_sha}")
+endif()
+
+# trained-q4: the shipped model rounded offline for precision = q4, as a user
+# makes it (qwen3-bpf-quantize, the default recipe, the calibration passages
+# of tools/quant_study that the accuracy tests' held-out text does not contain).
+file(TIMESTAMP "${QUANTIZE}" quantize_stamp "%Y%m%d%H%M%S" UTC)
+file(SHA256 "${CALIB_PASSAGES}" calib_sha)
+model_stale(trained-q4 "${trained_sha}-${quantize_stamp}-${calib_sha}" stale)
+if(stale)
+  message(STATUS "quantizing trained-q4")
+  file(REMOVE_RECURSE "${OUT}/trained-q4")
+  execute_process(
+    COMMAND ${QUANTIZE} "${OUT}/trained" "${OUT}/trained-q4" --calib-passages "${CALIB_PASSAGES}"
+    OUTPUT_QUIET RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "qwen3-bpf-quantize failed for trained-q4 (exit ${rc})")
+  endif()
+  file(WRITE "${OUT}/trained-q4.stamp" "${trained_sha}-${quantize_stamp}-${calib_sha}")
 endif()

@@ -30,6 +30,27 @@ inline __attribute__((always_inline)) float group_error(const float* u, float f)
 }
 
 
+// The step s of a 4-bit grid every non-exact w[k] lies on (w = q s, q in
+// -8..7, to float32 rounding), or 0: a checkpoint whose q4 matrices were
+// rounded offline (GPTQ, tools/quant_study) loads with exactly its codes.
+// Tried with the extreme on code -8 .. -1 or +7 .. +1, finest grid first; an
+// ordinary BF16 group is off every grid within its first few entries.
+double grid_step(const float* w, const bool* exact, size_t n, float top) {
+  for (int m = 8; m >= 1; m--)
+    for (int sign : {-1, 1}) {
+      if (sign == 1 && m == 8) continue;  // +8 is not a code
+      const double step = static_cast<double>(top) / (sign * m);
+      bool on_grid = true;
+      for (size_t k = 0; k < n && on_grid; k++) {
+        if (exact[k]) continue;
+        const double q = static_cast<double>(w[k]) / step, r = std::nearbyint(q);
+        on_grid = std::fabs(q - r) <= 1e-4 && r >= -8 && r <= 7;
+      }
+      if (on_grid) return step;
+    }
+  return 0;
+}
+
 }  // namespace
 
 __attribute__((target_clones("avx2", "default"))) void q4_quantize_group(const float* w, const bool* exact, size_t n,
@@ -42,6 +63,14 @@ __attribute__((target_clones("avx2", "default"))) void q4_quantize_group(const f
     if (!exact[k] && std::fabs(w[k]) > std::fabs(top)) top = w[k];
   if (top == 0.0f) return;
   const double mx = std::fabs(static_cast<double>(top));
+  const double grid = grid_step(w, exact, n, top);
+  if (grid != 0) {  // already 4-bit: keep its codes
+    out.scale = static_cast<int32_t>(std::clamp<int64_t>(round_away_from_zero(grid * p2), -INT32_MAX, INT32_MAX));
+    for (size_t k = 0; k < n; k++)
+      if (!exact[k])
+        out.codes[k] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(w[k] / grid)) + QN_Q4_CODE_BIAS);
+    return;
+  }
   float u[QN_Q4_GROUP] = {};  // the group in units of mx; exact and padding entries 0
   for (size_t k = 0; k < n; k++)
     if (!exact[k]) u[k] = static_cast<float>(w[k] / mx);

@@ -4,7 +4,9 @@
 // only chooses. Outlier columns (pick_outlier_columns) are stored exactly,
 // outside the codes, as in q8.
 //
-// The scale is searched per group for the least squared rounding error: the
+// A group already on a 4-bit grid (a checkpoint rounded offline, e.g. by the
+// GPTQ of tools/quant_study) keeps exactly its codes and step. Otherwise the
+// scale is searched per group for the least squared rounding error: the
 // Q4_0 scale (the largest |w| onto code -8) shrunk by 0.6 .. 1.1, and the
 // other sign (the largest |w| onto +7). At 4 bits clipping a few large
 // weights pays; docs/numerics.md has the measured agreement, and

@@ -136,14 +136,23 @@ TEST(TrainedAccuracy, Q8) { check_trained("trained q8", Precision::q8, 16, 0.98,
 
 TEST(TrainedAccuracy, Q8CompactKv) { check_trained("trained q8 compact K/V", Precision::q8, 8, 0.98, 1.03); }
 
-// q4 (4-bit attention and gate/up weights against 8-bit inputs; rounded at
-// load, no calibration) keeps the perplexity within issue 26's 3% but agrees
-// on 96.6% of decisive positions, below the 98% ship bar: it is opt-in, and
-// this test holds it to the perplexity bar and to the same held-out text.
-// The agreement is printed, and recorded in docs/numerics.md.
-TEST(TrainedAccuracy, Q4PerplexityWithinThreePercent) {
+// q4 (4-bit attention and gate/up weights against 8-bit inputs), the
+// checkpoint rounded offline by qwen3-bpf-quantize (GPTQ on calibration
+// passages disjoint from the held-out text), judged against the float
+// reference of the original: issue 26's ship bar for q4.
+TEST(TrainedAccuracy, Q4Calibrated) {
+  const Agreement a = teacher_forced(reference(kTrained), bpf("trained-q4", Precision::q4, 8), heldout_prompts());
+  report_and_check("trained q4 (qwen3-bpf-quantize)", a, 0.98);
+  EXPECT_LT(a.other_ppl() / a.ref_ppl(), 1.03);
+}
+
+// q4 rounded at load (no calibration: the daemon on a plain checkpoint) keeps
+// the perplexity within the 3% but agrees on 96.6% of decisive positions, under
+// the 98% bar, which is why the calibrated checkpoint above exists. This test
+// holds it to the perplexity bar; the agreement is printed (docs/numerics.md).
+TEST(TrainedAccuracy, Q4RoundedAtLoadPerplexityWithinThreePercent) {
   const Agreement a = teacher_forced(reference(kTrained), bpf(kTrained, Precision::q4, 8), heldout_prompts());
-  report_and_check("trained q4", a, 0.0);
+  report_and_check("trained q4, rounded at load", a, 0.0);
   EXPECT_LT(a.other_ppl() / a.ref_ppl(), 1.03);
 }
 

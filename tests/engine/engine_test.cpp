@@ -21,6 +21,7 @@
 
 #include "common/error.h"
 #include "engine/bpf_backend.h"
+#include "engine/q4_quantizer.h"
 #include "engine/q8_quantizer.h"
 #include "model/model_dir.h"
 #include "reference/reference_backend.h"
@@ -170,6 +171,57 @@ TEST(Q8Quantizer, ScaleSearchBeatsAbsmaxRounding) {
   }
   std::printf("q8 group quantizer: rms weight error %.4g of absmax rounding's\n", std::sqrt(err_search / err_absmax));
   EXPECT_LT(err_search, 0.92 * err_absmax);
+}
+
+// The q4 group quantizer: codes 0..15, exact and padding entries on code 8;
+// its scale search never loses to the Q4_0 scale (the extreme onto code -8);
+// and a group already on a 4-bit grid (a checkpoint rounded offline) keeps
+// exactly its values, whichever step and codes represent them.
+TEST(Q4Quantizer, SearchBeatsQ4_0AndGridGroupsKeepTheirValues) {
+  std::mt19937_64 rng(23);
+  std::normal_distribution<float> gauss(0.0f, 0.03f);
+  const double p2 = std::ldexp(1.0, 30);
+  double err_search = 0, err_q40 = 0;
+  for (int g = 0; g < 3000; g++) {
+    const size_t n = g % 7 == 0 ? 1 + rng() % QN_Q4_GROUP : QN_Q4_GROUP;
+    float w[QN_Q4_GROUP] = {};
+    bool exact[QN_Q4_GROUP] = {};
+    const bool grid = g % 3 == 0;
+    const float step = 0.004f * (1 + rng() % 100) / 37.0f;
+    for (size_t k = 0; k < n; k++) w[k] = grid ? float(int(rng() % 16) - 8) * step : gauss(rng);
+    if (g % 5 == 0 && n > 1) {
+      const size_t k = rng() % n;
+      exact[k] = true;
+      w[k] = 40.0f;  // an outlier column entry: neither a code nor the scale
+    }
+    engine::Q4Group q;
+    engine::q4_quantize_group(w, exact, n, p2, q);
+    float top = 0;
+    for (size_t k = 0; k < n; k++)
+      if (!exact[k] && std::fabs(w[k]) > std::fabs(top)) top = w[k];
+    double e_s = 0, e_0 = 0;
+    for (size_t k = 0; k < QN_Q4_GROUP; k++) {
+      ASSERT_LE(q.codes[k], 15);
+      if (k >= n || exact[k]) {
+        EXPECT_EQ(q.codes[k], QN_Q4_CODE_BIAS) << "group " << g << " entry " << k;
+        continue;
+      }
+      const double v = (int(q.codes[k]) - QN_Q4_CODE_BIAS) * double(q.scale) / p2;
+      if (grid) {  // up to the int32 scale's rounding (half a unit of 2^-30, times a code of at most 8)
+        ASSERT_NEAR(v, w[k], 8 * 0.5 / p2 + 1e-6 * std::fabs(top)) << "grid group " << g << " entry " << k;
+      }
+      const double s0 = -double(top) / 8.0;
+      const double c0 = s0 == 0 ? 0 : std::clamp(std::nearbyint(w[k] / s0), -8.0, 7.0);
+      e_s += (w[k] - v) * (w[k] - v);
+      e_0 += (w[k] - c0 * s0) * (w[k] - c0 * s0);
+    }
+    if (grid) continue;  // held to its own values above
+    const double fixed = 8 * 0.5 / p2;  // the int32 scale's rounding, per entry
+    EXPECT_LE(e_s, e_0 * (1 + 1e-4) + double(n) * fixed * fixed) << "group " << g;
+    err_search += e_s, err_q40 += e_0;
+  }
+  std::printf("q4 group quantizer: rms weight error %.4g of Q4_0 rounding's\n", std::sqrt(err_search / err_q40));
+  EXPECT_LT(err_search, 0.9 * err_q40);
 }
 
 // q8 passes of several positions run the packed prefill kernel, one position

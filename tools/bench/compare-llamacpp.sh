@@ -165,16 +165,17 @@ for engine, fmt in keys:
     pre_cell = f"{max(pre):.0f} / {statistics.median(pre):.0f}" if pre else "-"
     print(f"| {engine} | {fmt} | {min(dec):.1f} / {statistics.median(dec):.1f} | {pre_cell} "
           f"| {statistics.median(cpu):.1f} / {statistics.median(wall):.1f} | {statistics.median(sy):.0f} / {statistics.median(st):.0f} |")
-q = [r for r in rows if r["engine"] == "qwen3-bpfd"]
-best_q_dec = min(r["decode_ms_per_token"] for r in q)  # the faster driver's best round
-best_q_pre = max(r["prefill_tokens_per_second"] for r in q if "prefill_tokens_per_second" in r)
 print()
-for engine, fmt in keys:
-    if engine != "llama.cpp":
-        continue
-    d = min(pick(engine, fmt, "decode_ms_per_token"))
-    p = max(pick(engine, fmt, "prefill_tokens_per_second"))
-    print(f"qwen3-bpfd q8 against llama.cpp {fmt}, best rounds: decode {best_q_dec / d:.2f}x its time, "
-          f"prefill {p / best_q_pre:.1f}x slower")
+for prec in sorted({r["format"].split()[0] for r in rows if r["engine"] == "qwen3-bpfd"}, reverse=True):
+    q = [r for r in rows if r["engine"] == "qwen3-bpfd" and r["format"].split()[0] == prec]
+    best_q_dec = min(r["decode_ms_per_token"] for r in q)  # the faster driver's best round
+    best_q_pre = max(r["prefill_tokens_per_second"] for r in q if "prefill_tokens_per_second" in r)
+    for engine, fmt in keys:
+        if engine != "llama.cpp":
+            continue
+        d = min(pick(engine, fmt, "decode_ms_per_token"))
+        p = max(pick(engine, fmt, "prefill_tokens_per_second"))
+        print(f"qwen3-bpfd {prec} against llama.cpp {fmt}, best rounds: decode {best_q_dec / d:.2f}x its time, "
+              f"prefill {p / best_q_pre:.1f}x slower")
 PY
 echo "(raw rounds: $work/rounds.jsonl)"
