@@ -37,6 +37,11 @@ struct Param {
   uint32_t kv_bits = 16;
 };
 
+// How ctest lists a case (without it gtest prints the struct's bytes, padding included).
+inline void PrintTo(const Param& p, std::ostream* os) {
+  *os << (p.arena ? "arena " : "map ") << precision_name(p.precision) << " kv" << p.kv_bits;
+}
+
 inline std::string param_name(const testing::TestParamInfo<Param>& i) {
   return std::string(i.param.arena ? "arena" : "map") + "_" + precision_name(i.param.precision) + "_kv" +
          std::to_string(i.param.kv_bits);

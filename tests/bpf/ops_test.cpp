@@ -189,6 +189,9 @@ struct BlockParam {
   bool arena;
   Precision precision;
 };
+inline void PrintTo(const BlockParam& p, std::ostream* os) {
+  *os << (p.arena ? "arena " : "map ") << precision_name(p.precision);
+}
 class BlockKernelTest : public testing::TestWithParam<BlockParam> {};
 
 // A random row image of mp's format; the outlier columns' slots are zero weights.
