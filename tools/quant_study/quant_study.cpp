@@ -1,5 +1,5 @@
 // qwen3-bpf-quant-study MODEL_DIR VARIANT... [--work DIR] [--prompts N] [--length L] [--calib N] [--threads T]
-//                       [--passages FILE] [--calib-passages FILE]
+//                       [--passages FILE] [--calib-passages FILE] [--against K]
 //
 // How sensitive is a model to weight (and activation) error, and which
 // quantizer loses least? Every VARIANT rewrites all matrices of MODEL_DIR in
@@ -42,6 +42,11 @@
 //                grid, engine/q4_quantizer.h); the written model is that checkpoint
 // e.g. rtn64  noise0.1  rtn64+gptq+actcols  engine  engine+a8g32  q4g32+mse+emb8+a8g32
 //
+// --against K scores every variant against variant K (1-based) instead of the
+// original's float reference: e.g. the engine's q4 against the float
+// reference on the same 4-bit weights and 8-bit inputs,
+//   qwen3-bpf-quant-study M q4g32+mse+emb8+down8+a8g32 q4g32+mse+emb8+down8+bpfq4 --against 1
+//
 // Prompts: --passages FILE (tests/engine/trained_heldout.json's form) for a
 // trained model, else --prompts random prompts of --length ids (seed 2024, as
 // tests/engine). Calibration (gptq, awq, actcols; and each variant's output
@@ -58,6 +63,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -78,11 +84,18 @@ using namespace qwen3;
 using namespace qwen3::quant_study;
 namespace fs = std::filesystem;
 
-int main(int argc, char** argv) {
+namespace {
+
+struct Args {
   std::string model_dir, work = "/tmp/qwen3-quant-study", passages, calib_passages;
   std::vector<std::string> names;
   int prompts = 20, length = 52, calib = 8, threads = 2;
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines show as they come, even into a file
+  int against = 0;  // > 0: variant number `against` is the baseline instead of the original's float reference
+};
+
+// The command line, or an exit code (2: usage error).
+std::optional<Args> parse_args(int argc, char** argv, int& rc) {
+  Args g;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     try {
@@ -90,26 +103,40 @@ int main(int argc, char** argv) {
         if (i + 1 >= argc) throw invalid_argument(a + " needs a value");
         return std::string(argv[++i]);
       };
-      if (a == "--work") work = val();
-      else if (a == "--prompts") prompts = std::stoi(val());
-      else if (a == "--length") length = std::stoi(val());
-      else if (a == "--calib") calib = std::stoi(val());
-      else if (a == "--threads") threads = std::stoi(val());
-      else if (a == "--passages") passages = val();
-      else if (a == "--calib-passages") calib_passages = val();
-      else if (model_dir.empty()) model_dir = a;
-      else names.push_back(a);
+      if (a == "--work") g.work = val();
+      else if (a == "--prompts") g.prompts = std::stoi(val());
+      else if (a == "--length") g.length = std::stoi(val());
+      else if (a == "--calib") g.calib = std::stoi(val());
+      else if (a == "--threads") g.threads = std::stoi(val());
+      else if (a == "--passages") g.passages = val();
+      else if (a == "--calib-passages") g.calib_passages = val();
+      else if (a == "--against") g.against = std::stoi(val());
+      else if (g.model_dir.empty()) g.model_dir = a;
+      else g.names.push_back(a);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s: %s\n", a.c_str(), e.what());
-      return 2;
+      rc = 2;
+      return std::nullopt;
     }
   }
-  if (model_dir.empty() || names.empty()) {
+  if (g.model_dir.empty() || g.names.empty() || g.against < 0 || g.against > int(g.names.size())) {
     std::fprintf(stderr,
                  "usage: qwen3-bpf-quant-study MODEL_DIR VARIANT... [--work DIR] [--prompts N] [--length L] "
-                 "[--calib N] [--threads T] [--passages FILE] [--calib-passages FILE]\n");
-    return 2;
+                 "[--calib N] [--threads T] [--passages FILE] [--calib-passages FILE] [--against K]\n");
+    rc = 2;
+    return std::nullopt;
   }
+  return g;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines show as they come, even into a file
+  int rc = 0;
+  const std::optional<Args> args = parse_args(argc, argv, rc);
+  if (!args) return rc;
+  const auto& [model_dir, work, passages, calib_passages, names, prompts, length, calib, threads, against] = *args;
   try {
     auto model = ModelDir::open(model_dir);
     const int vocab = model->config().vocab_size;
@@ -162,15 +189,18 @@ int main(int argc, char** argv) {
     ForwardWants w;
     w.all_positions = true;
     w.full_logits = true;
+    Backend& base = against > 0 ? *vrefs[size_t(against) - 1] : static_cast<Backend&>(ref);
     for (const auto& ids : eval) {
-      auto kv = ref.create_kv(int(ids.size()));
-      ForwardResult r = ref.forward(*kv, ids, w);
+      auto kv = base.create_kv(int(ids.size()));
+      ForwardResult r = base.forward(*kv, ids, w);
       for (size_t k = 0; k < variants.size(); k++) {
         auto kv2 = vrefs[k]->create_kv(int(ids.size()));
         reference::accumulate(agg[k], ids, r, vrefs[k]->forward(*kv2, ids, w));
       }
     }
-    std::printf("%zu prompts, float perplexity %.4g\n", eval.size(), agg.empty() ? 0.0 : agg[0].ref_ppl());
+    std::printf("%zu prompts, %s perplexity %.4g\n", eval.size(),
+                against > 0 ? ("against " + names[size_t(against) - 1] + ":").c_str() : "float",
+                agg.empty() ? 0.0 : agg[0].ref_ppl());
     std::printf("%-28s %8s %14s %10s %10s %10s %9s %8s %8s\n", "variant", "agree%", "(n/decided)", "near-ties",
                 "mean KL", "ppl", "ppl/float", "B/p lay", "B/p voc");
     for (size_t k = 0; k < variants.size(); k++) {
