@@ -102,10 +102,11 @@ struct BatchItem {
 struct BackendInfo {
   std::string name;           // "reference" or "bpf"
   std::string weight_path{};  // "map" | "arena" | "host"
-  std::string precision{};    // "q24" | "q8" | "f32"
+  std::string precision{};    // "q24" | "q8" | "q4" | "f32"
   size_t weight_bytes = 0;    // resident weight memory
   int bpf_programs = 0;
   int bpf_maps = 0;
+  std::vector<std::string> load_warnings{};  // what a user should know about the loaded weights (logged at start)
 };
 
 // A whole generation run by the kernel on its own (docs/kernel-driver.md):

@@ -53,6 +53,15 @@ double grid_step(const float* w, const bool* exact, size_t n, float top) {
 
 }  // namespace
 
+bool q4_on_grid(const float* w, size_t n) {
+  n = std::min<size_t>(n, QN_Q4_GROUP);
+  const bool none[QN_Q4_GROUP] = {};
+  float top = 0.0f;
+  for (size_t k = 0; k < n; k++)
+    if (std::fabs(w[k]) > std::fabs(top)) top = w[k];
+  return top == 0.0f || grid_step(w, none, n, top) != 0;
+}
+
 __attribute__((target_clones("avx2", "default"))) void q4_quantize_group(const float* w, const bool* exact, size_t n,
                                                                        double p2, Q4Group& out) {
   out = Q4Group{};

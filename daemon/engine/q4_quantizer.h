@@ -31,4 +31,8 @@ struct Q4Group {
 // has checked that max|w| / 6 * p2 fits int32 (weight_frac_for).
 void q4_quantize_group(const float* w, const bool* exact, size_t n, double p2, Q4Group& out);
 
+// Whether w[0, n) already lies on a 4-bit grid (a checkpoint rounded offline):
+// what q4_quantize_group keeps exactly. No exact entries are assumed.
+bool q4_on_grid(const float* w, size_t n);
+
 }  // namespace qwen3::engine

@@ -179,6 +179,7 @@ void ModelHost::load_impl() {
   rt->scheduler = std::make_unique<Scheduler>(*rt->backend, so);
 
   const auto info = rt->backend->info();
+  for (const std::string& w : info.load_warnings) spdlog::warn("{}", w);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string text = "ready: " + dir + (config_.uses_default_model() ? " (default model)" : "") + ", backend " +
                      info.name + " (" + info.weight_path + ", " + info.precision + ")";

@@ -351,6 +351,16 @@ TEST(Info, ReportsProgramsAndWeights) {
   BpfBackendStats s = api->stats();
   ASSERT_EQ(s.programs.size(), 9u);
   for (auto& p : s.programs) EXPECT_GT(p.verified_insns, 0u) << p.name;
+  EXPECT_TRUE(i.load_warnings.empty());
+}
+
+// q4 on a plain checkpoint says it misses the accuracy bar and what to do; a
+// checkpoint from qwen3-bpf-quantize (the fixture's trained-q4) loads quietly.
+TEST(Info, Q4WarnsWhenTheWeightsWereNotRoundedOffline) {
+  const BackendInfo plain = bpf("trained", WeightPath::map, Precision::q4).info();
+  ASSERT_EQ(plain.load_warnings.size(), 1u);
+  EXPECT_NE(plain.load_warnings[0].find("qwen3-bpf-quantize"), std::string::npos) << plain.load_warnings[0];
+  EXPECT_TRUE(bpf("trained-q4", WeightPath::map, Precision::q4).info().load_warnings.empty());
 }
 
 }  // namespace
