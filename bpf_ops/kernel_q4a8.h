@@ -101,24 +101,4 @@ static __always_inline void dot16_q4a8_group(const QN_WQ u8 *blk, u32 g, const u
   }
 }
 
-/* The input of one group as q4a8 wants it (layout.h): codes + 128 into xu,
- * the scale and the correction 8 * sum q. An all-zero group gets codes 0. */
-static __always_inline void a8_quantize_group(const s32 *x, u8 *xu, s64 *xs, s64 *corr) {
-  s64 m = 0;
-#pragma unroll
-  for (int k = 0; k < QN_A8_GROUP; k++) {
-    s64 a = x[k] < 0 ? -(s64)x[k] : x[k];
-    m = a > m ? a : m;
-  }
-  s64 inv = m ? qn_a8_inverse(m) : 0, sum = 0;
-#pragma unroll
-  for (int k = 0; k < QN_A8_GROUP; k++) {
-    s32 q = qn_a8_code(x[k], inv);
-    xu[k] = (u8)(q + QN_A8_BIAS);
-    sum += q;
-  }
-  *xs = qn_a8_scale(m);
-  *corr = QN_Q4_CODE_BIAS * sum;
-}
-
 #endif

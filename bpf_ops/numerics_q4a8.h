@@ -1,6 +1,7 @@
 /* The scalar arithmetic of q4 weights x 8-bit activations (layout.h, "q4a8"):
- * compiled as BPF C by the kernel (kernel_q4a8.h) and as C++ by its model
- * (tools/bench/lowbit_probe/q4a8_model.h), so both compute the same integers.
+ * compiled as BPF C by the kernels (kernel_q4a8.h, ops_matmul_q4.h) and as
+ * C++ by their models (tests/bpf/fixed_model.h, tools/bench/lowbit_probe/
+ * q4a8_model.h), so all compute the same integers.
  */
 #ifndef QWEN3_BPF_NUMERICS_Q4A8_H
 #define QWEN3_BPF_NUMERICS_Q4A8_H
@@ -26,6 +27,31 @@ QN_INLINE qn_s64 qn_a8_scale(qn_s64 m) { return ((m << QN_A8_SCALE_FRAC) + 63) /
 QN_INLINE qn_s64 qn_q4a8_share(qn_s64 lane_sum, qn_s64 code_sum, qn_s64 corr, qn_s64 xs, qn_s64 scale) {
   qn_s64 s = lane_sum - code_sum * QN_A8_BIAS - corr;
   return ((s * xs) >> QN_A8_SCALE_FRAC) * scale;
+}
+
+/* The input of one group as q4a8 wants it (layout.h): codes + 128 into xu,
+ * the scale xs and the correction corr = 8 * sum q. An all-zero group gets
+ * codes 128 (q = 0). The kernel (mm_a8_cb) and both C++ models call this. */
+QN_INLINE void qn_a8_quantize_group(const qn_s32 *x, qn_u8 *xu, qn_s64 *xs, qn_s64 *corr) {
+  qn_s64 m = 0;
+#ifndef __cplusplus
+#pragma unroll
+#endif
+  for (int k = 0; k < QN_A8_GROUP; k++) {
+    qn_s64 a = x[k] < 0 ? -(qn_s64)x[k] : x[k];
+    m = a > m ? a : m;
+  }
+  qn_s64 inv = m ? qn_a8_inverse(m) : 0, sum = 0;
+#ifndef __cplusplus
+#pragma unroll
+#endif
+  for (int k = 0; k < QN_A8_GROUP; k++) {
+    qn_s32 q = qn_a8_code(x[k], inv);
+    xu[k] = (qn_u8)(q + QN_A8_BIAS);
+    sum += q;
+  }
+  *xs = qn_a8_scale(m);
+  *corr = QN_Q4_CODE_BIAS * sum;
 }
 
 #endif

@@ -233,10 +233,10 @@ static long mm_q8_group_cb(u64 i, void *ctx) {
  * rows 2r .. 2r + 7) against compact position c; rows at or beyond row_end
  * (the padding of the last block, or the next worker's) are not stored.
  * r is a multiple of the block (mm_main checks row_begin). */
-/* The block's unit of rows r.. (gate/up: pairs r.., rows 2r..). */
-static __always_inline const QN_WQ u8 *mm_block_unit(const struct mm_state *st, u32 op, u32 r, int cls) {
+/* The block (of br rows: q8 8, q4 16) holding rows r.. (gate/up: pairs r.., rows 2r..). */
+static __always_inline const QN_WQ u8 *mm_block_unit(const struct mm_state *st, u32 op, u32 r, int cls, u32 br) {
   int pairs = cls == QN_MM_NORMED && op == QN_OP_GATEUP;
-  return weight_row(&st->mat, pairs ? r / (QN_Q8_BLOCK_ROWS / 2) : r / QN_Q8_BLOCK_ROWS);
+  return weight_row(&st->mat, pairs ? r / (br / 2) : r / br);
 }
 
 static __always_inline u32 mm_groups(u32 op, int cls) {
@@ -253,7 +253,7 @@ static __always_inline u32 mm_block_pos(const struct mm_state *st, u32 r, u32 c,
   s32 *xs = xq_gsum_row(st->thread, c);
   if (!x || !xs) return __LINE__;
   u32 groups = mm_groups(op, cls);
-  const QN_WQ u8 *w = mm_block_unit(st, op, r, cls);
+  const QN_WQ u8 *w = mm_block_unit(st, op, r, cls, QN_Q8_BLOCK_ROWS);
   if (!w) return __LINE__;
   /* the sums live in the worker's map scratch: the callback's stack (with
    * the spills around the kernel's asm) would exceed BPF's 512 bytes */
@@ -450,7 +450,7 @@ static __always_inline long mm_multi_step(u64 i, void *ctx, int cls) {
   u32 r = st->row_begin + step * st->row_step;
   u32 op = st->op;
   QN_BARRIER(op);
-  const QN_WQ u8 *w = mm_block_unit(st, op, r, cls);
+  const QN_WQ u8 *w = mm_block_unit(st, op, r, cls, QN_Q8_BLOCK_ROWS);
   s64 *y = xq_ymulti(st->thread);
   if (!w || !y || pb >= QN_PMAX / QN_Q8_PBLK) return qn_fail(st->thread, __LINE__);
   if (part > 0) {
@@ -601,10 +601,6 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi, int ops
   if (q4) {
     struct a8_state as = {st.thread, st.mat.groups * (QN_GROUP / QN_A8_GROUP)};
     bpf_loop(n * as.halves, mm_q4_only(mm_a8_cb), &as, 0);
-    if (qn_err(st.thread)) {
-      a->status = qn_err(st.thread);
-      return a->status;
-    }
   }
   if (q8) {
     struct gsum_state gs = {st.thread, st.mat.groups};
@@ -614,10 +610,10 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi, int ops
       struct pack_state ps = {st.thread, n, st.mat.groups * (QN_GROUP / 8)};
       bpf_loop(st.npb * (QN_Q8_PBLK / 2) * ps.chunks, mm_pack_cb, &ps, 0);
     }
-    if (qn_err(st.thread)) {
-      a->status = qn_err(st.thread);
-      return a->status;
-    }
+  }
+  if ((q4 || q8) && qn_err(st.thread)) { /* the 8-bit inputs, group sums or packed inputs */
+    a->status = qn_err(st.thread);
+    return a->status;
   }
   if (st.op == QN_OP_VOCAB && !a->topk_keep) {
     for (u32 c = 0; c < QN_PMAX; c++) {

@@ -24,7 +24,7 @@ static long mm_a8_cb(u64 i, void *ctx) {
   const s32 *x = (const s32 *)b + qn_xq_row_off(IN_PAD, c) + h * QN_A8_GROUP;
   u8 *xu = b + qn_xq_a8_code_off(IN_PAD, c) + h * QN_A8_GROUP;
   s64 *xs = (s64 *)(b + qn_xq_a8_scale_off(IN_PAD, c)) + 2 * h;
-  a8_quantize_group(x, xu, &xs[0], &xs[1]);
+  qn_a8_quantize_group(x, xu, &xs[0], &xs[1]);
   return 0;
 }
 
@@ -48,8 +48,7 @@ static long mm_q4_group_cb(u64 i, void *ctx) {
 static __always_inline u32 mm_q4_block_pos(const struct mm_state *st, u32 r, u32 c, int cls) {
   u32 op = st->op;
   QN_BARRIER(op);
-  int pairs = cls == QN_MM_NORMED && op == QN_OP_GATEUP;
-  const QN_WQ u8 *w = weight_row(&st->mat, pairs ? r / (QN_Q4_BLOCK_ROWS / 2) : r / QN_Q4_BLOCK_ROWS);
+  const QN_WQ u8 *w = mm_block_unit(st, op, r, cls, QN_Q4_BLOCK_ROWS);
   u8 *b = buf_lookup(&xq_buf, st->thread);
   if (!w || !b || c >= QN_PMAX) return __LINE__;
   /* the 16 sums share the q8 block sums' map scratch (xq_ysum) */

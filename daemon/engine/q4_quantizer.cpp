@@ -15,20 +15,10 @@ namespace {
 constexpr int kShrinks = 21;
 constexpr double kShrinkLo = 0.6, kShrinkStep = 0.025;
 
-
-// Squared error of the group u (in units of its largest |w|) on a grid of step f.
+// The group u (in units of its largest |w|) on a grid of step f, codes -8..7.
 inline __attribute__((always_inline)) float group_error(const float* u, float f) {
-  const float inv = 1.0f / f;
-  float lane[8] = {};
-  for (int k = 0; k < QN_Q4_GROUP; k += 8)
-    for (int j = 0; j < 8; j++) {
-      const float q = std::clamp(round_fast(u[k + j] * inv), -8.0f, 7.0f);
-      const float d = u[k + j] - f * q;
-      lane[j] += d * d;
-    }
-  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+  return grid_squared_error<QN_Q4_GROUP>(u, f, -8.0f, 7.0f);
 }
-
 
 // The step s of a 4-bit grid every non-exact w[k] lies on (w = q s, q in
 // -8..7, to float32 rounding), or 0: a checkpoint whose q4 matrices were

@@ -28,7 +28,8 @@ struct Q4Group {
 
 // Quantizes w[0, n) (n <= QN_Q4_GROUP); entries with exact[k] set get code 8
 // and do not influence the scale. `p2` is 2^frac of the matrix; the caller
-// has checked that max|w| / 6 * p2 fits int32 (weight_frac_for).
+// has checked that max|w| * p2 fits int32 (weight_frac_for): no scale is
+// larger than the group's largest |w| (a kept grid step may be max|w| / 1).
 void q4_quantize_group(const float* w, const bool* exact, size_t n, double p2, Q4Group& out);
 
 // Whether w[0, n) already lies on a 4-bit grid (a checkpoint rounded offline):

@@ -20,21 +20,8 @@ namespace {
 constexpr int kGrid = 4;
 constexpr double kGridLo = -0.002, kGridHi = 0.016;
 
-
-// Squared error of the normalized group u (max |u| = 127 at factor 1) on the
-// grid of step f, codes clamped to int8.
-inline __attribute__((always_inline)) float group_error(const float* u, float f) {
-  const float inv = 1.0f / f;
-  float lane[8] = {};  // 8 partial sums: the reduction vectorizes without -ffast-math
-  for (int k = 0; k < QN_GROUP; k += 8)
-    for (int j = 0; j < 8; j++) {
-      const float q = std::clamp(round_fast(u[k + j] * inv), -127.0f, 127.0f);
-      const float d = u[k + j] - f * q;
-      lane[j] += d * d;
-    }
-  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
-}
-
+// The normalized group u (max |u| = 127 at factor 1) on the grid of step f, codes int8.
+float group_error(const float* u, float f) { return grid_squared_error<QN_GROUP>(u, f, -127.0f, 127.0f); }
 
 }  // namespace
 

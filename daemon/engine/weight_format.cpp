@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "engine/q4_quantizer.h"
+#include "engine/quant_rounding.h"
 #include "op_args.h"
 
 namespace qwen3::engine {
@@ -20,8 +21,6 @@ double pow2(int frac) {
   for (int i = 0; i > frac; i--) p *= 0.5;
   return p;
 }
-// Round half away from zero (what llround does), for |v| < 2^62.
-int64_t round_away(double v) { return static_cast<int64_t>(v >= 0 ? v + 0.5 : v - 0.5); }
 }  // namespace
 
 int32_t to_fixed(float w, int frac, const char* what) {
@@ -29,14 +28,15 @@ int32_t to_fixed(float w, int frac, const char* what) {
   if (!(std::fabs(v) < 2147483647.0))
     throw invalid_argument(std::string("weight ") + std::to_string(w) + " in " + what +
                            " is outside the fixed-point range (|w| < 2^" + std::to_string(31 - frac) + ")");
-  return static_cast<int32_t>(round_away(v));
+  return static_cast<int32_t>(round_away_from_zero(v));
 }
 
 int weight_frac_for(double max_abs, Precision p, const char* what) {
   const bool q24 = p == Precision::q24;
   int frac = q24 ? QN_W24_FRAC : QN_W8_FRAC;
-  // the largest scale: q8 max / 127; q4 max / 8 * 8 / 7 * 1.1 (q4_quantizer's widest candidate) < max / 6
-  const double top = p == Precision::q8 ? max_abs / 127.0 : p == Precision::q4 ? max_abs / 6.0 : max_abs;
+  // the largest int32 stored: q8 a scale near max / 127; q24 a weight; q4 a
+  // scale, at most max (q4_quantizer.h: a grid step kept from a checkpoint)
+  const double top = p == Precision::q8 ? max_abs / 127.0 : max_abs;
   while (frac > QN_ACT_FRAC && std::ldexp(top, frac) >= 2147483000.0) frac--;
   if (!(std::ldexp(top, frac) < 2147483000.0))
     throw invalid_argument(std::string("weights of ") + what + " reach " + std::to_string(max_abs) +
@@ -51,7 +51,7 @@ uint64_t put_outlier_tail(std::span<const float> w, std::span<const uint32_t> oc
   int64_t wo[QN_OUT_COLS] = {};
   uint64_t l1 = 0;
   for (size_t k = 0; k < ocols.size() && k < QN_OUT_COLS; k++) {
-    wo[k] = round_away(static_cast<double>(w[ocols[k]]) * p2);
+    wo[k] = round_away_from_zero(static_cast<double>(w[ocols[k]]) * p2);
     l1 += static_cast<uint64_t>(std::llabs(wo[k]));
   }
   static_assert(sizeof wo == QN_OUT_TAIL_BYTES);
@@ -77,7 +77,7 @@ uint64_t convert_row_q4(std::span<const float> w, int frac, uint8_t* out, const 
         exact[k] = std::find(ocols.begin(), ocols.end(), c0 + k) != ocols.end();
         if (!exact[k]) mx = std::max(mx, std::fabs(w[c0 + k]));
       }
-      if (!(static_cast<double>(mx) / 6.0 * p2 < 2147483647.0))
+      if (!(static_cast<double>(mx) * p2 < 2147483647.0))
         throw invalid_argument(std::string("weight magnitude ") + std::to_string(mx) + " in " + what +
                                " is outside the fixed-point range of its matrix");
       Q4Group qg;

@@ -68,26 +68,24 @@ inline int requant(std::vector<int32_t>& x, int act_bits) {
 }
 
 // q4: the row against the 8-bit quantization of x, one product at a time:
-// per group of 32, q = round(127 x / max|x|), then the share of the group
-// (numerics_q4a8.h) from sum c (q + 128), sum c and 8 sum q.
+// per group of 32 the inputs' codes q + 128 (qn_a8_quantize_group), then the
+// group's share (numerics_q4a8.h) from sum c (q + 128), sum c and 8 sum q.
 inline int64_t dot_q4a8(const uint8_t* row, const int32_t* x, uint32_t groups, const uint32_t* ocol) {
   int64_t acc = 0;
   for (uint32_t gq = 0; gq < 2 * groups; gq++) {
-    const int32_t* xg = x + gq * QN_A8_GROUP;
-    int64_t m = 0;
-    for (int k = 0; k < QN_A8_GROUP; k++) m = std::max<int64_t>(m, qn_abs64(xg[k]));
-    const int64_t inv = m ? qn_a8_inverse(m) : 0;
+    uint8_t xu[QN_A8_GROUP];
+    int64_t xs, corr;
+    qn_a8_quantize_group(x + gq * QN_A8_GROUP, xu, &xs, &corr);
     const uint8_t* hp = row + qn_q4_img_half_off(gq / 2, gq % 2);
     int32_t scale;
     std::memcpy(&scale, hp, 4);
-    int64_t lane = 0, csum = 0, qsum = 0;
+    int64_t lane = 0, csum = 0;
     for (int k = 0; k < QN_A8_GROUP; k++) {
-      const int64_t q = qn_a8_code(xg[k], inv), c = hp[4 + k];
-      lane += c * (q + QN_A8_BIAS);
+      const int64_t c = hp[4 + k];
+      lane += c * xu[k];
       csum += c;
-      qsum += q;
     }
-    acc += qn_q4a8_share(lane, csum, QN_Q4_CODE_BIAS * qsum, qn_a8_scale(m), scale);
+    acc += qn_q4a8_share(lane, csum, corr, xs, scale);
   }
   for (int k = 0; k < QN_OUT_COLS; k++) {
     int64_t w;

@@ -121,6 +121,6 @@ int lb_prepare(void *unused) {
     in->xsum[g] = (s32)sum;
   }
   for (int g = 0; g < LB_COLS / QN_A8_GROUP; g++)
-    a8_quantize_group(in->x + g * QN_A8_GROUP, in->xu + g * QN_A8_GROUP, &in->xs[g], &in->corr[g]);
+    qn_a8_quantize_group(in->x + g * QN_A8_GROUP, in->xu + g * QN_A8_GROUP, &in->xs[g], &in->corr[g]);
   return 0;
 }

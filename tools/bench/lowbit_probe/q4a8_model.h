@@ -54,18 +54,8 @@ inline void prepare(lb_input& in) {
     for (int k = 0; k < QN_GROUP; k++) s += in.x[g * QN_GROUP + k];
     in.xsum[g] = int32_t(s);
   }
-  for (int g = 0; g < LB_COLS / QN_A8_GROUP; g++) {
-    int64_t m = 0, sum = 0;
-    for (int k = 0; k < QN_A8_GROUP; k++) m = std::max<int64_t>(m, std::llabs(in.x[g * QN_A8_GROUP + k]));
-    int64_t inv = m ? qn_a8_inverse(m) : 0;
-    for (int k = 0; k < QN_A8_GROUP; k++) {
-      int32_t q = qn_a8_code(in.x[g * QN_A8_GROUP + k], inv);
-      in.xu[g * QN_A8_GROUP + k] = uint8_t(q + QN_A8_BIAS);
-      sum += q;
-    }
-    in.xs[g] = qn_a8_scale(m);
-    in.corr[g] = QN_Q4_CODE_BIAS * sum;
-  }
+  for (int g = 0; g < LB_COLS / QN_A8_GROUP; g++)
+    qn_a8_quantize_group(&in.x[g * QN_A8_GROUP], &in.xu[g * QN_A8_GROUP], &in.xs[g], &in.corr[g]);
 }
 
 // Row r of a q8 block: sum over groups of (sum (code - 128) x) * scale.
