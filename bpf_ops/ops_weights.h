@@ -35,9 +35,7 @@ static __always_inline const u8 *weight_row(const struct qn_matrix *m, u32 r) {
 
 /* q24: two rows against one input (also for each position of a prefill
  * pass). Every input element is loaded once for both rows.
- * `groups` must be a load-time constant (from .rodata): the verifier then
- * walks one path through the loop, not one per possible exit. Sums are exact
- * int64, |acc| < 2^62 by the per-matrix act_bits bound. */
+ * Sums are exact int64, |acc| < 2^62 by the per-matrix act_bits bound. */
 struct qn_dot2 {
   s64 a, b;
 };
@@ -131,19 +129,46 @@ static __always_inline void q24_group_asm(const QN_WQ s32 *pa, const QN_WQ s32 *
   *acc_b = b;
 }
 
+/* Rows of more than QN_Q24_INLINE_GROUPS groups run one group per bpf_loop
+ * iteration, so the verifier checks the kernel once, not once per group:
+ * walked group by group, the 8B shape's 192-group down_proj took the kernel
+ * driver's qn_drive_arm_mm past 1M instructions. Narrower rows keep the
+ * inline loop: the call per group cost 4-7% of q24's CPU time, and grouping
+ * 2 or 4 groups per call measured slower still (qwen3-bpf-kbench). */
+#define QN_Q24_INLINE_GROUPS 32
+struct q24_group_ctx {
+  const QN_WQ s32 *pa, *pb;
+  const s32 *px;
+  s64 a, b;
+};
+
+static long q24_group_cb(u64 i, void *ctx) {
+  struct q24_group_ctx *gc = ctx;
+  u32 g = (u32)i;
+  QN_BARRIER(g);
+  if (g >= IN_PAD / QN_GROUP) return 1; /* bounds the input and both rows (max_row_bytes) */
+  u32 o = g * QN_GROUP;
+  q24_group_asm(gc->pa + o, gc->pb + o, gc->px + o, &gc->a, &gc->b);
+  return 0;
+}
+
+/* `groups` is a load-time constant (from .rodata): the verifier walks one of
+ * the two paths, and the inline loop's single path. */
 static __always_inline void dot2_q24(const QN_WQ u8 *ra, const QN_WQ u8 *rb, const s32 *x, u32 groups,
                                      struct qn_dot2 *out) {
-  s64 acc_a = 0, acc_b = 0;
-  const QN_WQ s32 *pa = (const QN_WQ s32 *)ra, *pb = (const QN_WQ s32 *)rb;
-  const s32 *px = x;
-  for (u32 g = 0; g < groups; g++) {
-    q24_group_asm(pa, pb, px, &acc_a, &acc_b);
-    pa += QN_GROUP;
-    pb += QN_GROUP;
-    px += QN_GROUP;
+  struct q24_group_ctx gc = {(const QN_WQ s32 *)ra, (const QN_WQ s32 *)rb, x, 0, 0};
+  if (groups > QN_Q24_INLINE_GROUPS) {
+    bpf_loop(groups, q24_group_cb, &gc, 0);
+  } else {
+    for (u32 g = 0; g < groups; g++) {
+      q24_group_asm(gc.pa, gc.pb, gc.px, &gc.a, &gc.b);
+      gc.pa += QN_GROUP;
+      gc.pb += QN_GROUP;
+      gc.px += QN_GROUP;
+    }
   }
-  out->a = acc_a;
-  out->b = acc_b;
+  out->a = gc.a;
+  out->b = gc.b;
 }
 
 #include "kernel_q8.h"

@@ -57,6 +57,9 @@ void expect_verifies(const std::string& name, Precision p, int kv_bits) {
 
 TEST(ShapeCheck, Qwen3_4bVerifiesInQ24WithCompactKv) { expect_verifies("qwen3-4b", Precision::q24, 8); }
 TEST(ShapeCheck, Qwen3_8bVerifiesInQ8WithInt16Kv) { expect_verifies("qwen3-8b", Precision::q8, 16); }
+// q24's row kernel walked its groups one by one until session 16: the 8B
+// shape's kernel driver (qn_drive_arm_mm) stopped at the 1M limit.
+TEST(ShapeCheck, Qwen3_8bVerifiesInQ24WithCompactKv) { expect_verifies("qwen3-8b", Precision::q24, 8); }
 
 // The arena holds at most 4 GiB: the 4B shape needs 4,114 MiB even in q8.
 TEST(ShapeCheck, ArenaRefusesWeightsOver4GiB) {
