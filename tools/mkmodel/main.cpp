@@ -1,4 +1,4 @@
-// qwen3-bpf-mkmodel OUT --preset tiny|small|0.6b [--seed N] [--outliers]
+// qwen3-bpf-mkmodel OUT --preset tiny|small|0.6b|1.7b [--seed N] [--outliers]
 //                   [--untied] [--tokenizer-dir DIR] [--force]
 // Writes a Qwen3-architecture model directory with seeded random weights.
 #include <chrono>
@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
       "Qwen3 architecture) and the tokenizer files into OUT."};
   qwen3::cli_parse::init(app, "qwen3-bpf-mkmodel");
   app.add_option("OUT", out, "the model directory to write (new, or empty unless --force)")->required();
-  app.add_option("--preset", opt.preset, "tiny | small | 0.6b (the generator checks the name)")->required();
+  app.add_option("--preset", opt.preset, "tiny | small | 0.6b | 1.7b (the generator checks the name)")->required();
   app.add_option("--seed", opt.seed, "seed of the random weights")->capture_default_str()->check(qwen3::cli_parse::non_negative_integer());
   app.add_flag("--outliers", opt.outliers, "plant a few residual channels with values in the hundreds");
   app.add_flag("--untied", opt.untied, "write a separate lm_head.weight instead of tying it to the embedding");

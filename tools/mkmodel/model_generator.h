@@ -12,7 +12,7 @@
 namespace qwen3::mkmodel {
 
 struct GeneratorOptions {
-  std::string preset = "tiny";  // tiny | small | 0.6b
+  std::string preset = "tiny";  // tiny | small | 0.6b | 1.7b
   uint64_t seed = 1;
   bool outliers = false;        // plant "massive activation" residual channels
   bool untied = false;          // write a separate lm_head.weight

@@ -23,8 +23,11 @@ ModelConfig preset_config(const std::string& preset) {
   } else if (preset == "0.6b") {
     c.hidden_size = 1024; c.num_hidden_layers = 28; c.num_attention_heads = 16; c.num_key_value_heads = 8;
     c.head_dim = 128; c.intermediate_size = 3072;
+  } else if (preset == "1.7b") {
+    c.hidden_size = 2048; c.num_hidden_layers = 28; c.num_attention_heads = 16; c.num_key_value_heads = 8;
+    c.head_dim = 128; c.intermediate_size = 6144;
   } else {
-    throw invalid_argument("unknown preset '" + preset + "' (use tiny, small or 0.6b)");
+    throw invalid_argument("unknown preset '" + preset + "' (use tiny, small, 0.6b or 1.7b)");
   }
   return c;
 }

@@ -1,4 +1,4 @@
-// The model shapes used across the tree: mkmodel's presets (tiny, small, 0.6b)
+// The model shapes used across the tree: mkmodel's presets (tiny, small, 0.6b, 1.7b)
 // and the Qwen3-0.6B shape the tests and benches check the BPF programs at. One
 // place, so a test's "0.6B" is the model's 0.6B.
 #pragma once
