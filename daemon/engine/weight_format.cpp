@@ -161,20 +161,26 @@ void q8_get(const uint8_t* blk, uint32_t groups, uint32_t j, uint8_t* img) {
   std::memcpy(img + qn_q8_tail_off(groups), blk + qn_q8_btail_off(groups, j), QN_OUT_TAIL_BYTES);
 }
 
-// Row j of q4 block `blk` <-> row image `img`. Rows j and j ^ 1 share the
-// bytes of every column word, and workers may store them at once: the
-// nibble is replaced with atomic and/or, which leave the other rows' bits.
+// Row j of q4 block `blk` <-> row image `img`. Rows j and j ^ 1 share a
+// byte of every column word, and workers may store them at once: row j's
+// nibble (byte j / 2 of the little-endian word) is turned into the code by
+// one atomic xor, which leaves the other row's bits. Only this store writes
+// row j, so the nibble it reads first is exact; one already right (a
+// rewrite) is left alone. One locked instruction per code, not two: they
+// were the q4 conversion's largest cost after the scale search.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "q4 nibble j is in byte j / 2 of its column word");
 void q4_put(uint8_t* blk, uint32_t groups, uint32_t j, const uint8_t* img) {
+  const uint32_t shift = 4 * (j % 2);
   for (uint32_t gq = 0; gq < 2 * groups; gq++) {
     const uint8_t* hp = img + qn_q4_img_half_off(gq / 2, gq % 2);
     std::memcpy(blk + qn_q4_bscale_off(gq, j), hp, 4);
     uint16_t sum = 0;
     for (uint32_t k = 0; k < QN_Q4_GROUP; k++) {
-      const uint64_t code = hp[4 + k] & 15u;
+      const uint32_t code = hp[4 + k] & 15u;
       sum = static_cast<uint16_t>(sum + code);
-      auto* col = reinterpret_cast<uint64_t*>(blk + qn_q4_bcol_off(gq, k));  // 8-aligned (layout.h)
-      __atomic_fetch_and(col, ~(uint64_t(15) << (4 * j)), __ATOMIC_RELAXED);
-      __atomic_fetch_or(col, code << (4 * j), __ATOMIC_RELAXED);
+      uint8_t* pair = blk + qn_q4_bcol_off(gq, k) + j / 2;
+      const uint32_t now = (__atomic_load_n(pair, __ATOMIC_RELAXED) >> shift) & 15u;
+      if (now != code) __atomic_fetch_xor(pair, static_cast<uint8_t>((now ^ code) << shift), __ATOMIC_RELAXED);
     }
     std::memcpy(blk + qn_q4_bcsum_off(gq, j), &sum, 2);
   }

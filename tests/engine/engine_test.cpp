@@ -224,6 +224,112 @@ TEST(Q4Quantizer, SearchBeatsQ4_0AndGridGroupsKeepTheirValues) {
   EXPECT_LT(err_search, 0.9 * err_q40);
 }
 
+// q4_quantize_group the plain, slow way: the grid check with a division per
+// entry, then the 43 candidate scales (Q4_0, then 0.6 .. 1.1 of it and of the
+// other sign's) scored one at a time, squared errors summed in
+// grid_squared_error's order (8 partial sums, then a tree), the first least
+// kept. Its scales and codes are the contract (docs/numerics.md's figures).
+engine::Q4Group q4_reference(const float* w, const bool* exact, size_t n, double p2) {
+  engine::Q4Group out;
+  std::fill(std::begin(out.codes), std::end(out.codes), uint8_t(QN_Q4_CODE_BIAS));
+  auto round_away = [](double v) { return int64_t(v >= 0 ? v + 0.5 : v - 0.5); };
+  auto to_scale = [&](double s) { return std::clamp<int64_t>(round_away(s), -INT32_MAX, INT32_MAX); };
+  float top = 0;
+  for (size_t k = 0; k < n; k++)
+    if (!exact[k] && std::fabs(w[k]) > std::fabs(top)) top = w[k];
+  if (top == 0) return out;
+  for (int m = 8; m >= 1; m--)
+    for (int code : {-m, m}) {
+      if (code == 8) continue;
+      const double step = double(top) / code;
+      bool on_grid = true;
+      for (size_t k = 0; k < n; k++) {
+        const double q = w[k] / step, r = std::nearbyint(q);
+        on_grid = on_grid && (exact[k] || (std::fabs(q - r) <= 1e-4 && r >= -8 && r <= 7));
+      }
+      if (!on_grid) continue;
+      out.scale = int32_t(to_scale(step * p2));
+      for (size_t k = 0; k < n; k++)
+        if (!exact[k]) out.codes[k] = uint8_t(int(std::nearbyint(w[k] / step)) + QN_Q4_CODE_BIAS);
+      return out;
+    }
+  const double mx = std::fabs(double(top)), s0 = -double(top) / 8.0 * p2;
+  float u[QN_Q4_GROUP] = {};
+  for (size_t k = 0; k < n; k++)
+    if (!exact[k]) u[k] = float(w[k] / mx);
+  int64_t best = 0;
+  float best_err = 0;
+  auto consider = [&](double s) {
+    const int64_t sc = to_scale(s);
+    if (sc == 0) return;
+    const float f = float(double(sc) / (mx * p2)), inv = 1.0f / f;
+    float lane[8] = {};
+    for (int k = 0; k < QN_Q4_GROUP; k++) {
+      const float d = u[k] - f * std::clamp(std::nearbyint(u[k] * inv), -8.0f, 7.0f);
+      lane[k % 8] += d * d;
+    }
+    const float e = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+    if (best == 0 || e < best_err) best_err = e, best = sc;
+  };
+  consider(s0);
+  for (int t = 0; t < 21; t++) {
+    const double shrink = 0.6 + 0.025 * t;
+    consider(s0 * shrink);
+    consider(-s0 * 8.0 / 7.0 * shrink);
+  }
+  if (best == 0) return out;
+  out.scale = int32_t(best);
+  for (size_t k = 0; k < n; k++) {
+    const double code = std::clamp(std::nearbyint(w[k] * (p2 / best)), -8.0, 7.0);
+    if (!exact[k]) out.codes[k] = uint8_t(int(code) + QN_Q4_CODE_BIAS);
+  }
+  return out;
+}
+
+// The load's fast q4 quantizer (vectors across the candidates, on whichever
+// of AVX-512, AVX2, SSE2 this CPU has) gives q4_reference's scale and codes,
+// bit for bit: checkpoint-like and heavy-tailed groups, groups on a grid, near
+// one, with exact columns, short, mostly zero, and scales down to a few units.
+TEST(Q4Quantizer, SameScaleAndCodesAsAOneAtATimeSearch) {
+  std::mt19937_64 rng(29);
+  auto uniform = [&] { return std::uniform_real_distribution<double>(0, 1)(rng); };
+  for (int g = 0; g < 20000; g++) {
+    const size_t n = g % 5 == 0 ? rng() % (QN_Q4_GROUP + 1) : QN_Q4_GROUP;
+    const double mag = std::pow(10.0, -6 + 6 * uniform());
+    std::normal_distribution<double> gauss(0, mag);
+    const float step = float(mag * (0.02 + uniform()));
+    float w[QN_Q4_GROUP] = {};
+    bool exact[QN_Q4_GROUP] = {};
+    for (size_t k = 0; k < n; k++) {
+      switch (g % 6) {
+        case 0: w[k] = float(gauss(rng)); break;
+        case 1: w[k] = float(gauss(rng) * gauss(rng) * gauss(rng) / (mag * mag)); break;  // heavy tails
+        case 2: w[k] = float(int(rng() % 16) - 8) * step; break;                         // on a grid
+        case 3: w[k] = float(int(rng() % 9) - 4) * step * float(1 + 2e-4 * (uniform() - 0.5)); break;
+        case 4: w[k] = rng() % 4 ? 0.0f : float(gauss(rng)); break;
+        default: w[k] = float(mag * (uniform() - 0.5)); break;
+      }
+    }
+    if (g % 4 == 0 && n > 0)
+      for (int e = 0; e < 3; e++) {
+        const size_t k = rng() % n;
+        exact[k] = true;
+        w[k] = float(gauss(rng) * 1e3);  // an outlier column entry
+      }
+    float mx = 0;
+    for (size_t k = 0; k < n; k++)
+      if (!exact[k]) mx = std::max(mx, std::fabs(w[k]));
+    // the matrix's 2^frac (max |w| p2 < 2^31), its max up to 1e8 times the group's: scales of a few units
+    const double matrix_max = std::max(double(mx), 1e-30) * std::pow(10.0, g % 3 ? 0.0 : 8 * uniform());
+    const double p2 = std::ldexp(1.0, int(std::floor(std::log2(2147483000.0 / matrix_max))));
+    engine::Q4Group got;
+    engine::q4_quantize_group(w, exact, n, p2, got);
+    const engine::Q4Group want = q4_reference(w, exact, n, p2);
+    ASSERT_EQ(got.scale, want.scale) << "group " << g;
+    for (int k = 0; k < QN_Q4_GROUP; k++) ASSERT_EQ(got.codes[k], want.codes[k]) << "group " << g << " entry " << k;
+  }
+}
+
 // q8 passes of several positions run the packed prefill kernel, one position
 // the decode kernel (q4 models: their q8 matrices too): both must give the same bits.
 TEST(Sessions, IncrementalDecodeEqualsBatchedPrefill) {
