@@ -23,6 +23,7 @@
 #define QN_PREC_Q24 0
 #define QN_PREC_Q8 1
 #define QN_PREC_Q4 2
+#define QN_PREC_Q8A8 3 /* a matrix format only (the vocabulary of q8 and q4 models), never a model's */
 
 QN_INLINE qn_u64 qn_round8(qn_u64 v) { return (v + 7) & ~(qn_u64)7; }
 
@@ -46,7 +47,7 @@ QN_INLINE qn_u32 qn_groups_for(qn_u32 cols) { return (cols + QN_GROUP - 1) / QN_
 #define QN_Q4_IMG_HALF_BYTES (4 + QN_Q4_GROUP)
 #define QN_Q4_IMG_GROUP_BYTES (2 * QN_Q4_IMG_HALF_BYTES)
 QN_INLINE qn_u32 qn_group_bytes(qn_u32 precision) {
-  return precision == QN_PREC_Q8 ? QN_Q8_GROUP_BYTES : precision == QN_PREC_Q4 ? QN_Q4_IMG_GROUP_BYTES : QN_Q24_GROUP_BYTES;
+  return precision == QN_PREC_Q8 || precision == QN_PREC_Q8A8 ? QN_Q8_GROUP_BYTES : precision == QN_PREC_Q4 ? QN_Q4_IMG_GROUP_BYTES : QN_Q24_GROUP_BYTES;
 }
 /* Byte offset of group g in a row. */
 QN_INLINE qn_u32 qn_group_off(qn_u32 precision, qn_u32 g) { return g * qn_group_bytes(precision); }
@@ -119,11 +120,62 @@ QN_INLINE qn_u32 qn_q4_btail_off(qn_u32 groups, qn_u32 j) {
 #define QN_A8_BIAS 128
 #define QN_A8_SCALE_FRAC 16
 
+/* ---- q8 weights x 8-bit activations in 21-bit lanes (q8a8) ------------------
+ * The vocabulary projection of q8 and q4 models (qn_op_format). A row image
+ * is a q8 row image; stored, a unit is a block of QN_Q8A8_BLOCK_ROWS rows;
+ * per group g of QN_GROUP columns: int32 scale [12] (row j), then per half h
+ * (QN_A8_GROUP columns: one input group) u64 start [4] (accumulator a's start
+ * value: numerics_q8a8.h), then per column k two u64 words; word w holds rows
+ * 6w .. 6w+5 as V = w0 | w3 << 8 | w1 << 21 | w4 << 29 | w2 << 42 | w5 << 50
+ * (w = code + 128, row j at bit qn_q8a8_code_shift(j)). After the last group
+ * the outlier tails int64 [12][QN_OUT_COLS], as in q8. A matrix's last block
+ * is padded with rows of code 0, scale 0. */
+#define QN_Q8A8_BLOCK_ROWS 12
+#define QN_Q8A8_WORDS 2      /* u64 per column */
+#define QN_Q8A8_ACCS 4       /* accumulators per block (3 rows each) */
+#define QN_Q8A8_LANE_BITS 21
+#define QN_Q8A8_LANE_MASK 0x1FFFFFULL
+#define QN_Q8A8_LANE_BIAS (1LL << 20)
+#define QN_Q8A8_LANE_ONES 0x40000200001ULL /* 1 + 2^21 + 2^42 */
+#define QN_Q8A8_CODES 0x3FC001FE000FFULL   /* 0xFF in each lane */
+#define QN_Q8A8_HIGH_SHIFT 8                /* the second code of a lane */
+
+#define QN_Q8A8_BSCALES_BYTES (4 * QN_Q8A8_BLOCK_ROWS)
+#define QN_Q8A8_BSTARTS_BYTES (8 * QN_Q8A8_ACCS)
+#define QN_Q8A8_BCOL_BYTES (8 * QN_Q8A8_WORDS)
+#define QN_Q8A8_BHALF_BYTES (QN_Q8A8_BSTARTS_BYTES + QN_A8_GROUP * QN_Q8A8_BCOL_BYTES)
+#define QN_Q8A8_BGROUP_BYTES (QN_Q8A8_BSCALES_BYTES + (QN_GROUP / QN_A8_GROUP) * QN_Q8A8_BHALF_BYTES)
+
+QN_INLINE qn_u32 qn_q8a8_bscale_off(qn_u32 g, qn_u32 j) { return g * QN_Q8A8_BGROUP_BYTES + 4 * j; }
+/* half h of group g: its start values, then its columns */
+QN_INLINE qn_u32 qn_q8a8_bhalf_off(qn_u32 g, qn_u32 h) {
+  return g * QN_Q8A8_BGROUP_BYTES + QN_Q8A8_BSCALES_BYTES + h * QN_Q8A8_BHALF_BYTES;
+}
+QN_INLINE qn_u32 qn_q8a8_bstart_off(qn_u32 g, qn_u32 h, qn_u32 a) { return qn_q8a8_bhalf_off(g, h) + 8 * a; }
+/* word w of column k (0 .. QN_A8_GROUP - 1) of half h of group g */
+QN_INLINE qn_u32 qn_q8a8_bword_off(qn_u32 g, qn_u32 h, qn_u32 k, qn_u32 w) {
+  return qn_q8a8_bhalf_off(g, h) + QN_Q8A8_BSTARTS_BYTES + k * QN_Q8A8_BCOL_BYTES + 8 * w;
+}
+
+/* Row j of a block: its accumulator, lane, word and bit position in the word. */
+QN_INLINE qn_u32 qn_q8a8_acc(qn_u32 j) { return j / 3; }
+QN_INLINE qn_u32 qn_q8a8_lane(qn_u32 j) { return j % 3; }
+QN_INLINE qn_u32 qn_q8a8_word(qn_u32 j) { return j / 6; }
+QN_INLINE qn_u32 qn_q8a8_code_shift(qn_u32 j) {
+  return QN_Q8A8_LANE_BITS * qn_q8a8_lane(j) + QN_Q8A8_HIGH_SHIFT * (qn_q8a8_acc(j) % 2);
+}
+QN_INLINE qn_u32 qn_q8a8_btail_off(qn_u32 groups, qn_u32 j) {
+  return groups * QN_Q8A8_BGROUP_BYTES + j * QN_OUT_TAIL_BYTES;
+}
+
 QN_INLINE qn_u32 qn_unit_rows(qn_u32 precision) {
-  return precision == QN_PREC_Q8 ? QN_Q8_BLOCK_ROWS : precision == QN_PREC_Q4 ? QN_Q4_BLOCK_ROWS : 1;
+  return precision == QN_PREC_Q8 ? QN_Q8_BLOCK_ROWS
+         : precision == QN_PREC_Q4 ? QN_Q4_BLOCK_ROWS
+         : precision == QN_PREC_Q8A8 ? QN_Q8A8_BLOCK_ROWS : 1;
 }
 QN_INLINE qn_u32 qn_unit_bytes(qn_u32 precision, qn_u32 groups) {
   if (precision == QN_PREC_Q4) return qn_q4_btail_off(groups, QN_Q4_BLOCK_ROWS);
+  if (precision == QN_PREC_Q8A8) return qn_q8a8_btail_off(groups, QN_Q8A8_BLOCK_ROWS);
   return qn_row_bytes(precision, groups) * qn_unit_rows(precision);
 }
 QN_INLINE qn_u32 qn_units_for(qn_u32 precision, qn_u32 rows) {

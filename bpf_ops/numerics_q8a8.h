@@ -1,7 +1,6 @@
-/* q8 weights x 8-bit inputs in 21-bit lanes ("q8a8", a probe format): the
- * block layout and the scalar arithmetic, compiled as BPF C by the kernel
- * (kernel_q8a8.h) and as C++ by its model (q8a8_model.h), so both compute
- * the same integers.
+/* q8 weights x 8-bit inputs in 21-bit lanes ("q8a8"): the scalar arithmetic
+ * (the block layout is layout.h's), compiled as BPF C by the kernel
+ * (kernel_q8a8.h) and as C++ by its models, so both compute the same integers.
  *
  * The weights are today's q8 weights (layout.h: int8 codes c, one scale per
  * row and QN_GROUP columns); the input is quantized per QN_A8_GROUP columns
@@ -31,45 +30,10 @@
  * arithmetic shift: X < 2^63 in magnitude). Borrows while summing do not
  * matter: every step is a ring operation mod 2^64 and only X is read.
  */
-#ifndef QWEN3_LOWBIT_NUMERICS_Q8A8_H
-#define QWEN3_LOWBIT_NUMERICS_Q8A8_H
+#ifndef QWEN3_BPF_NUMERICS_Q8A8_H
+#define QWEN3_BPF_NUMERICS_Q8A8_H
 
 #include "layout.h"
-
-#define QN_Q8A8_BLOCK_ROWS 12
-#define QN_Q8A8_WORDS 2      /* u64 per column */
-#define QN_Q8A8_ACCS 4       /* accumulators per block (3 rows each) */
-#define QN_Q8A8_LANE_BITS 21
-#define QN_Q8A8_LANE_MASK 0x1FFFFFULL
-#define QN_Q8A8_LANE_BIAS (1LL << 20)
-#define QN_Q8A8_LANE_ONES 0x40000200001ULL /* 1 + 2^21 + 2^42 */
-#define QN_Q8A8_CODES 0x3FC001FE000FFULL   /* 0xFF in each lane */
-#define QN_Q8A8_HIGH_SHIFT 8                /* the second code of a lane */
-
-#define QN_Q8A8_BSCALES_BYTES (4 * QN_Q8A8_BLOCK_ROWS)
-#define QN_Q8A8_BSTARTS_BYTES (8 * QN_Q8A8_ACCS)
-#define QN_Q8A8_BCOL_BYTES (8 * QN_Q8A8_WORDS)
-#define QN_Q8A8_BHALF_BYTES (QN_Q8A8_BSTARTS_BYTES + QN_A8_GROUP * QN_Q8A8_BCOL_BYTES)
-#define QN_Q8A8_BGROUP_BYTES (QN_Q8A8_BSCALES_BYTES + (QN_GROUP / QN_A8_GROUP) * QN_Q8A8_BHALF_BYTES)
-
-QN_INLINE qn_u32 qn_q8a8_bscale_off(qn_u32 g, qn_u32 j) { return g * QN_Q8A8_BGROUP_BYTES + 4 * j; }
-/* half h of group g: its start values, then its columns */
-QN_INLINE qn_u32 qn_q8a8_bhalf_off(qn_u32 g, qn_u32 h) {
-  return g * QN_Q8A8_BGROUP_BYTES + QN_Q8A8_BSCALES_BYTES + h * QN_Q8A8_BHALF_BYTES;
-}
-QN_INLINE qn_u32 qn_q8a8_bstart_off(qn_u32 g, qn_u32 h, qn_u32 a) { return qn_q8a8_bhalf_off(g, h) + 8 * a; }
-/* word w of column k (0 .. QN_A8_GROUP - 1) of half h of group g */
-QN_INLINE qn_u32 qn_q8a8_bword_off(qn_u32 g, qn_u32 h, qn_u32 k, qn_u32 w) {
-  return qn_q8a8_bhalf_off(g, h) + QN_Q8A8_BSTARTS_BYTES + k * QN_Q8A8_BCOL_BYTES + 8 * w;
-}
-
-/* Row j of a block: its accumulator, lane, word and bit position in the word. */
-QN_INLINE qn_u32 qn_q8a8_acc(qn_u32 j) { return j / 3; }
-QN_INLINE qn_u32 qn_q8a8_lane(qn_u32 j) { return j % 3; }
-QN_INLINE qn_u32 qn_q8a8_word(qn_u32 j) { return j / 6; }
-QN_INLINE qn_u32 qn_q8a8_code_shift(qn_u32 j) {
-  return QN_Q8A8_LANE_BITS * qn_q8a8_lane(j) + QN_Q8A8_HIGH_SHIFT * (qn_q8a8_acc(j) % 2);
-}
 
 /* The weights' share of an accumulator's start value: sum over its lanes of
  * (bias_i - 128 W_i) 2^21i, W_i = lane i's code sum (w = c + 128) over the half. */

@@ -1,4 +1,4 @@
-/* The q8a8 dot-product kernel (a probe, not an engine precision): one block
+/* The q8a8 dot-product kernel (not yet an engine format; the lowbit probe runs it): one block
  * of 12 rows of q8 weights against 8-bit inputs in 21-bit lanes, 3 products
  * per 64-bit multiply (numerics_q8a8.h has the layout and why it is exact).
  *
@@ -9,8 +9,8 @@
  * spreading; per input group and row only the lane read and its scaling
  * remain. The includer provides the BPF integer types (u8..s64) and QN_WQ.
  */
-#ifndef QWEN3_LOWBIT_KERNEL_Q8A8_H
-#define QWEN3_LOWBIT_KERNEL_Q8A8_H
+#ifndef QWEN3_BPF_KERNEL_Q8A8_H
+#define QWEN3_BPF_KERNEL_Q8A8_H
 
 #include "numerics_q8a8.h"
 
