@@ -23,7 +23,7 @@
 #define QN_PREC_Q24 0
 #define QN_PREC_Q8 1
 #define QN_PREC_Q4 2
-#define QN_PREC_Q8A8 3 /* a matrix format only (the vocabulary of q8 and q4 models), never a model's */
+#define QN_PREC_Q8A8 3 /* a matrix format only (the vocabulary of q8 models), never a model's */
 
 QN_INLINE qn_u64 qn_round8(qn_u64 v) { return (v + 7) & ~(qn_u64)7; }
 
@@ -121,7 +121,7 @@ QN_INLINE qn_u32 qn_q4_btail_off(qn_u32 groups, qn_u32 j) {
 #define QN_A8_SCALE_FRAC 16
 
 /* ---- q8 weights x 8-bit activations in 21-bit lanes (q8a8) ------------------
- * The vocabulary projection of q8 and q4 models (qn_op_format). A row image
+ * The vocabulary projection of q8 models (qn_op_format). A row image
  * is a q8 row image; stored, a unit is a block of QN_Q8A8_BLOCK_ROWS rows;
  * per group g of QN_GROUP columns: int32 scale [12] (row j), then per half h
  * (QN_A8_GROUP columns: one input group) u64 start [4] (accumulator a's start

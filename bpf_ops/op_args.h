@@ -22,6 +22,7 @@ struct qn_shape {
   qn_u32 norms_len;                   /* int32 elements in the norms map */
   qn_u32 kv_bytes;                    /* 1: int8 K/V, 2: int16 K/V */
   qn_u32 threads;                     /* worker threads: entries of the per-worker maps */
+  qn_u32 tied;                        /* 1: the embedding is the vocabulary matrix (its format too) */
   qn_u64 eps_q32;                     /* rms_norm_eps * 2^32 */
   qn_u64 rope_theta_q16;              /* rope_theta * 2^16 (the RoPE table program) */
 };
@@ -55,9 +56,13 @@ struct qn_matrix {
 
 /* The row format (QN_PREC_*) of an operation's matrix in a model of
  * precision p: a q4 model keeps down_proj (where 4-bit rounding costs most
- * accuracy), the embedding (op 0 here) and the vocabulary at q8
- * (docs/numerics.md). The plan (model_plan.cpp) and the programs both ask this. */
+ * accuracy), the embedding (op 0 here) and the vocabulary at q8; a q8
+ * model's vocabulary is q8a8 (q8 weights against 8-bit inputs), and so is its
+ * embedding when tied (docs/numerics.md). (A q4 model's vocabulary in q8a8
+ * took its qn_matmul_pre past the verifier's 1M instructions.) The plan
+ * (model_plan.cpp) and the programs both ask this. */
 QN_INLINE qn_u32 qn_op_format(qn_u32 p, qn_u32 op) {
+  if (p == QN_PREC_Q8 && op == QN_OP_VOCAB) return QN_PREC_Q8A8;
   if (p != QN_PREC_Q4) return p;
   /* QKV, GATEUP and O as one range: the verifier then follows two states (q4
    * ops, q8 ops) through the matmul program, not one per op */

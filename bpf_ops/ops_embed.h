@@ -21,7 +21,7 @@ struct emb_group_ctx {
   s32 *out;
   u32 j;
   int wf;
-  int q8;
+  u32 fmt;
 };
 
 static long emb_group_cb(u64 i, void *ctx) {
@@ -31,7 +31,7 @@ static long emb_group_cb(u64 i, void *ctx) {
   if (g >= HID_PAD / QN_GROUP || g >= SHAPE.max_groups) return 1; /* bounds out and the row (max_row_bytes) */
   s32 *out = gc->out;
 #pragma unroll
-  for (int k = 0; k < QN_GROUP; k++) out[g * QN_GROUP + k] = weight_q16(gc->row, gc->j, g, k, gc->wf, gc->q8);
+  for (int k = 0; k < QN_GROUP; k++) out[g * QN_GROUP + k] = weight_q16(gc->row, gc->j, g, k, gc->wf, gc->fmt);
   return 0;
 }
 
@@ -46,14 +46,15 @@ static long emb_pos_cb(u64 p, void *ctx) {
   if (!row) return qn_fail(st->thread, __LINE__);
   out += p * HID_PAD;
   int wf = weight_frac(&st->mat);
-  int q8 = embed_format() == QN_PREC_Q8;
-  struct emb_group_ctx gc = {row, out, j, wf, q8};
+  u32 fmt = embed_format();
+  struct emb_group_ctx gc = {row, out, j, wf, fmt};
   bpf_loop(st->mat.groups, emb_group_cb, &gc, 0);
-  if (q8) {
+  if (fmt != QN_PREC_Q24) {
     /* outlier columns: their int8 slots are zero; add the exact int64 weights */
     u32 groups = st->mat.groups;
     if (groups > SHAPE.max_groups) return qn_fail(0, __LINE__);
-    const QN_WQ s64 *wo = weight_q8_tail(row, groups, j);
+    const QN_WQ s64 *wo = weight_q8_tail(row, groups, j, fmt);
+    if (!wo) return qn_fail(0, __LINE__);
 #pragma unroll
     for (int k = 0; k < QN_OUT_COLS; k++) {
       u32 c = st->mat.ocol[k];

@@ -244,7 +244,7 @@ static __always_inline u32 mm_groups(u32 op, int cls) {
 }
 
 static __always_inline u32 mm_block_finish(const struct mm_state *st, u32 r, u32 c, const QN_WQ u8 *w, s64 *y,
-                                           int cls, int q4);
+                                           int cls, u32 fmt);
 
 static __always_inline u32 mm_block_pos(const struct mm_state *st, u32 r, u32 c, int cls) {
   u32 op = st->op;
@@ -263,16 +263,18 @@ static __always_inline u32 mm_block_pos(const struct mm_state *st, u32 r, u32 c,
   for (int j = 0; j < QN_Q8_BLOCK_ROWS; j++) d->y[j] = 0;
   struct q8_group_ctx gc = {w, x, xs, d};
   bpf_loop(groups, mm_q8_group_cb, &gc, 0);
-  return mm_block_finish(st, r, c, w, d->y, cls, 0);
+  return mm_block_finish(st, r, c, w, d->y, cls, QN_PREC_Q8);
 }
 
 #include "ops_matmul_q4.h"
+#include "ops_matmul_q8a8.h"
 
-/* The end of a block for compact position c: the outlier columns, then the
- * outputs (y: the block's row sums of that position; q4: 16 rows, else 8). */
+/* The end of a block of format fmt (q8, q4, q8a8) for compact position c:
+ * the outlier columns, then the outputs (y: the block's row sums of that
+ * position, one per row of the block). */
 static __always_inline u32 mm_block_finish(const struct mm_state *st, u32 r, u32 c, const QN_WQ u8 *w, s64 *y,
-                                           int cls, int q4) {
-  const u32 br = q4 ? QN_Q4_BLOCK_ROWS : QN_Q8_BLOCK_ROWS;
+                                           int cls, u32 fmt) {
+  const u32 br = qn_unit_rows(fmt);
   u32 op = st->op;
   QN_BARRIER(op);
   s32 *x = xq_row(st->thread, c);
@@ -293,7 +295,9 @@ static __always_inline u32 mm_block_finish(const struct mm_state *st, u32 r, u32
   for (u32 j = 0; j < br; j++) {
     u32 jj = j;
     QN_BARRIER(jj);
-    const QN_WQ s64 *t = (const QN_WQ s64 *)(w + (q4 ? qn_q4_btail_off(groups, jj) : qn_q8_btail_off(groups, jj)));
+    const QN_WQ s64 *t = (const QN_WQ s64 *)(w + (fmt == QN_PREC_Q4     ? qn_q4_btail_off(groups, jj)
+                                                  : fmt == QN_PREC_Q8A8 ? qn_q8a8_btail_off(groups, jj)
+                                                                        : qn_q8_btail_off(groups, jj)));
     y[jj & (QN_Q4_BLOCK_ROWS - 1)] += t[0] * x0 + t[1] * x1 + t[2] * x2 + t[3] * x3;
   }
   op = st->op; /* read again: see mm_rows_pos */
@@ -458,7 +462,7 @@ static __always_inline long mm_multi_step(u64 i, void *ctx, int cls) {
     if (c >= n) return 0;
     QN_BARRIER(m);
     if (m >= QN_Q8_PBLK) return qn_fail(st->thread, __LINE__);
-    u32 e = mm_block_finish(st, r, c, w, y + m * QN_Q8_BLOCK_ROWS, cls, 0);
+    u32 e = mm_block_finish(st, r, c, w, y + m * QN_Q8_BLOCK_ROWS, cls, QN_PREC_Q8);
     return e ? qn_fail(st->thread, e) : 0;
   }
   s32 *xq = buf_lookup(&xq_buf, st->thread);
@@ -476,7 +480,7 @@ static long mm_multi_cb_proj(u64 i, void *ctx) { return mm_multi_step(i, ctx, QN
 /* q8: the block kernel (mm_block_pos), also for prefill; q4: the q4a8
  * block kernel (its own callbacks: sharing a frame with the others' would
  * pass BPF's 512 bytes of stack over the three nested frames); q24: two rows. */
-static __always_inline long mm_row_step(u64 i, void *ctx, int cls, int q4) {
+static __always_inline long mm_row_step(u64 i, void *ctx, int cls, u32 kfmt) {
   struct mm_state *st = ctx;
   /* Callbacks never write the caller's stack: the verifier then sees one
    * state per loop and verifies each callback body once. */
@@ -486,19 +490,24 @@ static __always_inline long mm_row_step(u64 i, void *ctx, int cls, int q4) {
    * op in one format, not both (the kernel driver's programs stay within
    * its budget) */
   u32 fop = st->op;
-  if ((qn_op_format(SHAPE.precision, fop) == QN_PREC_Q4) != q4) return qn_fail(st->thread, __LINE__);
+  u32 ofmt = qn_op_format(SHAPE.precision, fop);
+  if ((ofmt == QN_PREC_Q4 || ofmt == QN_PREC_Q8A8 ? ofmt : 0) != kfmt) return qn_fail(st->thread, __LINE__);
   u32 step = n == 1 ? (u32)i : (u32)i / n;
   u32 c = (u32)i - step * n;
   u32 r = st->row_begin + step * st->row_step;
-  u32 e = q4 ? mm_q4_block_pos(st, r, c, cls)
+  u32 e = kfmt == QN_PREC_Q4     ? mm_q4_block_pos(st, r, c, cls)
+          : kfmt == QN_PREC_Q8A8 ? mm_q8a8_block_pos(st, r, c, cls)
           : SHAPE.precision != QN_PREC_Q24 ? mm_block_pos(st, r, c, cls)
                                            : mm_rows_pos(st, r, c, cls);
   return e ? qn_fail(st->thread, e) : 0;
 }
+/* kfmt 0: the q8 block or q24 row kernels */
 static long mm_row_cb_normed(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_NORMED, 0); }
 static long mm_row_cb_proj(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_PROJ, 0); }
-static long mm_q4_cb_normed(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_NORMED, 1); }
-static long mm_q4_cb_proj(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_PROJ, 1); }
+static long mm_q4_cb_normed(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_NORMED, QN_PREC_Q4); }
+static long mm_q4_cb_proj(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_PROJ, QN_PREC_Q4); }
+/* the vocabulary (normed class) */
+static long mm_q8a8_cb_normed(u64 i, void *ctx) { return mm_row_step(i, ctx, QN_MM_NORMED, QN_PREC_Q8A8); }
 
 static __always_inline long mm_prep(u64 i, void *ctx, int cls) {
   struct mm_state *st = ctx;
@@ -522,11 +531,11 @@ static __always_inline long mm_prep(u64 i, void *ctx, int cls) {
 static long mm_prep_cb_normed(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_NORMED); }
 static long mm_prep_cb_proj(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_PROJ); }
 
-/* A q4 callback's address, loaded inside the q4 branch: clang would
- * otherwise load it before the branch and select, and outside q4 models the
- * verifier then sees a live reference to a callback it never visited and
- * removed as dead ("verifier bug: No program to jit"). */
-#define mm_q4_only(cb)      \
+/* A format's callback address (q4, q8a8), loaded inside its branch: clang
+ * would otherwise load it before the branch and select, and in models
+ * without that format the verifier then sees a live reference to a callback
+ * it never visited and removed as dead ("verifier bug: No program to jit"). */
+#define mm_branch_cb(cb)      \
   ({                        \
     void *cb_ = (void *)cb; \
     QN_BARRIER(cb_);        \
@@ -563,18 +572,18 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi, int ops
    * q4 kernel serves every position of a pass one at a time, and so does
    * the q8 one outside the multi-position programs. */
   u32 fmt = qn_op_format(SHAPE.precision, st.op);
-  int q8 = fmt == QN_PREC_Q8, q4 = fmt == QN_PREC_Q4;
-  u32 unit = q4 ? QN_Q4_BLOCK_ROWS : q8 ? QN_Q8_BLOCK_ROWS : 2;
+  int q8 = fmt == QN_PREC_Q8, q4 = fmt == QN_PREC_Q4, q8a8 = fmt == QN_PREC_Q8A8;
+  u32 unit = fmt == QN_PREC_Q24 ? 2 : qn_unit_rows(fmt);
   st.row_step = st.op == QN_OP_GATEUP ? unit / 2 : unit;
   if (!q8) multi = 0;
   st.wf = weight_frac(&st.mat);
   u32 rows = st.op == QN_OP_GATEUP ? st.mat.rows / 2 : st.mat.rows;
   /* the packed q8 kernel is exact only for inputs within QN_Q8_ACT_BITS,
    * and the 8-bit inputs' scale needs them too */
-  int bad_act = (q8 || q4) && st.mat.act_bits > QN_Q8_ACT_BITS;
+  int bad_act = fmt != QN_PREC_Q24 && st.mat.act_bits > QN_Q8_ACT_BITS;
   if (!mm_op_in_class(st.op, cls) || st.thread >= SHAPE.threads || npos == 0 || npos > QN_PMAX ||
-      row_end < st.row_begin || row_end > rows || bad_act || ((q8 || q4) && st.row_begin % st.row_step != 0) ||
-      (SHAPE.precision == QN_PREC_Q4 && st.mat.format != fmt) ||
+      row_end < st.row_begin || row_end > rows || bad_act || (fmt != QN_PREC_Q24 && st.row_begin % st.row_step != 0) ||
+      st.mat.format != fmt || (q8a8 && cls != QN_MM_NORMED) ||
       st.mat.groups * QN_GROUP != (st.op == QN_OP_O ? QD_PAD : st.op == QN_OP_DOWN ? INTER_PAD : HID_PAD)) {
     a->status = __LINE__;
     return a->status;
@@ -598,9 +607,9 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi, int ops
     a->status = qn_err(st.thread);
     return a->status;
   }
-  if (q4) {
+  if (q4 || q8a8) {
     struct a8_state as = {st.thread, st.mat.groups * (QN_GROUP / QN_A8_GROUP)};
-    bpf_loop(n * as.halves, mm_q4_only(mm_a8_cb), &as, 0);
+    bpf_loop(n * as.halves, mm_branch_cb(mm_a8_cb), &as, 0);
   }
   if (q8) {
     struct gsum_state gs = {st.thread, st.mat.groups};
@@ -611,7 +620,7 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi, int ops
       bpf_loop(st.npb * (QN_Q8_PBLK / 2) * ps.chunks, mm_pack_cb, &ps, 0);
     }
   }
-  if ((q4 || q8) && qn_err(st.thread)) { /* the 8-bit inputs, group sums or packed inputs */
+  if (fmt != QN_PREC_Q24 && qn_err(st.thread)) { /* the 8-bit inputs, group sums or packed inputs */
     a->status = qn_err(st.thread);
     return a->status;
   }
@@ -632,7 +641,9 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi, int ops
   if (q8 && multi)
     bpf_loop(steps * st.npb * QN_Q8M_PARTS, cls == QN_MM_NORMED ? mm_multi_cb_normed : mm_multi_cb_proj, &st, 0);
   else if (q4)
-    bpf_loop(steps * n, cls == QN_MM_NORMED ? mm_q4_only(mm_q4_cb_normed) : mm_q4_only(mm_q4_cb_proj), &st, 0);
+    bpf_loop(steps * n, cls == QN_MM_NORMED ? mm_branch_cb(mm_q4_cb_normed) : mm_branch_cb(mm_q4_cb_proj), &st, 0);
+  else if (q8a8)
+    bpf_loop(steps * n, mm_branch_cb(mm_q8a8_cb_normed), &st, 0);
   else
     bpf_loop(steps * n, cls == QN_MM_NORMED ? mm_row_cb_normed : mm_row_cb_proj, &st, 0);
   a->status = qn_err(st.thread);

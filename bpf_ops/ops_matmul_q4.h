@@ -57,7 +57,7 @@ static __always_inline u32 mm_q4_block_pos(const struct mm_state *st, u32 r, u32
   for (int j = 0; j < QN_Q4_BLOCK_ROWS; j++) d->y[j] = 0;
   struct q4_group_ctx gc = {w, b + qn_xq_a8_code_off(IN_PAD, c), (const s64 *)(b + qn_xq_a8_scale_off(IN_PAD, c)), d};
   bpf_loop(2 * mm_groups(op, cls), mm_q4_group_cb, &gc, 0);
-  return mm_block_finish(st, r, c, w, d->y, cls, 1);
+  return mm_block_finish(st, r, c, w, d->y, cls, QN_PREC_Q4);
 }
 
 #endif

@@ -173,26 +173,38 @@ static __always_inline void dot2_q24(const QN_WQ u8 *ra, const QN_WQ u8 *rb, con
 
 #include "kernel_q8.h"
 #include "kernel_q4a8.h"
+#include "numerics_q8a8.h"
 
 static __always_inline int weight_frac(const struct qn_matrix *m) {
   return (int)qn_min64(m->wfrac, 31);
 }
 
-/* The embedding's row format: the model's, q8 in a q4 model. A load-time
- * constant, so the verifier prunes the other format's code. */
-static __always_inline u32 embed_format(void) { return qn_op_format(SHAPE.precision, 0); }
+/* The embedding's row format: q24 in a q24 model; tied, the vocabulary's
+ * (q8a8), else q8. A load-time constant, so the verifier prunes the other
+ * formats' code. */
+static __always_inline u32 embed_format(void) {
+  return qn_op_format(SHAPE.precision, SHAPE.tied ? QN_OP_VOCAB : 0);
+}
 
-/* Row r's unit and its row within the unit (q8: block r / 8, row r % 8) of
- * the embedding. */
+/* Row r's unit and its row within the unit (q8: block r / 8, row r % 8;
+ * q8a8: block r / 12) of the embedding. */
 static __always_inline const QN_WQ u8 *weight_unit_of(const struct qn_matrix *m, u32 r, u32 *j) {
-  u32 ur = embed_format() == QN_PREC_Q8 ? QN_Q8_BLOCK_ROWS : 1;
+  u32 ur = qn_unit_rows(embed_format());
   *j = r % ur;
   return weight_row(m, r / ur);
 }
 
 /* Column (g, k) of row j of a unit (embedding lookup) as Q16. */
-static __always_inline s32 weight_q16(const QN_WQ u8 *row, u32 j, u32 g, int k, int wfrac, int q8) {
-  if (q8) {
+static __always_inline s32 weight_q16(const QN_WQ u8 *row, u32 j, u32 g, int k, int wfrac, u32 fmt) {
+  if (fmt == QN_PREC_Q8A8) {
+    j &= 15;
+    if (j >= QN_Q8A8_BLOCK_ROWS) return 0;
+    s64 scale = *(const QN_WQ s32 *)(row + qn_q8a8_bscale_off(g, j));
+    u64 v = *(const QN_WQ u64 *)(row + qn_q8a8_bword_off(g, k / QN_A8_GROUP, k % QN_A8_GROUP, qn_q8a8_word(j)));
+    s64 q = (s64)((v >> qn_q8a8_code_shift(j)) & 0xFF) - QN_Q8_CODE_BIAS;
+    return qn_sat32(qn_round_shift(q * scale, wfrac - QN_ACT_FRAC));
+  }
+  if (fmt == QN_PREC_Q8) {
     j &= QN_Q8_BLOCK_ROWS - 1;
     s64 scale = *(const QN_WQ s32 *)(row + qn_q8_bscale_off(g, j));
     s64 q = (s64)((const QN_WQ u8 *)(row + qn_q8_bcol_off(g, k)))[j] - QN_Q8_CODE_BIAS;
@@ -202,8 +214,17 @@ static __always_inline s32 weight_q16(const QN_WQ u8 *row, u32 j, u32 g, int k, 
   return qn_sat32(qn_round_shift(wg[k], wfrac - QN_ACT_FRAC));
 }
 
-/* q8: the outlier tail (int64 [QN_OUT_COLS]) of row j of a block. */
-static __always_inline const QN_WQ s64 *weight_q8_tail(const QN_WQ u8 *blk, u32 groups, u32 j) {
+/* q8, q8a8: the outlier tail (int64 [QN_OUT_COLS]) of row j of a block, or
+ * 0 past the largest block (the bounds the verifier needs, on the registers
+ * the offset is computed from). */
+static __always_inline const QN_WQ s64 *weight_q8_tail(const QN_WQ u8 *blk, u32 groups, u32 j, u32 fmt) {
+  QN_BARRIER(groups);
+  if (groups > SHAPE.max_groups) return 0;
+  if (fmt == QN_PREC_Q8A8) {
+    QN_BARRIER(j);
+    if (j >= QN_Q8A8_BLOCK_ROWS) return 0;
+    return (const QN_WQ s64 *)(blk + qn_q8a8_btail_off(groups, j));
+  }
   return (const QN_WQ s64 *)(blk + qn_q8_btail_off(groups, j & (QN_Q8_BLOCK_ROWS - 1)));
 }
 

@@ -44,7 +44,7 @@ Precision parse_precision(const std::string& s) {
 
 const char* weight_path_name(WeightPath p) { return p == WeightPath::arena ? "arena" : "map"; }
 const char* precision_name(Precision p) {
-  return p == Precision::q8 ? "q8" : p == Precision::q4 ? "q4" : "q24";
+  return p == Precision::q8 ? "q8" : p == Precision::q4 ? "q4" : p == Precision::q8a8 ? "q8a8" : "q24";
 }
 
 namespace engine {

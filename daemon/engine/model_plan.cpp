@@ -7,7 +7,8 @@
 namespace qwen3::engine {
 
 static_assert(static_cast<uint32_t>(Precision::q24) == QN_PREC_Q24 &&
-              static_cast<uint32_t>(Precision::q8) == QN_PREC_Q8 && static_cast<uint32_t>(Precision::q4) == QN_PREC_Q4);
+              static_cast<uint32_t>(Precision::q8) == QN_PREC_Q8 && static_cast<uint32_t>(Precision::q4) == QN_PREC_Q4 &&
+              static_cast<uint32_t>(Precision::q8a8) == QN_PREC_Q8A8);
 
 Precision matrix_precision(Precision model, MatrixKind kind) {
   uint32_t op = 0;  // the embedding: no matmul op
@@ -125,6 +126,7 @@ ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena,
   s.kv_dim = c.kv_dim();
   s.qkv_dim = s.q_dim + 2 * s.kv_dim;
   s.precision = static_cast<uint32_t>(precision);
+  s.tied = c.tie_word_embeddings ? 1 : 0;
   s.threads = threads;
   s.rope_theta_q16 = static_cast<uint64_t>(c.rope_theta * 65536.0 + 0.5);
   s.eps_q32 = static_cast<uint64_t>(c.rms_norm_eps * 4294967296.0 + 0.5);
@@ -145,7 +147,8 @@ ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena,
   // the largest unit (layout.h) of any matrix: q24 a row, q8 a block of 8
   // rows, q4 a block of 16 (a q4 model also has q8 matrices); the kernels
   // bound their reads by it
-  for (Precision p : {precision, matrix_precision(precision, MatrixKind::down)})
+  for (Precision p : {precision, matrix_precision(precision, MatrixKind::down),
+                      matrix_precision(precision, MatrixKind::lm_head)})
     s.max_row_bytes = std::max({s.max_row_bytes, unit_bytes_for(s.hidden, p), unit_bytes_for(s.q_dim, p),
                                 unit_bytes_for(s.inter, p)});
   if (s.max_row_bytes * 2 > QN_WENTRY_BYTES) throw invalid_argument("model rows too wide for the BPF engine");
@@ -162,7 +165,8 @@ ModelPlan make_model_plan(const ModelConfig& c, Precision precision, bool arena,
     p.cols = cols;
     p.m.rows = rows;
     p.m.groups = qn_groups_for(cols);
-    p.precision = matrix_precision(precision, kind);
+    // tied: the one matrix is the vocabulary's too, and has its format
+    p.precision = matrix_precision(precision, kind == MatrixKind::embed && plan.tied ? MatrixKind::lm_head : kind);
     p.m.format = static_cast<uint32_t>(p.precision);
     p.m.row_bytes = unit_bytes_for(cols, p.precision);
     const uint32_t units = p.units();

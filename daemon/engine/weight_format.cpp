@@ -36,7 +36,7 @@ int weight_frac_for(double max_abs, Precision p, const char* what) {
   int frac = q24 ? QN_W24_FRAC : QN_W8_FRAC;
   // the largest int32 stored: q8 a scale near max / 127; q24 a weight; q4 a
   // scale, at most max (q4_quantizer.h: a grid step kept from a checkpoint)
-  const double top = p == Precision::q8 ? max_abs / 127.0 : max_abs;
+  const double top = has_q8_rows(p) ? max_abs / 127.0 : max_abs;
   while (frac > QN_ACT_FRAC && std::ldexp(top, frac) >= 2147483000.0) frac--;
   if (!(std::ldexp(top, frac) < 2147483000.0))
     throw invalid_argument(std::string("weights of ") + what + " reach " + std::to_string(max_abs) +
@@ -97,7 +97,7 @@ uint64_t convert_row_q4(std::span<const float> w, int frac, uint8_t* out, const 
 uint64_t convert_row(std::span<const float> w, Precision p, int frac, uint8_t* out, const char* what,
                      std::span<const uint32_t> ocols) {
   if (p == Precision::q4) return convert_row_q4(w, frac, out, what, ocols);
-  const bool q8 = p == Precision::q8;
+  const bool q8 = has_q8_rows(p);
   const uint32_t prec = static_cast<uint32_t>(p);
   const size_t cols = w.size();
   const uint32_t groups = qn_groups_for(static_cast<uint32_t>(cols));
@@ -199,6 +199,52 @@ void q4_get(const uint8_t* blk, uint32_t groups, uint32_t j, uint8_t* img) {
   std::memcpy(img + qn_q4_tail_off(groups), blk + qn_q4_btail_off(groups, j), QN_OUT_TAIL_BYTES);
 }
 
+// Row j of q8a8 block `blk` <-> row image `img` (layout.h). Row j owns the
+// 8-bit field of its code in every column word and its lane field in its
+// accumulator's start values: lanes 0 and 1 hold 2^20 - 128 W (W: the row's
+// offset code sum over the half, so 3,096 .. 2^20: no borrow), the top lane
+// -128 W in bits 42..63. Fields are disjoint, so, as in q4_put, each one is
+// turned into its value by one atomic xor and workers may store rows of one
+// block at once.
+void xor_field(uint8_t* word_at, uint64_t value, uint32_t shift, uint64_t mask) {
+  uint64_t* word = reinterpret_cast<uint64_t*>(word_at);
+  const uint64_t now = (__atomic_load_n(word, __ATOMIC_RELAXED) >> shift) & mask;
+  if (now != (value & mask)) __atomic_fetch_xor(word, (now ^ (value & mask)) << shift, __ATOMIC_RELAXED);
+}
+void q8a8_put(uint8_t* blk, uint32_t groups, uint32_t j, const uint8_t* img) {
+  const uint32_t shift = qn_q8a8_code_shift(j), w = qn_q8a8_word(j), lane = qn_q8a8_lane(j);
+  const uint32_t lane_shift = QN_Q8A8_LANE_BITS * lane;
+  const uint64_t lane_mask = lane == 2 ? (uint64_t(1) << (64 - lane_shift)) - 1 : QN_Q8A8_LANE_MASK;
+  for (uint32_t g = 0; g < groups; g++) {
+    const uint8_t* gp = img + qn_group_off(QN_PREC_Q8, g);
+    std::memcpy(blk + qn_q8a8_bscale_off(g, j), gp, QN_Q8_SCALE_BYTES);
+    for (uint32_t h = 0; h < QN_GROUP / QN_A8_GROUP; h++) {
+      int64_t code_sum = 0;  // W: offset codes
+      for (uint32_t k = 0; k < QN_A8_GROUP; k++) {
+        const uint8_t code = static_cast<uint8_t>(gp[QN_Q8_SCALE_BYTES + h * QN_A8_GROUP + k] + QN_Q8_CODE_BIAS);
+        code_sum += code;
+        xor_field(blk + qn_q8a8_bword_off(g, h, k, w), code, shift, 0xFF);
+      }
+      const int64_t field = (lane == 2 ? 0 : QN_Q8A8_LANE_BIAS) - QN_A8_BIAS * code_sum;
+      xor_field(blk + qn_q8a8_bstart_off(g, h, qn_q8a8_acc(j)), static_cast<uint64_t>(field), lane_shift, lane_mask);
+    }
+  }
+  std::memcpy(blk + qn_q8a8_btail_off(groups, j), img + qn_q8_tail_off(groups), QN_OUT_TAIL_BYTES);
+}
+void q8a8_get(const uint8_t* blk, uint32_t groups, uint32_t j, uint8_t* img) {
+  const uint32_t shift = qn_q8a8_code_shift(j), w = qn_q8a8_word(j);
+  for (uint32_t g = 0; g < groups; g++) {
+    uint8_t* gp = img + qn_group_off(QN_PREC_Q8, g);
+    std::memcpy(gp, blk + qn_q8a8_bscale_off(g, j), QN_Q8_SCALE_BYTES);
+    for (uint32_t k = 0; k < QN_GROUP; k++) {
+      uint64_t v;
+      std::memcpy(&v, blk + qn_q8a8_bword_off(g, k / QN_A8_GROUP, k % QN_A8_GROUP, w), 8);
+      gp[QN_Q8_SCALE_BYTES + k] = static_cast<uint8_t>(((v >> shift) & 0xFF) - QN_Q8_CODE_BIAS);
+    }
+  }
+  std::memcpy(img + qn_q8_tail_off(groups), blk + qn_q8a8_btail_off(groups, j), QN_OUT_TAIL_BYTES);
+}
+
 // The row image of a padding row: weight 0 (q4: code 8, scale 0; q8: code 0).
 std::vector<uint8_t> padding_row(Precision p, uint32_t groups) {
   std::vector<uint8_t> img(qn_row_bytes(static_cast<uint32_t>(p), groups), 0);
@@ -218,7 +264,7 @@ void store_row(uint8_t* weights, const MatrixPlan& mp, uint32_t r, const uint8_t
     std::memcpy(unit, image, img_bytes);
     return;
   }
-  const auto put = mp.precision == Precision::q4 ? q4_put : q8_put;
+  const auto put = mp.precision == Precision::q4 ? q4_put : mp.precision == Precision::q8a8 ? q8a8_put : q8_put;
   put(unit, mp.m.groups, r % ur, image);
   if (r + 1 == mp.rows) {
     const std::vector<uint8_t> pad = padding_row(mp.precision, mp.m.groups);
@@ -233,7 +279,8 @@ void load_row(const uint8_t* weights, const MatrixPlan& mp, uint32_t r, uint8_t*
     std::memcpy(image, unit, qn_row_bytes(static_cast<uint32_t>(mp.precision), mp.m.groups));
     return;
   }
-  (mp.precision == Precision::q4 ? q4_get : q8_get)(unit, mp.m.groups, r % ur, image);
+  const auto get = mp.precision == Precision::q4 ? q4_get : mp.precision == Precision::q8a8 ? q8a8_get : q8_get;
+  get(unit, mp.m.groups, r % ur, image);
 }
 
 uint64_t convert_row_into(uint8_t* weights, const MatrixPlan& mp, uint32_t r, std::span<const float> w, int frac,
@@ -259,7 +306,7 @@ uint32_t act_bits_for(uint64_t max_l1, Precision p) {
 
 double dequant(const uint8_t* row, uint32_t c, Precision p, int frac, uint32_t cols,
                std::span<const uint32_t> ocols) {
-  const bool q8 = p == Precision::q8;
+  const bool q8 = has_q8_rows(p);
   const uint32_t prec = static_cast<uint32_t>(p);
   const uint32_t g = c / QN_GROUP, k = c % QN_GROUP;
   for (size_t i = 0; p != Precision::q24 && i < ocols.size(); i++)

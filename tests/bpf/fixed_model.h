@@ -13,6 +13,7 @@
 #include "numerics.h"
 #include "numerics_kv.h"
 #include "numerics_q4a8.h"
+#include "numerics_q8a8.h"
 #include "op_args.h"
 
 namespace qwen3::fixed_model {
@@ -95,9 +96,38 @@ inline int64_t dot_q4a8(const uint8_t* row, const int32_t* x, uint32_t groups, c
   return acc;
 }
 
+// q8a8: a q8 row image against the 8-bit quantization of x, one product at a
+// time: per group of 64 the two input groups' sums of code x q, then one
+// share (numerics_q8a8.h), and the outlier columns exactly, as q8.
+inline int64_t dot_q8a8(const uint8_t* row, const int32_t* x, uint32_t groups, const uint32_t* ocol) {
+  int64_t acc = 0;
+  for (uint32_t g = 0; g < groups; g++) {
+    const uint8_t* gp = row + qn_group_off(QN_PREC_Q8, g);
+    int64_t sum[2] = {0, 0}, xs[2] = {0, 0};
+    for (uint32_t h = 0; h < 2; h++) {
+      uint8_t xu[QN_A8_GROUP];
+      int64_t corr;
+      qn_a8_quantize_group(x + (2 * g + h) * QN_A8_GROUP, xu, &xs[h], &corr);
+      for (int k = 0; k < QN_A8_GROUP; k++)
+        sum[h] += int64_t(static_cast<int8_t>(gp[QN_Q8_SCALE_BYTES + h * QN_A8_GROUP + k])) *
+                  (int64_t(xu[k]) - QN_A8_BIAS);
+    }
+    int32_t scale;
+    std::memcpy(&scale, gp, QN_Q8_SCALE_BYTES);
+    acc += qn_q8a8_share(sum[0], xs[0], sum[1], xs[1], scale);
+  }
+  for (int k = 0; k < QN_OUT_COLS; k++) {
+    int64_t w;
+    std::memcpy(&w, row + qn_q8_tail_elem_off(groups, k), 8);
+    acc += w * x[ocol[k]];
+  }
+  return acc;
+}
+
 // Row format: bpf_ops/layout.h.
 inline int64_t dot(const uint8_t* row, const int32_t* x, uint32_t groups, Precision p, const uint32_t* ocol) {
   if (p == Precision::q4) return dot_q4a8(row, x, groups, ocol);
+  if (p == Precision::q8a8) return dot_q8a8(row, x, groups, ocol);
   const uint32_t prec = static_cast<uint32_t>(p);
   int64_t acc = 0;
   for (uint32_t g = 0; g < groups; g++) {
@@ -277,7 +307,7 @@ inline int32_t embed_value(const uint8_t* row, uint32_t c, Precision p, const qn
   const uint32_t g = c / QN_GROUP, k = c % QN_GROUP;
   const int wfrac = static_cast<int>(m.wfrac);
   const uint8_t* gp = row + qn_group_off(static_cast<uint32_t>(p), g);
-  if (p == Precision::q8) {
+  if (has_q8_rows(p)) {  // q8a8 rows are q8 row images
     int32_t scale;
     std::memcpy(&scale, gp, QN_Q8_SCALE_BYTES);
     int64_t q = static_cast<int8_t>(gp[QN_Q8_SCALE_BYTES + k]);
