@@ -491,12 +491,13 @@ static __always_inline long mm_row_step(u64 i, void *ctx, int cls, u32 kfmt) {
    * its budget) */
   u32 fop = st->op;
   u32 ofmt = qn_op_format(SHAPE.precision, fop);
-  if ((ofmt == QN_PREC_Q4 || ofmt == QN_PREC_Q8A8 ? ofmt : 0) != kfmt) return qn_fail(st->thread, __LINE__);
+  if ((ofmt == QN_PREC_Q4) != (kfmt == QN_PREC_Q4) || (ofmt == QN_PREC_Q8A8) != (kfmt == QN_PREC_Q8A8))
+    return qn_fail(st->thread, __LINE__);
   u32 step = n == 1 ? (u32)i : (u32)i / n;
   u32 c = (u32)i - step * n;
   u32 r = st->row_begin + step * st->row_step;
   u32 e = kfmt == QN_PREC_Q4     ? mm_q4_block_pos(st, r, c, cls)
-          : kfmt == QN_PREC_Q8A8 ? mm_q8a8_block_pos(st, r, c, cls)
+          : kfmt == QN_PREC_Q8A8 && SHAPE.precision == QN_PREC_Q8 ? mm_q8a8_block_pos(st, r, c, cls)
           : SHAPE.precision != QN_PREC_Q24 ? mm_block_pos(st, r, c, cls)
                                            : mm_rows_pos(st, r, c, cls);
   return e ? qn_fail(st->thread, e) : 0;
@@ -572,7 +573,9 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi, int ops
    * q4 kernel serves every position of a pass one at a time, and so does
    * the q8 one outside the multi-position programs. */
   u32 fmt = qn_op_format(SHAPE.precision, st.op);
-  int q8 = fmt == QN_PREC_Q8, q4 = fmt == QN_PREC_Q4, q8a8 = fmt == QN_PREC_Q8A8;
+  /* q8a8 tested on the precision too (a load-time constant): the verifier
+   * then drops its path in other models at once */
+  int q8 = fmt == QN_PREC_Q8, q4 = fmt == QN_PREC_Q4, q8a8 = SHAPE.precision == QN_PREC_Q8 && fmt == QN_PREC_Q8A8;
   u32 unit = fmt == QN_PREC_Q24 ? 2 : qn_unit_rows(fmt);
   st.row_step = st.op == QN_OP_GATEUP ? unit / 2 : unit;
   if (!q8) multi = 0;
