@@ -439,6 +439,12 @@ static __attribute__((noinline)) s32 drv_op_mm4(struct qn_drive_state *s, u32 i,
   if (!s || !a) return __LINE__;
   return drv_mm(s, a, QN_MM_NORMED, slot, QN_MM_ONLY_Q4);
 }
+static __attribute__((noinline)) s32 drv_op_vocab(struct qn_drive_state *s, u32 i, u32 slot) {
+  u32 kind = 0;
+  struct qn_args *a = drv_args(i, QN_FAM_VOCAB, slot, &kind);
+  if (!s || !a) return __LINE__;
+  return drv_mm(s, a, QN_MM_NORMED, slot, QN_MM_ONLY_Q8A8);
+}
 static __attribute__((noinline)) s32 drv_op_proj(struct qn_drive_state *s, u32 i, u32 slot) {
   u32 kind = 0;
   struct qn_args *a = drv_args(i, QN_FAM_PROJ, slot, &kind);
@@ -481,6 +487,7 @@ static __always_inline int drv_link(u32 fam, u32 slot) {
       else if (fam == QN_FAM_ATT) e = drv_op_att(s, (u32)i, slot);
       else if (fam == QN_FAM_PROJ) e = drv_op_proj(s, (u32)i, slot);
       else if (fam == QN_FAM_MM4) e = drv_op_mm4(s, (u32)i, slot);
+      else if (fam == QN_FAM_VOCAB) e = drv_op_vocab(s, (u32)i, slot);
       else e = drv_op_mm(s, (u32)i, slot);
       drv_done(s, fam, slot, (u32)i, e);
     }
@@ -494,6 +501,7 @@ static int drv_mm_cb(void *map, int *key, void *value) { return drv_link(QN_FAM_
 static int drv_proj_cb(void *map, int *key, void *value) { return drv_link(QN_FAM_PROJ, key ? (u32)*key : 0); }
 static int drv_att_cb(void *map, int *key, void *value) { return drv_link(QN_FAM_ATT, key ? (u32)*key : 0); }
 static int drv_mm4_cb(void *map, int *key, void *value) { return drv_link(QN_FAM_MM4, key ? (u32)*key : 0); }
+static int drv_vocab_cb(void *map, int *key, void *value) { return drv_link(QN_FAM_VOCAB, key ? (u32)*key : 0); }
 
 /* Sets the callback of family fam's wqs (every CPU slot); run once at load. */
 static __always_inline int drv_arm(int fam, int (*cb)(void *, int *, void *)) {
@@ -519,6 +527,8 @@ SEC("syscall")
 int qn_drive_arm_att(struct qn_args *a) { return a->status = drv_arm(QN_FAM_ATT, drv_att_cb); }
 SEC("syscall")
 int qn_drive_arm_mm4(struct qn_args *a) { return a->status = drv_arm(QN_FAM_MM4, drv_mm4_cb); }
+SEC("syscall")
+int qn_drive_arm_vocab(struct qn_args *a) { return a->status = drv_arm(QN_FAM_VOCAB, drv_vocab_cb); }
 
 /* Whether a submission can start (0) or the check's line. */
 static __always_inline s32 drv_check(const struct qn_drive_submit *sub) {

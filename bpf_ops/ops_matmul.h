@@ -547,7 +547,8 @@ static long mm_prep_cb_proj(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_PRO
  * format, ops_drive.h); outside q4 models every op is "not q4". */
 #define QN_MM_ANY 0
 #define QN_MM_ONLY_Q4 1
-#define QN_MM_NO_Q4 2
+#define QN_MM_NO_Q4 2    /* nor q8a8: the kernel driver's families split the formats */
+#define QN_MM_ONLY_Q8A8 3
 
 /* multi: the multi-position q8 kernel (the _pre programs, q8, >= 2 positions) */
 static __always_inline int mm_run(struct qn_args *a, int cls, int multi, int ops) {
@@ -556,8 +557,13 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi, int ops
   u32 op = a->op;
   /* tested on the register the state keeps: the verifier then explores only
    * these ops' formats */
+  /* a q8 model's vocabulary (q8a8) by its op, the one test the verifier
+   * narrows op with */
+  int vocab8 = SHAPE.precision == QN_PREC_Q8;
   if ((ops == QN_MM_ONLY_Q4 && qn_op_format(SHAPE.precision, op) != QN_PREC_Q4) ||
-      (ops == QN_MM_NO_Q4 && qn_op_format(SHAPE.precision, op) == QN_PREC_Q4)) {
+      (ops == QN_MM_NO_Q4 && qn_op_format(SHAPE.precision, op) == QN_PREC_Q4) ||
+      (ops == QN_MM_NO_Q4 && vocab8 && op == QN_OP_VOCAB) ||
+      (ops == QN_MM_ONLY_Q8A8 && (!vocab8 || op != QN_OP_VOCAB))) {
     a->status = __LINE__;
     return a->status;
   }

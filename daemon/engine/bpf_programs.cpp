@@ -126,8 +126,8 @@ void configure(Skel* s, const ProgramLayout& l) {
   s->rodata->DRIVE_VOCAB = qn_drive_vocab_link(&sh);
   set(s->maps.drive_plan, sizeof(qn_drive_link), l.drive ? links : 1, "drive_plan");
   for (bpf_program* p : {s->progs.qn_drive_start, s->progs.qn_drive_join, s->progs.qn_drive_arm_ctl, s->progs.qn_drive_arm_mm,
-                         s->progs.qn_drive_arm_proj, s->progs.qn_drive_arm_att, s->progs.qn_drive_arm_mm4, s->progs.qn_kdoor_arm,
-                         s->progs.qn_kdoor_ring})
+                         s->progs.qn_drive_arm_proj, s->progs.qn_drive_arm_att, s->progs.qn_drive_arm_mm4, s->progs.qn_drive_arm_vocab,
+                         s->progs.qn_kdoor_arm, s->progs.qn_kdoor_ring})
     bpf_program__set_autoload(p, l.drive);
   set(s->maps.kd_text, sizeof(qk_kd_text), l.drive ? sh.vocab : 1, "kd_text");  // kernel-started generations' text
 }
@@ -311,6 +311,7 @@ void BpfPrograms::load(const ProgramLayout& layout, std::string& log) {
     prog_drive_arm_[QN_FAM_PROJ] = bpf_program__fd(s->progs.qn_drive_arm_proj);
     prog_drive_arm_[QN_FAM_ATT] = bpf_program__fd(s->progs.qn_drive_arm_att);
     prog_drive_arm_[QN_FAM_MM4] = bpf_program__fd(s->progs.qn_drive_arm_mm4);
+    prog_drive_arm_[QN_FAM_VOCAB] = bpf_program__fd(s->progs.qn_drive_arm_vocab);
     prog_kdoor_arm_ = bpf_program__fd(s->progs.qn_kdoor_arm);
     prog_kdoor_ring_ = bpf_program__fd(s->progs.qn_kdoor_ring);
   }
@@ -374,7 +375,8 @@ std::vector<ProgramStat> BpfPrograms::stats() const {
                           std::pair{prog_drive_arm_[QN_FAM_MM], "qn_drive_arm_mm"},
                           std::pair{prog_drive_arm_[QN_FAM_PROJ], "qn_drive_arm_proj"},
                           std::pair{prog_drive_arm_[QN_FAM_ATT], "qn_drive_arm_att"},
-                          std::pair{prog_drive_arm_[QN_FAM_MM4], "qn_drive_arm_mm4"}}) {
+                          std::pair{prog_drive_arm_[QN_FAM_MM4], "qn_drive_arm_mm4"},
+                          std::pair{prog_drive_arm_[QN_FAM_VOCAB], "qn_drive_arm_vocab"}}) {
     if (fd < 0) continue;  // not loaded (q24: no packed prefill programs)
     bpf_prog_info info{};
     uint32_t len = sizeof info;
@@ -406,7 +408,7 @@ void BpfPrograms::sample() {
 
 void BpfPrograms::drive_arm() {
   static const char* const names[QN_FAM_COUNT] = {"qn_drive_arm_ctl", "qn_drive_arm_mm", "qn_drive_arm_proj",
-                                                   "qn_drive_arm_att", "qn_drive_arm_mm4"};
+                                                   "qn_drive_arm_att", "qn_drive_arm_mm4", "qn_drive_arm_vocab"};
   for (int f = 0; f < QN_FAM_COUNT; f++) {
     qn_args a{};
     run(prog_drive_arm_[f], names[f], a);

@@ -154,7 +154,7 @@ class BpfPrograms {
   int prog_matmul_ = -1, prog_matmul_proj_ = -1, prog_attention_ = -1, prog_embed_ = -1;
   int prog_rope_ = -1, prog_topk_merge_ = -1, prog_sample_ = -1;
   int prog_kdoor_arm_ = -1, prog_kdoor_ring_ = -1;
-  int prog_drive_start_ = -1, prog_drive_join_ = -1, prog_drive_arm_[QN_FAM_COUNT] = {-1, -1, -1, -1, -1};
+  int prog_drive_start_ = -1, prog_drive_join_ = -1, prog_drive_arm_[QN_FAM_COUNT] = {-1, -1, -1, -1, -1, -1};
   qn_drive_link* drive_plan_ = nullptr;
   qn_drive_state* drive_state_ = nullptr;
   int32_t* drive_prompt_ = nullptr;

@@ -79,6 +79,7 @@ void KernelDriver::fill_plan(const ModelPlan& plan, const std::function<qn_args(
       a.row_end = rr.end;
       const uint32_t family = op == QN_OP_O || op == QN_OP_DOWN ? QN_FAM_PROJ
                               : mp.precision == Precision::q4     ? QN_FAM_MM4
+                              : mp.precision == Precision::q8a8   ? QN_FAM_VOCAB
                                                                   : QN_FAM_MM;
       put(a, family, QN_LINK_MM, shares, k);
     }
