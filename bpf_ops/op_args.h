@@ -62,11 +62,11 @@ struct qn_matrix {
  * took its qn_matmul_pre past the verifier's 1M instructions.) The plan
  * (model_plan.cpp) and the programs both ask this. */
 QN_INLINE qn_u32 qn_op_format(qn_u32 p, qn_u32 op) {
-  if (p == QN_PREC_Q8 && op == QN_OP_VOCAB) return QN_PREC_Q8A8;
-  if (p != QN_PREC_Q4) return p;
   /* QKV, GATEUP and O as one range: the verifier then follows two states (q4
    * ops, q8 ops) through the matmul program, not one per op */
-  return op - QN_OP_QKV <= QN_OP_O - QN_OP_QKV ? QN_PREC_Q4 : QN_PREC_Q8;
+  if (p == QN_PREC_Q4) return op - QN_OP_QKV <= QN_OP_O - QN_OP_QKV ? QN_PREC_Q4 : QN_PREC_Q8;
+  if (p == QN_PREC_Q8 && op == QN_OP_VOCAB) return QN_PREC_Q8A8;
+  return p;
 }
 
 #ifdef __cplusplus

@@ -560,7 +560,8 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi, int ops
   /* a q8 model's vocabulary (q8a8) by its op, the one test the verifier
    * narrows op with */
   int vocab8 = SHAPE.precision == QN_PREC_Q8;
-  if ((ops == QN_MM_ONLY_Q4 && qn_op_format(SHAPE.precision, op) != QN_PREC_Q4) ||
+  if ((vocab8 && op > QN_OP_VOCAB) || /* first: "not VOCAB" is then one range, not two states */
+      (ops == QN_MM_ONLY_Q4 && qn_op_format(SHAPE.precision, op) != QN_PREC_Q4) ||
       (ops == QN_MM_NO_Q4 && qn_op_format(SHAPE.precision, op) == QN_PREC_Q4) ||
       (ops == QN_MM_NO_Q4 && vocab8 && op == QN_OP_VOCAB) ||
       (ops == QN_MM_ONLY_Q8A8 && (!vocab8 || op != QN_OP_VOCAB))) {
@@ -581,7 +582,11 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi, int ops
   u32 fmt = qn_op_format(SHAPE.precision, st.op);
   /* q8a8 tested on the precision too (a load-time constant): the verifier
    * then drops its path in other models at once */
-  int q8 = fmt == QN_PREC_Q8, q4 = fmt == QN_PREC_Q4, q8a8 = SHAPE.precision == QN_PREC_Q8 && fmt == QN_PREC_Q8A8;
+  /* each family's program keeps only its formats' code (ops is a constant
+   * per program): the kernel driver's mm program would otherwise verify the
+   * vocabulary's q8a8 kernel too, past its budget at bigger shapes */
+  int q8 = fmt == QN_PREC_Q8 && ops != QN_MM_ONLY_Q8A8, q4 = fmt == QN_PREC_Q4 && ops != QN_MM_ONLY_Q8A8;
+  int q8a8 = SHAPE.precision == QN_PREC_Q8 && fmt == QN_PREC_Q8A8 && ops != QN_MM_NO_Q4 && ops != QN_MM_ONLY_Q4;
   u32 unit = fmt == QN_PREC_Q24 ? 2 : qn_unit_rows(fmt);
   st.row_step = st.op == QN_OP_GATEUP ? unit / 2 : unit;
   if (!q8) multi = 0;
