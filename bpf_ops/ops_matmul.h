@@ -543,28 +543,31 @@ static long mm_prep_cb_proj(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_PRO
     cb_;                    \
   })
 
-/* Which ops of a q4 model a program runs (the kernel driver splits them by
- * format, ops_drive.h); outside q4 models every op is "not q4". */
+/* Which ops a program runs (the kernel driver splits them by format,
+ * ops_drive.h); outside q4 models every op is "not q4". */
 #define QN_MM_ANY 0
 #define QN_MM_ONLY_Q4 1
 #define QN_MM_NO_Q4 2    /* nor q8a8: the kernel driver's families split the formats */
 #define QN_MM_ONLY_Q8A8 3
+
+/* Whether op is outside the program's ops (QN_MM_*). Tested on the
+ * register mm_run keeps, so the verifier explores only these ops' formats; a
+ * q8 model's vocabulary (q8a8) is told by its op, bounded first so that "not
+ * VOCAB" is one range, not two states. */
+static __always_inline int mm_op_outside(u32 op, int ops) {
+  int vocab8 = SHAPE.precision == QN_PREC_Q8;
+  return (vocab8 && op > QN_OP_VOCAB) || (ops == QN_MM_ONLY_Q4 && qn_op_format(SHAPE.precision, op) != QN_PREC_Q4) ||
+         (ops == QN_MM_NO_Q4 && qn_op_format(SHAPE.precision, op) == QN_PREC_Q4) ||
+         (ops == QN_MM_NO_Q4 && vocab8 && op == QN_OP_VOCAB) ||
+         (ops == QN_MM_ONLY_Q8A8 && (!vocab8 || op != QN_OP_VOCAB));
+}
 
 /* multi: the multi-position q8 kernel (the _pre programs, q8, >= 2 positions) */
 static __always_inline int mm_run(struct qn_args *a, int cls, int multi, int ops) {
   struct mm_state st = {};
   st.mat = a->mat;
   u32 op = a->op;
-  /* tested on the register the state keeps: the verifier then explores only
-   * these ops' formats */
-  /* a q8 model's vocabulary (q8a8) by its op, the one test the verifier
-   * narrows op with */
-  int vocab8 = SHAPE.precision == QN_PREC_Q8;
-  if ((vocab8 && op > QN_OP_VOCAB) || /* first: "not VOCAB" is then one range, not two states */
-      (ops == QN_MM_ONLY_Q4 && qn_op_format(SHAPE.precision, op) != QN_PREC_Q4) ||
-      (ops == QN_MM_NO_Q4 && qn_op_format(SHAPE.precision, op) == QN_PREC_Q4) ||
-      (ops == QN_MM_NO_Q4 && vocab8 && op == QN_OP_VOCAB) ||
-      (ops == QN_MM_ONLY_Q8A8 && (!vocab8 || op != QN_OP_VOCAB))) {
+  if (mm_op_outside(op, ops)) {
     a->status = __LINE__;
     return a->status;
   }
@@ -580,11 +583,9 @@ static __always_inline int mm_run(struct qn_args *a, int cls, int multi, int ops
    * q4 kernel serves every position of a pass one at a time, and so does
    * the q8 one outside the multi-position programs. */
   u32 fmt = qn_op_format(SHAPE.precision, st.op);
-  /* q8a8 tested on the precision too (a load-time constant): the verifier
-   * then drops its path in other models at once */
   /* each family's program keeps only its formats' code (ops is a constant
-   * per program): the kernel driver's mm program would otherwise verify the
-   * vocabulary's q8a8 kernel too, past its budget at bigger shapes */
+   * per program; q8a8 also tested on the load-time precision): the driver's
+   * mm program would otherwise verify the vocabulary's q8a8 kernel too */
   int q8 = fmt == QN_PREC_Q8 && ops != QN_MM_ONLY_Q8A8, q4 = fmt == QN_PREC_Q4 && ops != QN_MM_ONLY_Q8A8;
   int q8a8 = SHAPE.precision == QN_PREC_Q8 && fmt == QN_PREC_Q8A8 && ops != QN_MM_NO_Q4 && ops != QN_MM_ONLY_Q4;
   u32 unit = fmt == QN_PREC_Q24 ? 2 : qn_unit_rows(fmt);
