@@ -1,4 +1,4 @@
-/* The q8a8 dot-product kernel (not yet an engine format; the lowbit probe runs it): one block
+/* The q8a8 dot-product kernel (the vocabulary of q8 models; the lowbit probe runs it too): one block
  * of 12 rows of q8 weights against 8-bit inputs in 21-bit lanes, 3 products
  * per 64-bit multiply (numerics_q8a8.h has the layout and why it is exact).
  *

@@ -1,4 +1,4 @@
-/* The matmul family's q8a8 step (the vocabulary of q8 and q4 models): the
+/* The matmul family's q8a8 step (the vocabulary of q8 models): the
  * input quantized to 8 bits once per pass (mm_a8_cb, as for q4), then a
  * block of 12 rows against one position, 12 products per column of 4
  * multiplies in 21-bit lanes (kernel_q8a8.h). A part of ops_matmul.h, which
