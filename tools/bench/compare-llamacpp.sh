@@ -72,6 +72,9 @@ if [[ -z $llama_bin ]]; then
     cmake --build "$llama_src/build-qwen3-compare" -j"$(nproc)" --target llama-bench llama-quantize
   fi
 fi
+# The GGUF converter and the report run on Debian's python3 (numpy and PyYAML for gguf-py).
+/usr/bin/python3 -c 'import numpy, yaml' 2>/dev/null ||
+  die "/usr/bin/python3 lacks numpy or yaml (gguf-py needs both): apt-get install python3-numpy python3-yaml"
 for tool in llama-bench llama-quantize; do [[ -x $llama_bin/$tool ]] || die "no $tool in $llama_bin"; done
 
 # The model as GGUF: BF16 as stored, then Q8_0 and Q4_0 (remade when the model is newer).
