@@ -72,15 +72,15 @@ if [[ -z $llama_bin ]]; then
     cmake --build "$llama_src/build-qwen3-compare" -j"$(nproc)" --target llama-bench llama-quantize
   fi
 fi
-# The GGUF converter and the report run on Debian's python3 (numpy and PyYAML for gguf-py).
-/usr/bin/python3 -c 'import numpy, yaml' 2>/dev/null ||
-  die "/usr/bin/python3 lacks numpy or yaml (gguf-py needs both): apt-get install python3-numpy python3-yaml"
 for tool in llama-bench llama-quantize; do [[ -x $llama_bin/$tool ]] || die "no $tool in $llama_bin"; done
 
 # The model as GGUF: BF16 as stored, then Q8_0 and Q4_0 (remade when the model is newer).
 name=$(basename "$(realpath "$model")")
 base=$work/$name-bf16.gguf
 if [[ ! -f $base || $model/model.safetensors -nt $base ]]; then
+  # the converter runs on Debian's python3, and gguf-py needs numpy and PyYAML
+  /usr/bin/python3 -c 'import numpy, yaml' 2>/dev/null ||
+    die "/usr/bin/python3 lacks numpy or yaml (gguf-py needs both): apt-get install python3-numpy python3-yaml"
   /usr/bin/python3 "$root/tools/bench/qwen3_to_gguf.py" "$model" "$base" --llama-src "$llama_src"
 fi
 formats=(Q8_0 Q4_0)
