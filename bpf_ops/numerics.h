@@ -56,18 +56,28 @@ typedef __u64 qn_u64;
 
 /* ---- basic helpers ------------------------------------------------------ */
 
-/* Number of significant bits of v (0 for 0): a branch-only binary search,
- * since BPF has no count-leading-zeros instruction. */
+/* Number of significant bits of v (0 for 0), since BPF has no count-leading-
+ * zeros instruction. Branch-free: each step's "is the top half non-zero" bit
+ * is a carry ((hi + 2^w - 1) >> w for hi < 2^w). With branches, the verifier
+ * of newer kernels (6.18.44) followed each of the 2^6 outcomes separately
+ * through the norm callbacks and stopped qn_matmul at its 1M limit. */
+#define QN_BITS_STEP(w)                                  \
+  do {                                                   \
+    qn_u64 s_ = ((v >> (w)) + ((1ULL << (w)) - 1)) >> (w); \
+    v >>= s_ * (w);                                      \
+    n += (int)(s_ * (w));                                \
+  } while (0)
 QN_INLINE int qn_bits_u64(qn_u64 v) {
   int n = 0;
-  if (v >> 32) { v >>= 32; n += 32; }
-  if (v >> 16) { v >>= 16; n += 16; }
-  if (v >> 8) { v >>= 8; n += 8; }
-  if (v >> 4) { v >>= 4; n += 4; }
-  if (v >> 2) { v >>= 2; n += 2; }
-  if (v >> 1) { v >>= 1; n += 1; }
+  QN_BITS_STEP(32);
+  QN_BITS_STEP(16);
+  QN_BITS_STEP(8);
+  QN_BITS_STEP(4);
+  QN_BITS_STEP(2);
+  QN_BITS_STEP(1);
   return n + (int)v;
 }
+#undef QN_BITS_STEP
 
 /* Per-element helpers are branch-free: BPF has no conditional move, and
  * branches inside unrolled loops multiply the states the verifier explores.

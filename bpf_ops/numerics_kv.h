@@ -87,17 +87,16 @@ QN_INLINE qn_s32 qn_attn_out(qn_s64 acc, qn_s32 levels) {
 #define QN_KV8_CODE_MAX 247 /* octave <= 30 keeps the value weights below 2^47 */
 #define QN_KV8_SCALE_CODES 8 /* K codes 0..7 carry K's scale code, 8..15 V's */
 
+/* Mantissa of scale code k (0..7): 2^15 * 2^(k/8), rounded, read from two
+ * words of four 16-bit entries without a branch. A switch forked the
+ * verifier's state 8 ways per use, per cached position, and kernel 6.18.44
+ * then stopped qn_attention at its 1M limit. */
+#define QN_KV8_MANT_0123 0xA5FF98388B968000ULL /* 42495 38968 35734 32768 */
+#define QN_KV8_MANT_4567 0xEAC1D745C567B505ULL /* 60097 55109 50535 46341 */
 QN_INLINE qn_s64 qn_kv8_mant(qn_s64 k) {
-  switch (k) {
-    case 0: return 32768;
-    case 1: return 35734;
-    case 2: return 38968;
-    case 3: return 42495;
-    case 4: return 46341;
-    case 5: return 50535;
-    case 6: return 55109;
-    default: return 60097;
-  }
+  qn_u64 upper = (qn_u64)((k >> 2) & 1);
+  qn_u64 word = QN_KV8_MANT_0123 + (QN_KV8_MANT_4567 - QN_KV8_MANT_0123) * upper;
+  return (qn_s64)((word >> (16 * (k & 3))) & 0xffff);
 }
 QN_INLINE qn_s64 qn_kv8_scale(qn_s64 e) { return qn_kv8_mant(e & 7) << (e >> 3); }
 

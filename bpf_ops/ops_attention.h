@@ -318,20 +318,25 @@ static __always_inline long att_score_pos(const struct att_state *st, u8 *b, u8 
  * A chunk lies inside one cache entry (QN_KV_BLOCK is a multiple). */
 #define ATT_CHUNK 16
 _Static_assert(QN_KV_BLOCK % ATT_CHUNK == 0, "a chunk of positions must not straddle two cache entries");
+/* The weighted V sums take fewer positions per callback: their body is the
+ * longest, and the verifier of kernel 6.18.44 follows each position's paths
+ * (skip or not) further than older ones did. */
+#define ATT_ACC_CHUNK 8
+_Static_assert(QN_KV_BLOCK % ATT_ACC_CHUNK == 0, "a chunk of positions must not straddle two cache entries");
 
 /* The cache entry holding chunk i of kv head acc->h (0 if a lookup fails). */
-static __always_inline u8 *att_chunk_block(const struct att_state *st, const struct qn_acc *acc, u64 i) {
+static __always_inline u8 *att_chunk_block(const struct att_state *st, const struct qn_acc *acc, u32 first_pos) {
   u32 slot = st->slot;
   void *kv = bpf_map_lookup_elem(&kv_outer, &slot);
   if (!kv) return 0;
-  return kv_block(kv, st->layer, acc->h, (u32)i * ATT_CHUNK);
+  return kv_block(kv, st->layer, acc->h, first_pos);
 }
 
 static __always_inline long att_score_chunk(const struct att_state *st, u64 i, int compact) {
   u8 *b = att_scratch(st->thread);
   struct qn_acc *acc = acc_of(st->thread);
   if (!b || !acc) return qn_fail(st->thread, __LINE__);
-  u8 *blk = att_chunk_block(st, acc, i);
+  u8 *blk = att_chunk_block(st, acc, (u32)i * ATT_CHUNK);
   if (!blk) return qn_fail(st->thread, __LINE__);
   const u32 n = acc->pos + 1;
   for (u32 t = 0; t < ATT_CHUNK; t++) {
@@ -414,11 +419,11 @@ static __always_inline long att_acc_chunk(const struct att_state *st, u64 i, int
   u8 *b = att_scratch(st->thread);
   struct qn_acc *acc = acc_of(st->thread);
   if (!b || !acc) return qn_fail(st->thread, __LINE__);
-  u8 *blk = att_chunk_block(st, acc, i);
+  u8 *blk = att_chunk_block(st, acc, (u32)i * ATT_ACC_CHUNK);
   if (!blk) return qn_fail(st->thread, __LINE__);
   const u32 n = acc->pos + 1;
-  for (u32 t = 0; t < ATT_CHUNK; t++) {
-    u32 pos = (u32)i * ATT_CHUNK + t;
+  for (u32 t = 0; t < ATT_ACC_CHUNK; t++) {
+    u32 pos = (u32)i * ATT_ACC_CHUNK + t;
     if (pos >= n) break;
     long r = att_acc_pos(st, b, blk, pos, compact);
     if (r) return r;
@@ -577,7 +582,7 @@ static long att_item_cb(u64 i, void *ctx) {
     struct qn_att_head *hs = att_heads(b);
     for (u32 j = 0; j < g; j++) hs[j].inv = qn_kv8_prob_inv(hs[j].sum); /* sum >= 2^30: the max's weight */
   }
-  bpf_loop(chunks, att_acc_cb, (void *)st, 0);
+  bpf_loop((pos + ATT_ACC_CHUNK) / ATT_ACC_CHUNK, att_acc_cb, (void *)st, 0);
   if (qn_err(st->thread)) return 1;
   bpf_loop(g, att_out_cb, (void *)st, 0);
   return qn_err(st->thread) ? 1 : 0;

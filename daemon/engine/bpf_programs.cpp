@@ -154,12 +154,16 @@ class KvTemplate {
 // for working on a program the verifier rejects; the buffers live for one load.
 class VerifierDump {
  public:
+  // QWEN3_BPF_VERIFIER_DUMP_PROGRAM=<name> logs that program alone, in the
+  // largest buffer the kernel takes (1 GiB - 1; the log keeps its last part).
   explicit VerifierDump(bpf_object* obj) : obj_(obj), dir_(getenv("QWEN3_BPF_VERIFIER_DUMP")) {
     if (!dir_) return;
+    const char* only = getenv("QWEN3_BPF_VERIFIER_DUMP_PROGRAM");
     bpf_program* p;
     bpf_object__for_each_program(p, obj_) {
       if (!bpf_program__autoload(p)) continue;
-      bufs_.emplace_back(size_t(1) << 29);
+      if (only && strcmp(bpf_program__name(p), only) != 0) continue;
+      bufs_.emplace_back(only ? (size_t(1) << 30) - 1 : size_t(1) << 29);
       bpf_program__set_log_level(p, 2);
       bpf_program__set_log_buf(p, bufs_.back().data(), bufs_.back().size());
     }
