@@ -17,6 +17,7 @@
 #include <mutex>
 
 #include "common/error.h"
+#include "engine/arena_probe.h"
 #include "engine/verifier_log.h"
 
 // The generated skeletons name kernel integer types in their .rodata struct.
@@ -221,6 +222,9 @@ BpfPrograms::BpfPrograms(const ProgramLayout& layout)
   const uint32_t threads = layout.shape.threads;
   if (threads == 0 || threads > QN_THREADS_LIMIT)
     throw invalid_argument("BPF programs need 1 to " + std::to_string(QN_THREADS_LIMIT) + " worker threads");
+  if (layout.arena && !arena_refusal().empty())
+    throw failed_precondition("weight_path = arena: this kernel refuses BPF arena maps (" + arena_refusal() +
+                              "); use weight_path = map");
   std::string log;
   {
     std::unique_lock lock(g_log_mutex);

@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
+#include "common/bpffs.h"
 #include "common/error.h"
 #include "engine/bpf_kv_cache.h"
 #include "engine/bpf_programs.h"
@@ -116,6 +119,7 @@ void KernelDoor::disable() {
 }
 
 void KernelDoor::pin(const std::string& dir) {
+  if (ensure_bpffs_for(dir)) spdlog::info("kernel path: mounted a bpffs at {}", kBpffsRoot);
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     throw Error("kernel path: cannot create " + dir + ": " + std::strerror(errno));
   for (const std::string& name : pinned_maps()) {

@@ -14,6 +14,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/bpffs.h"
 #include "common/error.h"
 #include "kclient_abi.h"
 #include "kclient_xdp.skel.h"
@@ -87,6 +88,7 @@ void KernelEndpoint::release() {
 }
 
 void KernelEndpoint::pin_maps() {
+  if (ensure_bpffs_for(options_.pin_dir)) spdlog::info("kernel clients: mounted a bpffs at {}", kBpffsRoot);
   if (::mkdir(options_.pin_dir.c_str(), 0700) != 0 && errno != EEXIST)
     throw Error("kernel clients: cannot create kernel_client_pin_dir " + options_.pin_dir + ": " + errno_text(errno) +
                 " (it must be on a bpffs, e.g. /sys/fs/bpf/qwen3-bpfd)");

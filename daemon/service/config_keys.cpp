@@ -151,7 +151,8 @@ std::vector<ConfigKey> model_keys() {
               "reference is float32 in user space, a debugging aid only",
               "--backend"},
              &DaemonConfig::backend, {"bpf", "reference"}),
-      choice({"weight_path", "map", kRestart, "How the bpf backend holds the weights: BPF array maps or a BPF arena",
+      choice({"weight_path", "map", kRestart, "How the bpf backend holds the weights: BPF array maps or a BPF arena (some kernels refuse arena maps "
+              "even to root; the load then says so)",
               "--weights"},
              &DaemonConfig::weight_path, {"map", "arena"}),
       choice({"precision", "q8", kRestart,
@@ -343,7 +344,8 @@ std::vector<ConfigKey> kernel_client_keys() {
               &DaemonConfig::udp_rate_limit, 0, 1000000),
       path({"kernel_client_pin_dir", "", kRestart,
             "bpffs directory where the submission ring and result maps are pinned for other BPF programs (mode "
-            "0600, root), e.g. /sys/fs/bpf/qwen3-bpfd. Empty: not pinned"},
+            "0600, root), e.g. /sys/fs/bpf/qwen3-bpfd; the daemon mounts a bpffs at /sys/fs/bpf if none is. Empty: "
+            "not pinned"},
            &DaemonConfig::kernel_client_pin_dir, {.empty_ok = true}),
   };
 }

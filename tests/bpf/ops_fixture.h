@@ -5,6 +5,7 @@
 #pragma once
 
 #include <bpf/bpf.h>
+#include "arena_skip.h"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -56,6 +57,7 @@ inline double q16(int32_t v) { return v / 65536.0; }
 class OpsTest : public testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
+    if (GetParam().arena) QWEN3_SKIP_WITHOUT_ARENA();
     cfg_ = small_config();
     plan_ = make_model_plan(cfg_, GetParam().precision, GetParam().arena, 2, 64, GetParam().kv_bits);
     progs_ = std::make_unique<BpfPrograms>(plan_.layout);

@@ -17,6 +17,7 @@
 #include "engine/bpf_kv_cache.h"
 #include "engine/pass_builder.h"
 #include "test_backends.h"
+#include "arena_skip.h"
 #include "model/model_dir.h"
 #include "op_args.h"
 
@@ -109,6 +110,9 @@ struct Param {
 
 class BatchTest : public testing::TestWithParam<Param> {
  protected:
+  void SetUp() override {
+    if (GetParam().path == WeightPath::arena) QWEN3_SKIP_WITHOUT_ARENA();
+  }
   Backend& backend() { return bpf(GetParam().model, GetParam().path, GetParam().prec, GetParam().kv_bits); }
 };
 

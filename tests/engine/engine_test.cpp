@@ -26,6 +26,7 @@
 #include "model/model_dir.h"
 #include "reference/reference_backend.h"
 #include "test_backends.h"
+#include "arena_skip.h"
 
 namespace qwen3 {
 namespace {
@@ -50,6 +51,7 @@ ForwardResult run(Backend& b, const std::vector<int32_t>& ids, ForwardWants w) {
 class PathsTest : public testing::TestWithParam<std::tuple<std::string, Precision>> {};
 
 TEST_P(PathsTest, MapAndArenaGiveBitIdenticalLogits) {
+  QWEN3_SKIP_WITHOUT_ARENA();
   auto [model, prec] = GetParam();
   std::mt19937_64 rng(11);
   ForwardWants w;
@@ -444,6 +446,7 @@ TEST(Errors, BadInputLeavesTheCacheAsItWas) {
 }
 
 TEST(Info, ReportsProgramsAndWeights) {
+  QWEN3_SKIP_WITHOUT_ARENA();
   Backend& b = bpf("tiny-outliers", WeightPath::arena, Precision::q8);
   BackendInfo i = b.info();
   EXPECT_EQ(i.name, "bpf");

@@ -330,9 +330,18 @@ say "check: a transient unit runs inside the container"
 out=$(run_ct -- sh -c 'echo "$$ $(cat /proc/1/comm)"' 2>&1) || die "systemd-run inside the container failed: $out"
 [[ $out == *" systemd" ]] || die "unexpected output of the transient unit: $out"
 
+# Arena maps serve only weight_path = arena, and some host kernels refuse them
+# to root as well (EPERM seen under lockdown=integrity): the container is then
+# not asked for them, and the run says so.
+arena_feature=arena_map
+if ! host_arena=$("$probe" arena_map 2>&1); then
+  say "note: the host kernel refuses BPF arena maps, so the container is not checked for them: $host_arena"
+  arena_feature=
+fi
+
 say "check: bpf() works in a plain unit of the container"
 out=$(run_ct -- /usr/libexec/qwen3-bpf-test/qwen3-bpf-feature-probe array_map syscall_prog_test_run_mmapable_map \
-        arena_map map_in_map xdp_prog_test_run 2>&1) ||
+        $arena_feature map_in_map xdp_prog_test_run 2>&1) ||
   die "BPF features fail inside the container (nspawn options?):"$'\n'"$out"
 
 # Runs the feature probe as a oneshot unit made from the service unit: the same
@@ -340,7 +349,8 @@ out=$(run_ct -- /usr/libexec/qwen3-bpf-test/qwen3-bpf-feature-probe array_map sy
 # lifecycle lines (notify, watchdog, reload, socket dependency) removed.
 # $1: unit name, further arguments: extra [Service] lines (a drop-in).
 # Prints the probe's "ok/FAIL feature" lines; returns the unit's success.
-probe_features="array_map syscall_prog_test_run_mmapable_map arena_map map_in_map xdp_prog_test_run landlock"
+probe_features="array_map syscall_prog_test_run_mmapable_map $arena_feature map_in_map xdp_prog_test_run landlock"
+n_features=$(wc -w <<<"$probe_features")
 run_probe_unit() {
   local name=$1; shift
   sed -e '/^Requires=/d; /^After=/d; /^Also=/d; /^WantedBy=/d; /^WatchdogSec=/d; /^ExecReload=/d; /^Restart/d' \
@@ -368,14 +378,15 @@ run_probe_unit() {
 
 say "check: the unit's hardening leaves bpf() working (feature probe under the same [Service] settings)"
 out=$(run_probe_unit qwen3-bpf-probe) || die "a BPF feature fails under the hardening of qwen3-bpfd.service:"$'\n'"$out"
-[[ $(grep -c '^ok ' <<<"$out") -eq 6 ]] || die "feature probe under the unit's hardening did not report 6 ok lines:"$'\n'"$out"
+[[ $(grep -c '^ok ' <<<"$out") -eq $n_features ]] ||
+  die "feature probe under the unit's hardening did not report $n_features ok lines:"$'\n'"$out"
 say "    $(paste -sd' ' <<<"$out")"
 
 # Controls: the sandbox really applies, and each of these settings is needed.
 say "check (control): without bpf (and landlock_*) in SystemCallFilter= every feature fails"
 out=$(run_probe_unit qwen3-bpf-probe-nobpf 'SystemCallFilter=' 'SystemCallFilter=@system-service') &&
   die "the probe passed although bpf() is not in SystemCallFilter=:"$'\n'"$out"
-[[ $(grep -c '^FAIL .*Operation not permitted' <<<"$out") -eq 6 ]] || die "unexpected probe result without bpf():"$'\n'"$out"
+[[ $(grep -c '^FAIL .*Operation not permitted' <<<"$out") -eq $n_features ]] || die "unexpected probe result without bpf():"$'\n'"$out"
 # (CAP_SYS_ADMIN also grants every BPF permission, so it goes too.)
 say "check (control): without CAP_BPF (and CAP_SYS_ADMIN) maps and programs fail"
 out=$(run_probe_unit qwen3-bpf-probe-nocapbpf 'CapabilityBoundingSet=~CAP_BPF CAP_SYS_ADMIN') &&
@@ -385,7 +396,7 @@ say "check (control): without CAP_NET_ADMIN loading XDP programs fails (the veri
 out=$(run_probe_unit qwen3-bpf-probe-nonetadmin 'CapabilityBoundingSet=~CAP_NET_ADMIN CAP_SYS_ADMIN') &&
   die "the probe passed without CAP_NET_ADMIN:"$'\n'"$out"
 grep -q '^FAIL xdp_prog_test_run:.*Operation not permitted' <<<"$out" || die "unexpected probe result without CAP_NET_ADMIN:"$'\n'"$out"
-grep -q '^ok arena_map' <<<"$out" || die "without CAP_NET_ADMIN more than XDP failed:"$'\n'"$out"
+grep -q '^ok map_in_map' <<<"$out" || die "without CAP_NET_ADMIN more than XDP failed:"$'\n'"$out"
 
 if ((harness_only)); then
   say "harness-only: container, systemd and bpf() work"
