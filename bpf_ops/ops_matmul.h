@@ -556,10 +556,14 @@ static long mm_prep_cb_proj(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_PRO
  * VOCAB" is one range, not two states. */
 static __always_inline int mm_op_outside(u32 op, int ops) {
   int vocab8 = SHAPE.precision == QN_PREC_Q8;
-  return (vocab8 && op > QN_OP_VOCAB) || (ops == QN_MM_ONLY_Q4 && qn_op_format(SHAPE.precision, op) != QN_PREC_Q4) ||
-         (ops == QN_MM_NO_Q4 && qn_op_format(SHAPE.precision, op) == QN_PREC_Q4) ||
-         (ops == QN_MM_NO_Q4 && vocab8 && op == QN_OP_VOCAB) ||
-         (ops == QN_MM_ONLY_Q8A8 && (!vocab8 || op != QN_OP_VOCAB));
+  if (vocab8 && op > QN_OP_VOCAB) return 1;
+  u32 fmt = qn_op_format(SHAPE.precision, op);
+  switch (ops) { /* a constant per program: one case is left */
+    case QN_MM_ONLY_Q4: return fmt != QN_PREC_Q4;
+    case QN_MM_NO_Q4: return fmt == QN_PREC_Q4 || (vocab8 && op == QN_OP_VOCAB);
+    case QN_MM_ONLY_Q8A8: return !vocab8 || op != QN_OP_VOCAB;
+    default: return 0;
+  }
 }
 
 /* multi: the multi-position q8 kernel (the _pre programs, q8, >= 2 positions) */
