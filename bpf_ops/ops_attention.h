@@ -582,7 +582,8 @@ static long att_item_cb(u64 i, void *ctx) {
     struct qn_att_head *hs = att_heads(b);
     for (u32 j = 0; j < g; j++) hs[j].inv = qn_kv8_prob_inv(hs[j].sum); /* sum >= 2^30: the max's weight */
   }
-  bpf_loop((pos + ATT_ACC_CHUNK) / ATT_ACC_CHUNK, att_acc_cb, (void *)st, 0);
+  u32 acc_chunks = (pos + ATT_ACC_CHUNK) / ATT_ACC_CHUNK; /* the V sums' shorter chunks */
+  bpf_loop(acc_chunks, att_acc_cb, (void *)st, 0);
   if (qn_err(st->thread)) return 1;
   bpf_loop(g, att_out_cb, (void *)st, 0);
   return qn_err(st->thread) ? 1 : 0;

@@ -550,10 +550,9 @@ static long mm_prep_cb_proj(u64 i, void *ctx) { return mm_prep(i, ctx, QN_MM_PRO
 #define QN_MM_NO_Q4 2    /* nor q8a8: the kernel driver's families split the formats */
 #define QN_MM_ONLY_Q8A8 3
 
-/* Whether op is outside the program's ops (QN_MM_*). Tested on the
- * register mm_run keeps, so the verifier explores only these ops' formats; a
- * q8 model's vocabulary (q8a8) is told by its op, bounded first so that "not
- * VOCAB" is one range, not two states. */
+/* Whether op is outside the program's ops (QN_MM_*), tested on the register mm_run
+ * keeps, so the verifier explores only these ops' formats. A q8 model's vocabulary
+ * (q8a8) is told by its op, bounded first so that "not VOCAB" is one range, not two states. */
 static __always_inline int mm_op_outside(u32 op, int ops) {
   int vocab8 = SHAPE.precision == QN_PREC_Q8;
   if (vocab8 && op > QN_OP_VOCAB) return 1;

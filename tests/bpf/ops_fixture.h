@@ -5,7 +5,6 @@
 #pragma once
 
 #include <bpf/bpf.h>
-#include "arena_skip.h"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include <memory>
 #include <random>
 
+#include "arena_skip.h"
 #include "common/error.h"
 #include "engine/attention_args.h"
 #include "engine/bpf_backend.h"  // precision_name

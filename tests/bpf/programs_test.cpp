@@ -7,7 +7,6 @@
 //     arena path) leaves no BPF map, program or mapping behind (a skeleton
 //     not destroyed on a throw keeps its map and program fds and mappings).
 #include <gtest/gtest.h>
-#include "arena_skip.h"
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "arena_skip.h"
 #include "common/error.h"
 #include "engine/bpf_programs.h"
 #include "engine/model_plan.h"
