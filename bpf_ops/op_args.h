@@ -56,16 +56,16 @@ struct qn_matrix {
 
 /* The row format (QN_PREC_*) of an operation's matrix in a model of
  * precision p: a q4 model keeps down_proj (where 4-bit rounding costs most
- * accuracy), the embedding (op 0 here) and the vocabulary at q8; a q8
- * model's vocabulary is q8a8 (q8 weights against 8-bit inputs), and so is its
- * embedding when tied (docs/numerics.md). (A q4 model's vocabulary in q8a8
- * took its qn_matmul_pre past the verifier's 1M instructions.) The plan
- * (model_plan.cpp) and the programs both ask this. */
+ * accuracy) and an untied embedding (op 0 here) at q8; the vocabulary of q8
+ * and q4 models is q8a8 (q8 weights against 8-bit inputs), and so is their
+ * embedding when tied (docs/numerics.md). The plan (model_plan.cpp) and the
+ * programs both ask this. */
 QN_INLINE qn_u32 qn_op_format(qn_u32 p, qn_u32 op) {
-  /* QKV, GATEUP and O as one range: the verifier then follows two states (q4
-   * ops, q8 ops) through the matmul program, not one per op */
+  /* QKV, GATEUP and O as one range: the verifier then follows one state per
+   * format through the matmul program, not one per op */
+  if (p == QN_PREC_Q24) return p;
+  if (op == QN_OP_VOCAB) return QN_PREC_Q8A8;
   if (p == QN_PREC_Q4) return op - QN_OP_QKV <= QN_OP_O - QN_OP_QKV ? QN_PREC_Q4 : QN_PREC_Q8;
-  if (p == QN_PREC_Q8 && op == QN_OP_VOCAB) return QN_PREC_Q8A8;
   return p;
 }
 
