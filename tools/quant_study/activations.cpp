@@ -16,15 +16,35 @@ std::string input_key(TraceStage stage, int layer) {
   }
 }
 
-MatrixInputFn act8_hook(int group, std::map<std::string, InputQuant> inputs) {
-  return [group, inputs = std::move(inputs)](TraceStage stage, int layer, int rows, int cols, float* data) {
+namespace {
+
+bool normed_stage(TraceStage stage) {
+  return stage == TraceStage::attn_norm || stage == TraceStage::mlp_norm || stage == TraceStage::final_norm;
+}
+
+// The engine's block floating point: Q16 values, then one right shift (rounded) so
+// that the largest keeps `bits` bits (qn_input_shift, qn_round_shift).
+void requantize_bfp(std::vector<double>& y, int bits) {
+  double mx = 0;
+  for (double v : y) mx = std::max(mx, std::fabs(std::nearbyint(v * 65536.0)));
+  const int used = mx > 0 ? static_cast<int>(std::floor(std::log2(mx))) + 1 : 0;
+  const double step = std::ldexp(1.0, std::max(0, used - bits));
+  for (double& v : y) v = std::floor(std::nearbyint(v * 65536.0) / step + 0.5) * step / 65536.0;
+}
+
+}  // namespace
+
+MatrixInputFn act8_hook(Act8 a, std::map<std::string, InputQuant> inputs) {
+  return [a, inputs = std::move(inputs)](TraceStage stage, int layer, int rows, int cols, float* data) {
+    if (a.normed_only && !normed_stage(stage)) return;
     auto it = inputs.find(input_key(stage, layer));
     const InputQuant* iq = it == inputs.end() ? nullptr : &it->second;
-    const int g = group > 0 ? group : cols;
+    const int g = a.group > 0 ? a.group : cols;
     std::vector<double> y(cols);
     for (int r = 0; r < rows; r++) {
       float* x = data + size_t(r) * cols;
       for (int k = 0; k < cols; k++) y[k] = iq && !iq->div.empty() ? x[k] / iq->div[k] : x[k];
+      if (a.bfp_bits > 0) requantize_bfp(y, a.bfp_bits);
       auto exact = [&](int k) { return iq && !iq->exact.empty() && iq->exact[k]; };
       for (int c0 = 0; c0 < cols; c0 += g) {
         const int n = std::min(g, cols - c0);

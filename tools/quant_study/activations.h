@@ -21,7 +21,15 @@ struct InputQuant {
 // The calibration key of a matrix input stage, "" for other stages.
 std::string input_key(TraceStage stage, int layer);
 
-// A hook quantizing each input row per group of `group` columns (0: one scale per row).
-MatrixInputFn act8_hook(int group, std::map<std::string, InputQuant> inputs);
+// How a study's 8-bit inputs are made.
+struct Act8 {
+  int group = -1;         // columns per scale; 0: one scale per row
+  int bfp_bits = 0;       // > 0: first requantize the row as the engine does (Q16, one shift keeping
+                          // this many bits of its largest element: prep_input, bpf_ops/ops_vector.h)
+  bool normed_only = false;  // only the inputs of QKV, gate/up and the vocabulary (RMSNorm outputs)
+};
+
+// A hook quantizing each input row per group of columns, as `a` says.
+MatrixInputFn act8_hook(Act8 a, std::map<std::string, InputQuant> inputs);
 
 }  // namespace qwen3::quant_study

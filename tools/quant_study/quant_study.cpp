@@ -34,12 +34,16 @@
 //   a8g<G>       8-bit activations: every matrix input quantized per group of G
 //                (-127..127, absmax/127), exact columns' inputs kept float
 //   a8vec        the same with one scale per input vector
+//   a8bfp<A>     before that, each input vector requantized as the engine's block
+//                floating point: Q16, one shift keeping A bits of its largest element
+//   a8normed     8-bit inputs only for the RMSNorm outputs' matrices (QKV, gate/up, vocabulary)
 //   <M>only      (qkv, o, gateup, down, embed, lmhead) quantize that matrix kind only
 //   bpfq4        (bpfq8, bpfq24) run the variant's weights in the BPF engine at that
 //                precision (compact K/V) instead of the float reference: e.g.
 //                q4g32+gptq+mse+emb8+down8+bpfq4 is an offline-GPTQ checkpoint as
 //                the daemon runs it (the q4 conversion keeps codes already on a 4-bit
 //                grid, engine/q4_quantizer.h); the written model is that checkpoint
+//   kv16         with bpfq<P>: the engine's int16 K/V instead of the compact one
 // e.g. rtn64  noise0.1  rtn64+gptq+actcols  engine  engine+a8g32  q4g32+mse+emb8+a8g32
 //
 // --against K scores every variant against variant K (1-based) instead of the
@@ -171,11 +175,13 @@ int main(int argc, char** argv) {
         BpfEngineOptions o;
         o.precision = parse_precision(v.bpf);
         o.threads = threads;
-        o.kv_bits = 8;
+        o.kv_bits = v.bpf_kv_bits;
         vrefs.push_back(make_bpf_backend(vmodels.back(), o));
       } else {
         auto ref_v = std::make_unique<ReferenceBackend>(vmodels.back(), threads);
-        if (v.act_group >= 0) ref_v->set_matrix_input_hook(act8_hook(v.act_group, std::move(vw.inputs)));
+        if (v.act_group >= 0)
+          ref_v->set_matrix_input_hook(
+              act8_hook({v.act_group, v.act_bfp_bits, v.act_normed_only}, std::move(vw.inputs)));
         vrefs.push_back(std::move(ref_v));
       }
       vw.data.clear();

@@ -87,6 +87,8 @@ Variant parse_variant(const std::string& s) {
       else if (t.rfind("q4g", 0) == 0) v.fmt.bits = 4, v.fmt.group = std::stoi(t.substr(3));
       else if (t.rfind("noise", 0) == 0) v.noise_pct = std::stod(t.substr(5));
       else if (t == "a8vec") v.act_group = 0;
+      else if (t == "a8normed") v.act_normed_only = true;
+      else if (t.rfind("a8bfp", 0) == 0) v.act_bfp_bits = std::stoi(t.substr(5));
       else if (t.rfind("a8g", 0) == 0) v.act_group = std::stoi(t.substr(3));
       else if (t == "mse") v.fmt.mse = true;
       else if (t == "gptq") v.gptq = true;
@@ -98,6 +100,7 @@ Variant parse_variant(const std::string& s) {
       else if (t == "qkv8" || t == "o8" || t == "gateup8" || t == "down8") v.as_q8.insert(t.substr(0, t.size() - 1));
       else if (t.size() > 4 && t.compare(t.size() - 4, 4, "only") == 0) v.only = t.substr(0, t.size() - 4);
       else if (t == "bpfq4" || t == "bpfq8" || t == "bpfq24") v.bpf = t.substr(3);
+      else if (t == "kv16") v.bpf_kv_bits = 16;
       else throw invalid_argument("");
     } catch (const std::exception&) {
       throw invalid_argument("unknown variant part '" + t + "' in " + s + " (see the header of quant_study.cpp)");
@@ -106,6 +109,10 @@ Variant parse_variant(const std::string& s) {
   }
   if (v.fmt.group < 1 || v.fmt.group > 128) throw invalid_argument("group must be 1..128 in " + s);
   if (v.act_group > 4096) throw invalid_argument("activation group must be 1..4096 in " + s);
+  if ((v.act_bfp_bits || v.act_normed_only) && v.act_group < 0)
+    throw invalid_argument("a8bfp and a8normed qualify 8-bit inputs: add a8g<G> or a8vec to " + s);
+  if (v.act_bfp_bits < 0 || v.act_bfp_bits > 30) throw invalid_argument("a8bfp bits must be 1..30 in " + s);
+  if (v.bpf_kv_bits == 16 && v.bpf.empty()) throw invalid_argument("kv16 is the BPF engine's K/V: add bpfq<P> to " + s);
   if (!v.bpf.empty() && v.act_group >= 0)
     throw invalid_argument("bpf" + v.bpf + " runs the engine's own inputs: drop a8g/a8vec from " + s);
   return v;

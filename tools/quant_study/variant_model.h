@@ -27,8 +27,11 @@ struct Variant {
   bool gptq = false, awq = false, actcols = false, nocols = false, engine = false;
   std::set<std::string> as_q8;  // matrix kinds stored as the engine's q8 (emb8: embed, lmhead)
   int act_group = -1;  // 8-bit activations: -1 off, 0 one scale per vector, else the group
+  int act_bfp_bits = 0;       // a8bfp<A>: the engine's A-bit block floating point first
+  bool act_normed_only = false;  // a8normed: only the RMSNorm outputs' matrices (QKV, gate/up, vocabulary)
   std::string only;    // matrix kind, empty = all
   std::string bpf;     // "" the float reference runs the variant; else the BPF engine at this precision
+  int bpf_kv_bits = 8;  // its K/V cache: compact (the daemon's default), or int16 with kv16
   bool needs_calibration() const { return gptq || awq || actcols; }
 };
 
