@@ -13,7 +13,9 @@
 #   --model DIR         a qwen3-bpfd model directory (BF16 safetensors)
 #   --rounds N          alternated rounds (default 4)
 #   --threads N         threads of both engines (default 2)
-#   --prompt N          prompt tokens of the prefill figure (default 64)
+#   --prompt N          prompt tokens of the prefill figure (default 64); both
+#                       engines' prefill is timed warm (llama-bench warms up
+#                       first; qwen3-bpf-bench --prefill runs after its decode)
 #   --decode N          decoded tokens of the decode figure (default 32)
 #   --work DIR          where the GGUF files go (default /var/tmp/qwen3-compare)
 #   --qwen3-bench PATH  qwen3-bpf-bench (default: build/tools/bench/, then PATH)
@@ -119,7 +121,8 @@ for ((r = 1; r <= rounds; r++)); do
   ((kernel_driver)) && driver_args=(--driver kernel)
   for qf in ${qformats//,/ }; do
   env_json=$(measured "$work/qwen3.json" "$qbench" --model "$model" --precision "$qf" --weights map --no-reference \
-    --json --threads "$threads" --prompt-tokens "$prompt" --decode "$decode" --rounds 1 "${driver_args[@]}")
+    --json --threads "$threads" --prompt-tokens "$prompt" --decode "$decode" --prefill "$prompt" --rounds 1 \
+    "${driver_args[@]}")
   /usr/bin/python3 - "$work/qwen3.json" "$env_json" "$r" "$qf" >>"$work/rounds.jsonl" <<'PY'
 import json, sys
 run = json.load(open(sys.argv[1]))["runs"][0]
@@ -128,7 +131,10 @@ fmt = sys.argv[4]
 print(json.dumps({"round": int(sys.argv[3]), "engine": "qwen3-bpfd", "format": fmt,
                   "decode_ms_per_token": run["decode_ms_per_token"],
                   "decode_cpu_ms_per_token": run.get("decode_cpu_ms_per_token"),
-                  "prefill_tokens_per_second": run["prefill_tokens_per_second"], **env}))
+                  # warm, as llama-bench's after its warm-up run; the first pass after
+                  # the load (cold caches, first touch of the weights) kept apart
+                  "prefill_tokens_per_second": run["prefill_n_tokens_per_second"],
+                  "first_prefill_tokens_per_second": run["prefill_tokens_per_second"], **env}))
 # The kernel-driven decode (the daemon's default), from the same process.
 for d in run.get("drivers", []):
     print(json.dumps({"round": int(sys.argv[3]), "engine": "qwen3-bpfd", "format": fmt + " " + d["driver"],
