@@ -32,8 +32,8 @@
 #define QN_FAM_MM 1   /* qn_matmul's ops: QKV, GATEUP, VOCAB */
 #define QN_FAM_PROJ 2 /* qn_matmul_proj's ops: O, DOWN */
 #define QN_FAM_ATT 3  /* qn_attention */
-#define QN_FAM_MM4 4  /* a q4 model's q4 ops of qn_matmul: QKV, GATEUP (QN_FAM_MM keeps VOCAB) */
-#define QN_FAM_VOCAB 5 /* a q8 model's vocabulary (q8a8): QN_FAM_MM takes the rest */
+#define QN_FAM_MM4 4  /* a q4 model's q4 ops of qn_matmul: QKV, GATEUP */
+#define QN_FAM_VOCAB 5 /* the vocabulary of q8 and q4 models (q8a8): QN_FAM_MM takes the rest */
 #define QN_FAM_COUNT 6
 
 /* What a plan link runs (qn_drive_link.kind). */
