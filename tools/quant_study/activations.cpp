@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+
+#include "numerics.h"  // qn_input_shift, qn_round_shift
 
 namespace qwen3::quant_study {
 
@@ -22,14 +25,18 @@ bool normed_stage(TraceStage stage) {
   return stage == TraceStage::attn_norm || stage == TraceStage::mlp_norm || stage == TraceStage::final_norm;
 }
 
-// The engine's block floating point: Q16 values, then one right shift (rounded) so
-// that the largest keeps `bits` bits (qn_input_shift, qn_round_shift).
+// The engine's block floating point: Q16 values, then one rounded right shift so
+// that the largest keeps `bits` bits, with the engine's own qn_input_shift and
+// qn_round_shift.
 void requantize_bfp(std::vector<double>& y, int bits) {
-  double mx = 0;
-  for (double v : y) mx = std::max(mx, std::fabs(std::nearbyint(v * 65536.0)));
-  const int used = mx > 0 ? static_cast<int>(std::floor(std::log2(mx))) + 1 : 0;
-  const double step = std::ldexp(1.0, std::max(0, used - bits));
-  for (double& v : y) v = std::floor(std::nearbyint(v * 65536.0) / step + 0.5) * step / 65536.0;
+  std::vector<int64_t> q(y.size());
+  uint64_t max_abs = 0;
+  for (size_t k = 0; k < y.size(); k++) {
+    q[k] = std::llround(y[k] * 65536.0);
+    max_abs = std::max<uint64_t>(max_abs, static_cast<uint64_t>(std::llabs(q[k])));
+  }
+  const int s = qn_input_shift(max_abs, bits);
+  for (size_t k = 0; k < y.size(); k++) y[k] = std::ldexp(double(qn_round_shift(q[k], s)), s - 16);
 }
 
 }  // namespace
