@@ -75,8 +75,10 @@ class SessionTransferTest(unittest.TestCase):
         for name in spec:
             r = cls.cli_as(None, name, "status", "--wait", timeout=300)
             if r.returncode != 0:
+                with open(os.path.join(cls.tmp, name, "log"), errors="replace") as f:
+                    daemon_log = f.read()[-4000:]  # why it stopped: tearDownClass removes the directory
                 cls.tearDownClass()
-                raise RuntimeError(f"daemon {name} did not load: {r.stderr}")
+                raise RuntimeError(f"daemon {name} did not load: {r.stderr}\ndaemon log (tail):\n{daemon_log}")
 
     @classmethod
     def tearDownClass(cls):
