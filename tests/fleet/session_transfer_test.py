@@ -34,10 +34,21 @@ MODELS = os.environ.get("QWEN3_TEST_MODELS", "")
 TCP_UID = 4294967294
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def listening_socket():
+    """A TCP listener the test holds from bind to the daemon's exit, passed by
+    socket activation: a port picked here and bound later by the daemon could
+    be taken in between by another test's client under ctest -j."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    return s
+
+
+def activated(argv, fd):
+    """argv run with fd as systemd's first socket named http-tcp: LISTEN_PID
+    must be the daemon's own pid, which only the exec'ing shell knows."""
+    return ["/bin/sh", "-c", f'exec 3<&{fd} {fd}<&-; LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=http-tcp exec "$@"',
+            "sh", *argv]
 
 
 def kv_part(data):
@@ -58,20 +69,23 @@ class SessionTransferTest(unittest.TestCase):
             f.write(cls.token)
         os.chmod(os.path.join(cls.tmp, "token"), 0o600)
         spec = {"A": ("tiny", "q8", 8), "B": ("tiny", "q8", 8), "C": ("tiny", "q24", 16), "D": ("tiny-outliers", "q8", 8)}
-        cls.procs, cls.port = {}, free_port()
+        cls.tcp = listening_socket()
+        cls.procs, cls.port = {}, cls.tcp.getsockname()[1]
         env = {k: v for k, v in os.environ.items() if k not in ("LISTEN_FDS", "LISTEN_PID", "NOTIFY_SOCKET")}
         for name, (model, precision, kv_bits) in spec.items():
             d = os.path.join(cls.tmp, name)
             os.makedirs(d)
             os.chmod(d, 0o755)
-            extra = f"http_listen = 127.0.0.1:{cls.port}\nhttp_token_file = {cls.tmp}/token\n" if name == "B" else ""
+            extra = f"http_token_file = {cls.tmp}/token\n" if name == "B" else ""
             with open(os.path.join(d, "conf"), "w") as f:
                 f.write(f"model_dir = {MODELS}/{model}\nprecision = {precision}\nkv_bits = {kv_bits}\n"
                         f"socket_path = {d}/grpc.sock\nhttp_socket = {d}/http.sock\nsocket_group = nogroup\n"
                         f"state_dir = {d}/state\nthreads = 1\ndefault_context = 256\n{extra}")
             log = open(os.path.join(d, "log"), "w")
-            cls.procs[name] = (subprocess.Popen([DAEMON, "--config", f"{d}/conf"], stdout=log, stderr=subprocess.STDOUT,
-                                                env=env), log)
+            argv = [DAEMON, "--config", f"{d}/conf"]
+            fds = (cls.tcp.fileno(),) if name == "B" else ()
+            cls.procs[name] = (subprocess.Popen(activated(argv, fds[0]) if fds else argv, stdout=log,
+                                                stderr=subprocess.STDOUT, env=env, pass_fds=fds), log)
         for name in spec:
             r = cls.cli_as(None, name, "status", "--wait", timeout=300)
             if r.returncode != 0:
@@ -89,6 +103,7 @@ class SessionTransferTest(unittest.TestCase):
             except subprocess.TimeoutExpired:
                 proc.kill()
             log.close()
+        cls.tcp.close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     @classmethod
