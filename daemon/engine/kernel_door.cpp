@@ -119,25 +119,15 @@ void KernelDoor::disable() {
 }
 
 void KernelDoor::pin(const std::string& dir) {
-  if (ensure_bpffs_for(dir)) spdlog::info("kernel path: mounted a bpffs at {}", kBpffsRoot);
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    throw Error("kernel path: cannot create " + dir + ": " + std::strerror(errno));
-  for (const std::string& name : pinned_maps()) {
-    const std::string path = dir + "/" + name;
-    ::unlink(path.c_str());  // a stale pin of a crashed daemon
-    if (bpf_obj_pin(progs_.map_fd(name.c_str()), path.c_str()) != 0) {
-      const int err = errno;
-      unpin();
-      throw Error("kernel path: cannot pin " + path + ": " + std::strerror(err) + " (it must be on a bpffs)");
-    }
-    ::chmod(path.c_str(), 0600);
-    pinned_dir_ = dir;
-  }
+  std::vector<MapPin> maps;
+  for (const std::string& name : pinned_maps()) maps.push_back({name, progs_.map_fd(name.c_str())});
+  pin_maps(dir, maps, "kernel path");
+  pinned_dir_ = dir;
 }
 
 void KernelDoor::unpin() {
   if (pinned_dir_.empty()) return;
-  for (const std::string& name : pinned_maps()) ::unlink((pinned_dir_ + "/" + name).c_str());
+  unpin_maps(pinned_dir_, pinned_maps());
   pinned_dir_.clear();
 }
 

@@ -88,27 +88,15 @@ void KernelEndpoint::release() {
 }
 
 void KernelEndpoint::pin_maps() {
-  if (ensure_bpffs_for(options_.pin_dir)) spdlog::info("kernel clients: mounted a bpffs at {}", kBpffsRoot);
-  if (::mkdir(options_.pin_dir.c_str(), 0700) != 0 && errno != EEXIST)
-    throw Error("kernel clients: cannot create kernel_client_pin_dir " + options_.pin_dir + ": " + errno_text(errno) +
-                " (it must be on a bpffs, e.g. /sys/fs/bpf/qwen3-bpfd)");
-  for (const char* name : kPinnedMaps) {
-    const std::string path = options_.pin_dir + "/" + name;
-    if (::unlink(path.c_str()) == 0) spdlog::warn("kernel clients: replaced the stale pin {}", path);
-    if (int err = bpf_map__pin(map_named(skel_, name), path.c_str())) {
-      unpin_maps();
-      throw Error("kernel clients: cannot pin " + path + ": " + errno_text(err) +
-                  " (kernel_client_pin_dir must be on a bpffs)");
-    }
-    ::chmod(path.c_str(), 0600);
-    pinned_ = true;
-  }
+  std::vector<MapPin> maps;
+  for (const char* name : kPinnedMaps) maps.push_back({name, bpf_map__fd(map_named(skel_, name))});
+  qwen3::pin_maps(options_.pin_dir, maps, "kernel clients (kernel_client_pin_dir)");
+  pinned_ = true;
   spdlog::info("kernel clients: maps pinned in {} (mode 0600, root)", options_.pin_dir);
 }
 
 void KernelEndpoint::unpin_maps() {
-  for (const char* name : kPinnedMaps) bpf_map__unpin(map_named(skel_, name), nullptr);
-  ::rmdir(options_.pin_dir.c_str());  // only when empty: a client's pinned link keeps it
+  qwen3::unpin_maps(options_.pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)});
   pinned_ = false;
 }
 
