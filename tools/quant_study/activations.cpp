@@ -51,6 +51,8 @@ MatrixInputFn act8_hook(Act8 a, std::map<std::string, InputQuant> inputs) {
     for (int r = 0; r < rows; r++) {
       float* x = data + size_t(r) * cols;
       for (int k = 0; k < cols; k++) y[k] = iq && !iq->div.empty() ? x[k] / iq->div[k] : x[k];
+      if (a.fix_frac > 0)
+        for (double& v : y) v = std::ldexp(double(std::llround(std::ldexp(v, a.fix_frac))), -a.fix_frac);
       if (a.bfp_bits > 0) requantize_bfp(y, a.bfp_bits);
       auto exact = [&](int k) { return iq && !iq->exact.empty() && iq->exact[k]; };
       for (int c0 = 0; c0 < cols; c0 += g) {

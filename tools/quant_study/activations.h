@@ -26,6 +26,8 @@ struct Act8 {
   int group = -1;         // columns per scale; 0: one scale per row
   int bfp_bits = 0;       // > 0: first requantize the row as the engine does (Q16, one shift keeping
                           // this many bits of its largest element: prep_input, bpf_ops/ops_vector.h)
+  int fix_frac = 0;       // > 0: first round every input to this many fraction bits (a perturbation
+                          // the size of a fixed-point activation stream's rounding)
   bool normed_only = false;  // only the inputs of QKV, gate/up and the vocabulary (RMSNorm outputs)
 };
 

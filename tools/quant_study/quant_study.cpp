@@ -36,6 +36,8 @@
 //   a8vec        the same with one scale per input vector
 //   a8bfp<A>     before that, each input vector requantized as the engine's block
 //                floating point: Q16, one shift keeping A bits of its largest element
+//   a8fix<F>     before that, every input rounded to F fraction bits: how much
+//                the 8-bit codes move under a fixed-point stream's rounding
 //   a8normed     8-bit inputs only for the RMSNorm outputs' matrices (QKV, gate/up, vocabulary)
 //   <M>only      (qkv, o, gateup, down, embed, lmhead) quantize that matrix kind only
 //   bpfq4        (bpfq8, bpfq24) run the variant's weights in the BPF engine at that
@@ -181,7 +183,7 @@ int main(int argc, char** argv) {
         auto ref_v = std::make_unique<ReferenceBackend>(vmodels.back(), threads);
         if (v.act_group >= 0)
           ref_v->set_matrix_input_hook(
-              act8_hook({v.act_group, v.act_bfp_bits, v.act_normed_only}, std::move(vw.inputs)));
+              act8_hook({v.act_group, v.act_bfp_bits, v.act_fix_frac, v.act_normed_only}, std::move(vw.inputs)));
         vrefs.push_back(std::move(ref_v));
       }
       vw.data.clear();

@@ -89,6 +89,7 @@ Variant parse_variant(const std::string& s) {
       else if (t == "a8vec") v.act_group = 0;
       else if (t == "a8normed") v.act_normed_only = true;
       else if (t.rfind("a8bfp", 0) == 0) v.act_bfp_bits = std::stoi(t.substr(5));
+      else if (t.rfind("a8fix", 0) == 0) v.act_fix_frac = std::stoi(t.substr(5));
       else if (t.rfind("a8g", 0) == 0) v.act_group = std::stoi(t.substr(3));
       else if (t == "mse") v.fmt.mse = true;
       else if (t == "gptq") v.gptq = true;
@@ -109,9 +110,10 @@ Variant parse_variant(const std::string& s) {
   }
   if (v.fmt.group < 1 || v.fmt.group > 128) throw invalid_argument("group must be 1..128 in " + s);
   if (v.act_group > 4096) throw invalid_argument("activation group must be 1..4096 in " + s);
-  if ((v.act_bfp_bits || v.act_normed_only) && v.act_group < 0)
-    throw invalid_argument("a8bfp and a8normed qualify 8-bit inputs: add a8g<G> or a8vec to " + s);
+  if ((v.act_bfp_bits || v.act_fix_frac || v.act_normed_only) && v.act_group < 0)
+    throw invalid_argument("a8bfp, a8fix and a8normed qualify 8-bit inputs: add a8g<G> or a8vec to " + s);
   if (v.act_bfp_bits < 0 || v.act_bfp_bits > 30) throw invalid_argument("a8bfp bits must be 1..30 in " + s);
+  if (v.act_fix_frac < 0 || v.act_fix_frac > 40) throw invalid_argument("a8fix fraction bits must be 1..40 in " + s);
   if (v.bpf_kv_bits == 16 && v.bpf.empty()) throw invalid_argument("kv16 is the BPF engine's K/V: add bpfq<P> to " + s);
   if (!v.bpf.empty() && v.act_group >= 0)
     throw invalid_argument("bpf" + v.bpf + " runs the engine's own inputs: drop a8g/a8vec from " + s);

@@ -28,6 +28,7 @@ struct Variant {
   std::set<std::string> as_q8;  // matrix kinds stored as the engine's q8 (emb8: embed, lmhead)
   int act_group = -1;  // 8-bit activations: -1 off, 0 one scale per vector, else the group
   int act_bfp_bits = 0;       // a8bfp<A>: the engine's A-bit block floating point first
+  int act_fix_frac = 0;       // a8fix<F>: inputs rounded to F fraction bits first
   bool act_normed_only = false;  // a8normed: only the RMSNorm outputs' matrices (QKV, gate/up, vocabulary)
   std::string only;    // matrix kind, empty = all
   std::string bpf;     // "" the float reference runs the variant; else the BPF engine at this precision
