@@ -1,15 +1,8 @@
 #include "engine/kernel_door.h"
 
-#include <bpf/bpf.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstring>
-
-#include <spdlog/spdlog.h>
 
 #include "common/bpffs.h"
 #include "common/error.h"

@@ -5,7 +5,6 @@
 #include <linux/if_link.h>
 #include <net/if.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
