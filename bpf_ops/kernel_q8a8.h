@@ -3,11 +3,15 @@
  * per 64-bit multiply (numerics_q8a8.h has the layout and why it is exact).
  *
  * Per column: one input byte u and two u64 words of 6 rows each; a word V
- * gives (V & CODES) * u and ((V >> 8) & CODES) * u, three products each, so
- * 3 loads + 16 ALU = 19 BPF instructions per 12 products (q8: 20 per 8, q4a8:
- * 20 per 16). The lanes take the 32 columns of an input group without
- * spreading; per input group and row only the lane read and its scaling
- * remain. The includer provides the BPF integer types (u8..s64) and QN_WQ.
+ * gives (V & CODES) * u and (V >> 8) * u, three products each, so 3 loads +
+ * 14 ALU = 17 BPF instructions per 12 products (q8: 20 per 8, q4a8: 20 per
+ * 16). V >> 8 keeps the low rows' codes of lanes 1 and 2 at bits 13 and 34,
+ * so the high accumulator gathers 2^13 (D1 + 2^21 D2) on top of its own
+ * lanes, D1 and D2 being the low accumulator's lane sums: that term is taken
+ * off once per input group (qn_q8a8_high_fix), not masked off per column. The
+ * lanes take the 32 columns of an input group without spreading; per input
+ * group and row only the lane read and its scaling remain. The includer
+ * provides the BPF integer types (u8..s64) and QN_WQ.
  */
 #ifndef QWEN3_BPF_KERNEL_Q8A8_H
 #define QWEN3_BPF_KERNEL_Q8A8_H
@@ -15,7 +19,8 @@
 #include "numerics_q8a8.h"
 
 /* One word at offset ov into accumulators ta (its rows 0-2) and tb (rows
- * 3-5). BPF ALU ops overwrite their destination, hence the copy. */
+ * 3-5, with the low rows' codes of lanes 1 and 2 still in: qn_q8a8_high_fix).
+ * BPF ALU ops overwrite their destination, hence the copy. */
 #define QN_Q8A8_ASM_WORD(ov, ta, tb)    \
   "%[v] = *(u64 *)(%[pv] + " ov ")\n\t" \
   "%[u] = %[v]\n\t"                     \
@@ -23,7 +28,6 @@
   "%[u] *= %[x]\n\t"                    \
   "%[" ta "] += %[u]\n\t"               \
   "%[v] >>= 8\n\t"                      \
-  "%[v] &= %[m]\n\t"                    \
   "%[v] *= %[x]\n\t"                    \
   "%[" tb "] += %[v]\n\t"
 
@@ -36,8 +40,9 @@
 /* One half of a weight group (one input group of 32 columns): ph is the
  * half (its 4 start values, then its columns), pu the input bytes, start the
  * input's share of the start values. t0..t3: the accumulators' final values
- * X (numerics_q8a8.h). Written in asm for the reason kernel_q8.h gives: 10
- * registers exactly (4 accumulators, word, input, copy, mask, 2 pointers). */
+ * X (numerics_q8a8.h; t1 and t3 before qn_q8a8_high_fix). Written in asm
+ * for the reason kernel_q8.h gives: 10 registers exactly (4 accumulators,
+ * word, input, copy, mask, 2 pointers). */
 _Static_assert(QN_A8_GROUP == 32 && QN_Q8A8_BSTARTS_BYTES == 32 && QN_Q8A8_BCOL_BYTES == 16,
                "q8a8_half_asm's offsets are those of 4 start values, then 32 columns of two u64 each");
 static __always_inline void q8a8_half_asm(const QN_WQ u8 *ph, const u8 *pu, u64 start, u64 *s0, u64 *s1,
@@ -123,9 +128,17 @@ static __always_inline void dot12_q8a8_group(const QN_WQ u8 *blk, u32 g, const u
   q8a8_half_asm(blk + qn_q8a8_bhalf_off(g, 0), xu, start[0], &a0, &a1, &a2, &a3);
   q8a8_half_asm(blk + qn_q8a8_bhalf_off(g, 1), xu + QN_A8_GROUP, start[1], &b0, &b1, &b2, &b3);
   const QN_WQ s32 *sc = (const QN_WQ s32 *)(blk + qn_q8a8_bscale_off(g, 0));
+  /* the low accumulators' start values, read again here rather than kept
+   * across the asm: BPF's 512-byte stack over three frames has no room */
+  const QN_WQ u64 *wa = (const QN_WQ u64 *)((const QN_WQ u8 *)sc + QN_Q8A8_BSCALES_BYTES);
+  const QN_WQ u64 *wb = (const QN_WQ u64 *)((const QN_WQ u8 *)sc + QN_Q8A8_BSCALES_BYTES + QN_Q8A8_BHALF_BYTES);
   s64 xs0 = xs[0], xs1 = xs[1];
+  a1 = qn_q8a8_high_fix(a1, wa[0] - start[0], a0);
+  b1 = qn_q8a8_high_fix(b1, wb[0] - start[1], b0);
   q8a8_add_rows(a0, b0, xs0, xs1, &sc[0], &out->y[0]);
   q8a8_add_rows(a1, b1, xs0, xs1, &sc[3], &out->y[3]);
+  a3 = qn_q8a8_high_fix(a3, wa[2] - start[0], a2);
+  b3 = qn_q8a8_high_fix(b3, wb[2] - start[1], b2);
   q8a8_add_rows(a2, b2, xs0, xs1, &sc[6], &out->y[6]);
   q8a8_add_rows(a3, b3, xs0, xs1, &sc[9], &out->y[9]);
 }

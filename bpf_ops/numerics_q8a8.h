@@ -15,7 +15,8 @@
  *   column k two u64 words: word w holds rows 6w .. 6w+5 as
  *     V = w0 | w3 << 8 | w1 << 21 | w4 << 29 | w2 << 42 | w5 << 50
  *   (w = c + 128), so V & QN_Q8A8_CODES puts rows 0, 1, 2 of the word in the
- *   three lanes and (V >> 8) & QN_Q8A8_CODES rows 3, 4, 5.
+ *   three lanes and V >> 8 rows 3, 4, 5 (with rows 1 and 2 at bits 13 and
+ *   34, taken off once per input group: qn_q8a8_high_fix).
  * Accumulator a (0..3) sums the lanes of rows 3a, 3a+1, 3a+2 (lane i: row
  * 3a + i): word a / 2, shifted by 8 when a is odd.
  *
@@ -49,6 +50,17 @@ QN_INLINE qn_u64 qn_q8a8_weight_start(qn_s64 w0, qn_s64 w1, qn_s64 w2) {
 QN_INLINE qn_u64 qn_q8a8_input_start(qn_s64 corr) {
   qn_s64 q_sum = corr / QN_Q4_CODE_BIAS; /* exact */
   return (qn_u64)(QN_A8_BIAS * q_sum) * QN_Q8A8_LANE_ONES;
+}
+
+/* An odd (high) accumulator's final value X. The kernel adds (V >> 8) u
+ * unmasked, so the low rows' codes of lanes 1 and 2 (bits 21 and 42 of V)
+ * land at bits 13 and 34: the high accumulator ends 2^13 (P >> 21) above X,
+ * where P = sum (V & CODES) u = D0 + 2^21 D1 + 2^42 D2 is what its even
+ * partner gathered from its start value (each D < 2^21, so P >> 21 = D1 +
+ * 2^21 D2 exactly). hi: the high sum; lo_start, lo_end: the partner's start
+ * and final values; all mod 2^64. */
+QN_INLINE qn_u64 qn_q8a8_high_fix(qn_u64 hi, qn_u64 lo_start, qn_u64 lo_end) {
+  return hi - (((lo_end - lo_start) >> QN_Q8A8_LANE_BITS) << (QN_Q8A8_LANE_BITS - QN_Q8A8_HIGH_SHIFT));
 }
 
 /* Row (3a + i)'s true sum S from accumulator a's final value X. */

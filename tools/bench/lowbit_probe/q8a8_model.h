@@ -57,16 +57,25 @@ inline void pack_q8a8(const Block& b, uint8_t* out) {
 }
 
 // The kernel's arithmetic for half h of group g: the four accumulators from
-// their start values through the masked words times the input bytes, mod 2^64,
-// then each row's sum S read from its lane.
+// their start values through the words times the input bytes, mod 2^64 (the
+// even ones masked, the odd ones shifted only, then qn_q8a8_high_fix), then
+// each row's sum S read from its lane.
 inline Q8a8Sums q8a8_lane_sums(const Block& b, const lb_input& in, int g, int h) {
   int a8 = 2 * g + h;
   Q8a8Sums s{};
+  uint64_t lo_start = 0, lo_end = 0;
   for (int a = 0; a < QN_Q8A8_ACCS; a++) {
-    uint64_t x = q8a8_weight_start(b, g, h, a) - in.a8_start[a8];
+    const uint64_t start = q8a8_weight_start(b, g, h, a) - in.a8_start[a8];
+    uint64_t x = start;
     for (int k = 0; k < QN_A8_GROUP; k++) {
-      uint64_t v = q8a8_word(b, g, h, k, a / 2) >> (QN_Q8A8_HIGH_SHIFT * (a % 2));
-      x += (v & QN_Q8A8_CODES) * in.xu[a8 * QN_A8_GROUP + k];
+      const uint64_t v = q8a8_word(b, g, h, k, a / 2);
+      x += (a % 2 ? v >> QN_Q8A8_HIGH_SHIFT : v & QN_Q8A8_CODES) * in.xu[a8 * QN_A8_GROUP + k];
+    }
+    if (a % 2) {
+      x = qn_q8a8_high_fix(x, lo_start, lo_end);
+    } else {
+      lo_start = start;
+      lo_end = x;
     }
     s[3 * a] = qn_q8a8_lane0(x);
     s[3 * a + 1] = qn_q8a8_lane1(x);
