@@ -100,6 +100,12 @@ static __always_inline void q8a8_half_asm(const QN_WQ u8 *ph, const u8 *pu, u64 
 }
 _Static_assert(QN_Q8A8_CODES == 0x3fc001fe000ffULL, "q8a8_half_asm's mask is QN_Q8A8_CODES");
 
+/* Accumulator a's stored start value (its weights' share) in half h of a
+ * weight group (grp: the group's first byte; layout.h's offsets within group 0). */
+static __always_inline u64 q8a8_stored_start(const QN_WQ u8 *grp, u32 h, u32 a) {
+  return *(const QN_WQ u64 *)(grp + qn_q8a8_bstart_off(0, h, a));
+}
+
 struct qn_dot12 {
   s64 y[QN_Q8A8_BLOCK_ROWS];
 };
@@ -127,18 +133,17 @@ static __always_inline void dot12_q8a8_group(const QN_WQ u8 *blk, u32 g, const u
   u64 a0, a1, a2, a3, b0, b1, b2, b3;
   q8a8_half_asm(blk + qn_q8a8_bhalf_off(g, 0), xu, start[0], &a0, &a1, &a2, &a3);
   q8a8_half_asm(blk + qn_q8a8_bhalf_off(g, 1), xu + QN_A8_GROUP, start[1], &b0, &b1, &b2, &b3);
-  const QN_WQ s32 *sc = (const QN_WQ s32 *)(blk + qn_q8a8_bscale_off(g, 0));
-  /* the low accumulators' start values, read again here rather than kept
-   * across the asm: BPF's 512-byte stack over three frames has no room */
-  const QN_WQ u64 *wa = (const QN_WQ u64 *)((const QN_WQ u8 *)sc + QN_Q8A8_BSCALES_BYTES);
-  const QN_WQ u64 *wb = (const QN_WQ u64 *)((const QN_WQ u8 *)sc + QN_Q8A8_BSCALES_BYTES + QN_Q8A8_BHALF_BYTES);
+  const QN_WQ u8 *grp = blk + qn_q8a8_bscale_off(g, 0);
+  const QN_WQ s32 *sc = (const QN_WQ s32 *)grp;
   s64 xs0 = xs[0], xs1 = xs[1];
-  a1 = qn_q8a8_high_fix(a1, wa[0] - start[0], a0);
-  b1 = qn_q8a8_high_fix(b1, wb[0] - start[1], b0);
+  /* the low accumulators' start values are read again from the block rather
+   * than kept across the asm: BPF's 512-byte stack over three frames has no room */
+  a1 = qn_q8a8_high_fix(a1, q8a8_stored_start(grp, 0, 0) - start[0], a0);
+  b1 = qn_q8a8_high_fix(b1, q8a8_stored_start(grp, 1, 0) - start[1], b0);
   q8a8_add_rows(a0, b0, xs0, xs1, &sc[0], &out->y[0]);
   q8a8_add_rows(a1, b1, xs0, xs1, &sc[3], &out->y[3]);
-  a3 = qn_q8a8_high_fix(a3, wa[2] - start[0], a2);
-  b3 = qn_q8a8_high_fix(b3, wb[2] - start[1], b2);
+  a3 = qn_q8a8_high_fix(a3, q8a8_stored_start(grp, 0, 2) - start[0], a2);
+  b3 = qn_q8a8_high_fix(b3, q8a8_stored_start(grp, 1, 2) - start[1], b2);
   q8a8_add_rows(a2, b2, xs0, xs1, &sc[6], &out->y[6]);
   q8a8_add_rows(a3, b3, xs0, xs1, &sc[9], &out->y[9]);
 }
