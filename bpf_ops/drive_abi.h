@@ -65,6 +65,17 @@ struct qn_drive_link {
   qn_u32 group_first, group_end; /* the links of this operator's shares: [first, end) */
 };
 
+/* How long one plan link ran in a generation (drive_link_time, one entry per
+ * plan link, mmapable): its two longest runs. The links' time is wall time, so
+ * a pause of the virtual CPU (the host running something else) lands in
+ * whichever link was running, once; a link that itself runs long does so at
+ * every token, and shows in second_ns too. */
+struct qn_drive_link_time {
+  qn_u64 gen_ns;     /* the generation these figures are of (its t_start_ns); older ones count as 0 */
+  qn_u64 longest_ns; /* the longest run */
+  qn_u64 second_ns;  /* the second longest: the longest the link took twice */
+};
+
 /* A submission (ctx of qn_drive_start). */
 struct qn_drive_submit {
   qn_u32 tag;          /* echoed in every record (a request id) */

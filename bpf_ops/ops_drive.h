@@ -77,6 +77,15 @@ struct {
   __uint(max_entries, QN_FAM_COUNT * QN_DRIVE_CPUS); /* key fam * QN_DRIVE_CPUS + CPU slot */
 } drive_args SEC(".maps");
 
+/* Each plan link's longest runs (DRIVE_LINKS entries, set at load). */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(key_size, 4);
+  __uint(value_size, sizeof(struct qn_drive_link_time));
+  __uint(max_entries, 1);
+  __uint(map_flags, BPF_F_MMAPABLE);
+} drive_link_time SEC(".maps");
+
 /* When each (family, CPU slot)'s running link started. */
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -170,6 +179,21 @@ static __always_inline void drv_note_time(struct qn_drive_state *s, u32 key, u32
     s->max_link_at = link;
   }
   __sync_fetch_and_add(&s->busy_ns, d);
+  /* No other chain runs this link until its operator is done, which is after
+   * this: the entry has one writer at a time. */
+  struct qn_drive_link_time *lt = buf_lookup(&drive_link_time, link);
+  if (!lt) return;
+  if (lt->gen_ns != s->t_start_ns) {
+    lt->gen_ns = s->t_start_ns;
+    lt->longest_ns = 0;
+    lt->second_ns = 0;
+  }
+  if (d > lt->longest_ns) {
+    lt->second_ns = lt->longest_ns;
+    lt->longest_ns = d;
+  } else if (d > lt->second_ns) {
+    lt->second_ns = d;
+  }
 }
 
 /* ---- the operators of a link; 0 or an error line ---- */

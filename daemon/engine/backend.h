@@ -129,6 +129,10 @@ struct KernelGenerateResult {
   uint64_t links = 0;         // links the chain ran
   double max_link_ms = 0;     // the longest uninterrupted link
   std::string max_link_op;    // which operator share it ran ("vocab share 3 of 10, rows ...")
+  // The longest any one link ran twice: a link's own length, without a one-off
+  // pause of the virtual CPU that max_link_ms (wall time) also counts.
+  double repeat_link_ms = 0;
+  std::string repeat_link_op;
   double kernel_ms = 0;       // start to last record, kernel clock
   double busy_ms = 0;         // the links' run time summed: the chains' CPU time (kworkers, not this process's)
   std::vector<uint64_t> chain_links;  // operator shares each CPU's chain ran (the submitter's first)

@@ -126,6 +126,7 @@ void configure(Skel* s, const ProgramLayout& l) {
   s->rodata->DRIVE_LINKS = links;
   s->rodata->DRIVE_VOCAB = qn_drive_vocab_link(&sh);
   set(s->maps.drive_plan, sizeof(qn_drive_link), l.drive ? links : 1, "drive_plan");
+  set(s->maps.drive_link_time, sizeof(qn_drive_link_time), l.drive ? links : 1, "drive_link_time");
   for (bpf_program* p : {s->progs.qn_drive_start, s->progs.qn_drive_join, s->progs.qn_drive_arm_ctl, s->progs.qn_drive_arm_mm,
                          s->progs.qn_drive_arm_proj, s->progs.qn_drive_arm_att, s->progs.qn_drive_arm_mm4, s->progs.qn_drive_arm_vocab,
                          s->progs.qn_kdoor_arm, s->progs.qn_kdoor_ring})
@@ -207,7 +208,7 @@ uint64_t buffer_bytes(const ProgramLayout& l) {
                uint64_t(qn_topk_entries(s.threads)) * qn_round8(sizeof(qn_topk_slot)) +
                qn_rope_bytes(l.rope_positions, s.head_dim) + qn_norms_bytes(s.norms_len) + qn_sample_bytes(s.vocab);
   if (l.drive)
-    b += uint64_t(qn_drive_plan_links(&s)) * sizeof(qn_drive_link) +
+    b += uint64_t(qn_drive_plan_links(&s)) * (sizeof(qn_drive_link) + sizeof(qn_drive_link_time)) +
          uint64_t(s.vocab) * sizeof(qk_kd_text);
   return b;
 }
@@ -265,6 +266,9 @@ BpfPrograms::BpfPrograms(const ProgramLayout& layout)
   if (layout.drive) {
     bpf_map* plan = find("drive_plan");
     drive_plan_ = static_cast<qn_drive_link*>(map_buffer(plan, sizeof(qn_drive_link), bpf_map__max_entries(plan)));
+    bpf_map* times = find("drive_link_time");
+    drive_link_time_ = static_cast<qn_drive_link_time*>(
+        map_buffer(times, sizeof(qn_drive_link_time), bpf_map__max_entries(times)));
     drive_state_ = static_cast<qn_drive_state*>(map_buffer(find("drive_state"), sizeof(qn_drive_state), 1));
     drive_prompt_ = map32("drive_prompt", 1);
     drive_out_ = find("drive_out");

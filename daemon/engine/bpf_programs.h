@@ -85,6 +85,7 @@ class BpfPrograms {
   bool drive_join(uint32_t slot);
   qn_drive_link* drive_plan() const { return drive_plan_; }
   qn_drive_state* drive_state() const { return drive_state_; }
+  const qn_drive_link_time* drive_link_time() const { return drive_link_time_; }
   int32_t* drive_prompt() const { return drive_prompt_; }
   int drive_out_fd() const;
   // Kernel-started generations (bpf_ops/ops_kdoor_bell.h): the doorbell's
@@ -157,6 +158,7 @@ class BpfPrograms {
   int prog_drive_start_ = -1, prog_drive_join_ = -1, prog_drive_arm_[QN_FAM_COUNT] = {-1, -1, -1, -1, -1, -1};
   qn_drive_link* drive_plan_ = nullptr;
   qn_drive_state* drive_state_ = nullptr;
+  qn_drive_link_time* drive_link_time_ = nullptr;
   int32_t* drive_prompt_ = nullptr;
   bpf_map* drive_out_ = nullptr;
   std::vector<Mapping> mappings_;

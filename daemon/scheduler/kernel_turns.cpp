@@ -22,7 +22,14 @@ bool ends_generation(const KernelGenerateResult& turn, bool yielded, int asked) 
 
 void add_figures(KernelGenerateResult& all, const KernelGenerateResult& turn) {
   all.links += turn.links;
-  all.max_link_ms = std::max(all.max_link_ms, turn.max_link_ms);
+  if (turn.max_link_ms > all.max_link_ms) {
+    all.max_link_ms = turn.max_link_ms;
+    all.max_link_op = turn.max_link_op;
+  }
+  if (turn.repeat_link_ms > all.repeat_link_ms) {
+    all.repeat_link_ms = turn.repeat_link_ms;
+    all.repeat_link_op = turn.repeat_link_op;
+  }
   all.kernel_ms += turn.kernel_ms;
   all.busy_ms += turn.busy_ms;
   if (all.chain_links.size() < turn.chain_links.size()) all.chain_links.resize(turn.chain_links.size());
