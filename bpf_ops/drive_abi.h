@@ -66,10 +66,10 @@ struct qn_drive_link {
 };
 
 /* How long one plan link ran in a generation (drive_link_time, one entry per
- * plan link, mmapable): its two longest runs. The links' time is wall time, so
- * a pause of the virtual CPU (the host running something else) lands in
- * whichever link was running, once; a link that itself runs long does so at
- * every token, and shows in second_ns too. */
+ * plan link, mmapable): its two longest runs, the source of the longest-link
+ * figures. The links' time is wall time, so a pause of the virtual CPU (the
+ * host running something else) lands in whichever link was running, once; a
+ * link that itself runs long does so at every token, and shows in second_ns too. */
 struct qn_drive_link_time {
   qn_u64 gen_ns;     /* the generation these figures are of (its t_start_ns); older ones count as 0 */
   qn_u64 longest_ns; /* the longest run */
@@ -118,14 +118,13 @@ struct qn_drive_state {
   qn_u32 lost;      /* records the ring buffer had no room for */
   qn_u64 links_run; /* links since the start */
   qn_u64 t_start_ns, t_end_ns;
-  qn_u64 max_link_ns; /* the longest link (bounded runs) */
   qn_u64 busy_ns;     /* the links' run time, summed (the chains' CPU time in BPF) */
   qn_u64 claim;       /* the current operator's shares: group end << 32 | next unclaimed link */
   qn_u64 waits;       /* links that found every share claimed and re-queued */
   qn_u32 done;        /* shares of the current operator done */
   qn_u32 joined;      /* chains that joined (qn_drive_join) */
   qn_u32 active;      /* links running now (user space waits for 0 after the end) */
-  qn_u32 max_link_at; /* the plan link that ran longest (max_link_ns) */
+  qn_u32 pad;
   qn_u64 slot_links[QN_DRIVE_CPUS]; /* operator shares each CPU slot's chain ran */
   /* Who holds the engine (the activation maps, sample_buf, the chain):
    * QN_OWNER_* taken by compare-and-swap, by the daemon before a pass batch

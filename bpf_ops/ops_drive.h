@@ -174,10 +174,6 @@ static __always_inline void drv_note_time(struct qn_drive_state *s, u32 key, u32
   u64 *t0 = buf_lookup(&drive_clock, key);
   if (!t0) return;
   u64 d = bpf_ktime_get_ns() - *t0;
-  if (d > s->max_link_ns) {
-    s->max_link_ns = d;
-    s->max_link_at = link;
-  }
   __sync_fetch_and_add(&s->busy_ns, d);
   /* No other chain runs this link until its operator is done, which is after
    * this: the entry has one writer at a time. */
@@ -583,8 +579,6 @@ static __always_inline void drv_begin(struct qn_drive_state *s) {
   s->err_link = 0;
   s->lost = 0;
   s->links_run = 0;
-  s->max_link_ns = 0;
-  s->max_link_at = 0;
   s->busy_ns = 0;
   s->waits = 0;
   s->joined = 0;

@@ -41,7 +41,7 @@ class KernelDriver {
  private:
   void fill_plan(const ModelPlan& plan, const std::function<qn_args(const MatrixPlan&)>& mat_args);
   std::string describe_link(uint32_t link) const;
-  void note_repeat_link(uint64_t gen_ns, KernelGenerateResult& res) const;
+  void note_link_times(uint64_t gen_ns, KernelGenerateResult& res) const;
   qn_drive_submit submission(const BpfKvCache& kv, const KernelGenerateRequest& req) const;
 
   BpfPrograms& progs_;

@@ -133,7 +133,6 @@ TEST(KernelDriverSoak, LongGenerationAtThe06bShapeDoesNotHogACpu) {
   EXPECT_LT(res->repeat_link_ms, 100.0) << "a link held its CPU for " << res->repeat_link_ms
                                          << " ms at two tokens: " << res->repeat_link_op;
   EXPECT_GT(res->repeat_link_ms, 0.0) << "no link's time was recorded twice";
-  EXPECT_LE(res->repeat_link_ms, res->max_link_ms);
   EXPECT_GE(hog_cpu, chain0_cpu / 2) << "the CPU-bound thread got " << hog_cpu << " ms of CPU beside the chain's "
                                      << chain0_cpu << " ms on its CPU";
   std::printf("512 tokens in %.1f s (%.1f ms/token); longest link at two tokens %.1f ms (%s), once %.1f ms (%s); "
